@@ -1,0 +1,191 @@
+// Building blocks of the FNO, in the style of the PyTorch C++ frontend.
+//
+// Every module's parameter names equal neuraloperator 2.0.0's, so that a
+// state_dict moves between the two without renaming (see fno/serialize.h).
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace fno {
+
+/// Python's round(): halves go to the even neighbour (round(2.5) == 2).
+int64_t round_half_even(double x);
+
+// ---------------------------------------------------------------------------
+// PointwiseLinear: a 1x1 convolution over the channel dimension, computed as a
+// GEMM. Parameters are stored as neuraloperator's nn.Conv1d(kernel_size=1):
+// weight [out, in, 1] and bias [out].
+// ---------------------------------------------------------------------------
+struct PointwiseLinearOptions {
+  PointwiseLinearOptions(int64_t in_channels, int64_t out_channels)
+      : in_channels_(in_channels), out_channels_(out_channels) {}
+  /// Channels of the input.
+  TORCH_ARG(int64_t, in_channels);
+  /// Channels of the output.
+  TORCH_ARG(int64_t, out_channels);
+  /// Whether to add a learned bias.
+  TORCH_ARG(bool, bias) = true;
+};
+
+class PointwiseLinearImpl : public torch::nn::Cloneable<PointwiseLinearImpl> {
+ public:
+  explicit PointwiseLinearImpl(const PointwiseLinearOptions& options);
+  PointwiseLinearImpl(int64_t in_channels, int64_t out_channels)
+      : PointwiseLinearImpl(PointwiseLinearOptions(in_channels, out_channels)) {}
+  void reset() override;
+  void reset_parameters();
+  void pretty_print(std::ostream& stream) const override;
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  PointwiseLinearOptions options;
+  torch::Tensor weight;  // [Cout, Cin, 1]
+  torch::Tensor bias;    // [Cout] or undefined
+};
+TORCH_MODULE(PointwiseLinear);
+
+// ---------------------------------------------------------------------------
+// ChannelMLP: n_layers pointwise linear layers with GELU between them.
+// State-dict names: fcs.{i}.weight, fcs.{i}.bias.
+// ---------------------------------------------------------------------------
+struct ChannelMLPOptions {
+  ChannelMLPOptions(int64_t in_channels, int64_t out_channels, int64_t hidden_channels)
+      : in_channels_(in_channels),
+        out_channels_(out_channels),
+        hidden_channels_(hidden_channels) {}
+  /// Channels of the input.
+  TORCH_ARG(int64_t, in_channels);
+  /// Channels of the output.
+  TORCH_ARG(int64_t, out_channels);
+  /// Channels of the hidden layers.
+  TORCH_ARG(int64_t, hidden_channels);
+  /// Number of linear layers (>= 1).
+  TORCH_ARG(int64_t, n_layers) = 2;
+};
+
+class ChannelMLPImpl : public torch::nn::Cloneable<ChannelMLPImpl> {
+ public:
+  explicit ChannelMLPImpl(const ChannelMLPOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  torch::Tensor forward(torch::Tensor x);
+
+  ChannelMLPOptions options;
+  torch::nn::ModuleList fcs{nullptr};
+};
+TORCH_MODULE(ChannelMLP);
+
+// ---------------------------------------------------------------------------
+// SoftGating: a learned per-channel scale, initialised to 1, no bias.
+// State-dict name: weight [1, C, 1, ...].
+// ---------------------------------------------------------------------------
+class SoftGatingImpl : public torch::nn::Cloneable<SoftGatingImpl> {
+ public:
+  SoftGatingImpl(int64_t channels, int64_t n_dim);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  // x: [B, C, *S] -> [B, C, *S]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  int64_t channels;
+  int64_t n_dim;
+  torch::Tensor weight;  // [1, C, 1...]
+};
+TORCH_MODULE(SoftGating);
+
+// ---------------------------------------------------------------------------
+// LinearSkip: neuraloperator's Flattened1dConv skip (a 1x1 conv, no bias).
+// State-dict name: conv.weight [Cout, Cin, 1].
+// ---------------------------------------------------------------------------
+class LinearSkipImpl : public torch::nn::Cloneable<LinearSkipImpl> {
+ public:
+  LinearSkipImpl(int64_t in_channels, int64_t out_channels);
+  void reset() override;
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  int64_t in_channels;
+  int64_t out_channels;
+  PointwiseLinear conv{nullptr};
+};
+TORCH_MODULE(LinearSkip);
+
+// ---------------------------------------------------------------------------
+// SpectralConv: Fourier-space channel mixing over the lowest modes.
+//
+//   y = irfftn( W . rfftn(x)[kept modes] ) + bias,  FFTs with norm="forward".
+//
+// Kept frequencies: -m/2 .. m/2-1 on every dim but the last, 0 .. m_last//2 on
+// the last (the real FFT's half spectrum). The spectrum's corners are read and
+// written directly, with no fftshift copies; the result equals
+// neuraloperator's fftshift formulation with the inverse shift done right
+// (ifftshift), which 2.0.0 gets wrong for odd grid sizes.
+//
+// When the grid holds fewer modes than the weights, a centred sub-slice of the
+// weights is used, with neuraloperator's index arithmetic.
+//
+// State-dict names: weight.tensor [Cin, Cout, m1, ..., m_last//2+1] complex64
+// (tltorch's DenseTensor), bias [Cout, 1, ...].
+// ---------------------------------------------------------------------------
+struct SpectralConvOptions {
+  SpectralConvOptions(int64_t in_channels, int64_t out_channels, std::vector<int64_t> n_modes)
+      : in_channels_(in_channels), out_channels_(out_channels), n_modes_(std::move(n_modes)) {}
+  /// Channels of the input.
+  TORCH_ARG(int64_t, in_channels);
+  /// Channels of the output.
+  TORCH_ARG(int64_t, out_channels);
+  /// Modes kept per spatial dim, as given to neuraloperator (the last is halved + 1 internally).
+  TORCH_ARG(std::vector<int64_t>, n_modes);
+  /// Whether to add a learned real bias.
+  TORCH_ARG(bool, bias) = true;
+};
+
+/// Holds tltorch's DenseTensor parameter, named "tensor", for state-dict parity.
+class DenseTensorImpl : public torch::nn::Cloneable<DenseTensorImpl> {
+ public:
+  explicit DenseTensorImpl(std::vector<int64_t> shape);
+  void reset() override;
+  std::vector<int64_t> shape;
+  torch::Tensor tensor;  // complex64
+};
+TORCH_MODULE(DenseTensor);
+
+class SpectralConvImpl : public torch::nn::Cloneable<SpectralConvImpl> {
+ public:
+  explicit SpectralConvImpl(const SpectralConvOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  /// Shape of the complex weight: [Cin, Cout, m1, ..., m_last//2+1].
+  std::vector<int64_t> weight_shape() const;
+
+  SpectralConvOptions options;
+  DenseTensor weight{nullptr};
+  torch::Tensor bias;  // [Cout, 1...] or undefined
+};
+TORCH_MODULE(SpectralConv);
+
+// ---------------------------------------------------------------------------
+// GridEmbedding: appends d coordinate channels linspace(0,1,res+1)[:-1].
+// ---------------------------------------------------------------------------
+class GridEmbeddingImpl : public torch::nn::Cloneable<GridEmbeddingImpl> {
+ public:
+  explicit GridEmbeddingImpl(int64_t n_dim);
+  void reset() override {}
+  // x: [B, C, *S] -> [B, C + d, *S]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  int64_t n_dim;
+};
+TORCH_MODULE(GridEmbedding);
+
+}  // namespace fno

@@ -1,0 +1,180 @@
+#include <fno/fno.h>
+
+#include <torch/torch.h>
+
+#include <numeric>
+
+namespace fno {
+
+// ---------------------------------------------------------------------------
+// FNOBlocks
+// ---------------------------------------------------------------------------
+FNOBlocksImpl::FNOBlocksImpl(int64_t channels_, std::vector<int64_t> n_modes_, int64_t n_layers_,
+                             double channel_mlp_expansion_)
+    : channels(channels_),
+      n_modes(std::move(n_modes_)),
+      n_layers(n_layers_),
+      channel_mlp_expansion(channel_mlp_expansion_) {
+  reset();
+}
+
+void FNOBlocksImpl::reset() {
+  TORCH_CHECK(n_layers >= 1, "FNO: n_layers must be >= 1, got ", n_layers);
+  TORCH_CHECK(channel_mlp_expansion > 0, "FNO: channel_mlp_expansion must be > 0, got ",
+              channel_mlp_expansion);
+  const auto n_dim = static_cast<int64_t>(n_modes.size());
+  const int64_t mlp_hidden = round_half_even(static_cast<double>(channels) * channel_mlp_expansion);
+  TORCH_CHECK(mlp_hidden > 0, "FNO: round(hidden_channels * channel_mlp_expansion) is 0 for ",
+              "hidden_channels=", channels, ", channel_mlp_expansion=", channel_mlp_expansion);
+  convs = register_module("convs", torch::nn::ModuleList());
+  fno_skips = register_module("fno_skips", torch::nn::ModuleList());
+  channel_mlp = register_module("channel_mlp", torch::nn::ModuleList());
+  channel_mlp_skips = register_module("channel_mlp_skips", torch::nn::ModuleList());
+  for (int64_t i = 0; i < n_layers; ++i) {
+    convs->push_back(SpectralConv(SpectralConvOptions(channels, channels, n_modes)));
+    fno_skips->push_back(LinearSkip(channels, channels));
+    channel_mlp->push_back(ChannelMLP(ChannelMLPOptions(channels, channels, mlp_hidden)));
+    channel_mlp_skips->push_back(SoftGating(channels, n_dim));
+  }
+}
+
+torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
+  TORCH_CHECK(index >= 0 && index < n_layers, "FNOBlocks: block index ", index,
+              " out of range [0, ", n_layers, ")");
+  const bool last = index == n_layers - 1;
+  auto skip_fno = fno_skips[index]->as<LinearSkip>()->forward(x);
+  auto skip_mlp = channel_mlp_skips[index]->as<SoftGating>()->forward(x);
+  auto y = convs[index]->as<SpectralConv>()->forward(x) + skip_fno;
+  if (!last) y = torch::gelu(y);
+  y = channel_mlp[index]->as<ChannelMLP>()->forward(y) + skip_mlp;
+  if (!last) y = torch::gelu(y);
+  return y;
+}
+
+// ---------------------------------------------------------------------------
+// FNO
+// ---------------------------------------------------------------------------
+FNOImpl::FNOImpl(const FNOOptions& options_) : options(options_) { reset(); }
+
+int64_t FNOImpl::lifting_channels() const {
+  return static_cast<int64_t>(options.lifting_channel_ratio() *
+                              static_cast<double>(options.hidden_channels()));
+}
+
+int64_t FNOImpl::projection_channels() const {
+  return static_cast<int64_t>(options.projection_channel_ratio() *
+                              static_cast<double>(options.hidden_channels()));
+}
+
+void FNOImpl::reset() {
+  const auto n = n_dim();
+  TORCH_CHECK(n >= 1 && n <= 3, "FNO: n_modes must have 1, 2 or 3 entries, got ", n);
+  for (auto m : options.n_modes()) TORCH_CHECK(m > 0, "FNO: n_modes entries must be > 0, got ", m);
+  TORCH_CHECK(options.in_channels() > 0, "FNO: in_channels must be > 0, got ",
+              options.in_channels());
+  TORCH_CHECK(options.out_channels() > 0, "FNO: out_channels must be > 0, got ",
+              options.out_channels());
+  TORCH_CHECK(options.hidden_channels() > 0, "FNO: hidden_channels must be > 0, got ",
+              options.hidden_channels());
+  TORCH_CHECK(options.lifting_channel_ratio() >= 0, "FNO: lifting_channel_ratio must be >= 0, got ",
+              options.lifting_channel_ratio());
+  TORCH_CHECK(projection_channels() > 0, "FNO: projection_channel_ratio * hidden_channels must be ",
+              ">= 1, got ratio ", options.projection_channel_ratio());
+  const auto& pad = options.domain_padding();
+  TORCH_CHECK(pad.empty() || pad.size() == 1 || static_cast<int64_t>(pad.size()) == n,
+              "FNO: domain_padding needs 0, 1 or ", n, " entries, got ", pad.size());
+  for (double p : pad) TORCH_CHECK(p >= 0, "FNO: domain_padding must be >= 0, got ", p);
+
+  if (options.positional_embedding()) {
+    positional_embedding = register_module("positional_embedding", GridEmbedding(n));
+  }
+  fno_blocks = register_module(
+      "fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(), options.n_layers(),
+                              options.channel_mlp_expansion()));
+  const int64_t lift_in = options.in_channels() + (options.positional_embedding() ? n : 0);
+  if (lifting_channels() > 0) {
+    lifting = register_module("lifting", ChannelMLP(ChannelMLPOptions(
+                                             lift_in, options.hidden_channels(), lifting_channels())));
+  } else {
+    lifting = register_module(
+        "lifting", ChannelMLP(ChannelMLPOptions(lift_in, options.hidden_channels(),
+                                                options.hidden_channels())
+                                  .n_layers(1)));
+  }
+  projection = register_module(
+      "projection", ChannelMLP(ChannelMLPOptions(options.hidden_channels(), options.out_channels(),
+                                                 projection_channels())));
+}
+
+void FNOImpl::pretty_print(std::ostream& stream) const {
+  stream << "fno::FNO(n_modes=" << torch::IntArrayRef(options.n_modes())
+         << ", in=" << options.in_channels() << ", out=" << options.out_channels()
+         << ", hidden=" << options.hidden_channels() << ", n_layers=" << options.n_layers()
+         << ", lifting=" << lifting_channels() << ", projection=" << projection_channels() << ")";
+}
+
+std::vector<int64_t> FNOImpl::padding_for(torch::IntArrayRef spatial) const {
+  const auto& frac = options.domain_padding();
+  std::vector<int64_t> pads;
+  if (frac.empty()) return pads;
+  bool any = false;
+  for (size_t i = 0; i < spatial.size(); ++i) {
+    const double f = frac.size() == 1 ? frac[0] : frac[i];
+    pads.push_back(round_half_even(f * static_cast<double>(spatial[i])));
+    any = any || pads.back() > 0;
+  }
+  if (!any) pads.clear();
+  return pads;
+}
+
+torch::Tensor FNOImpl::forward_lift(torch::Tensor x) {
+  TORCH_CHECK(x.dim() == n_dim() + 2, "FNO: expected a ", n_dim() + 2,
+              "-d input [B, C, *S] for a ", n_dim(), "-d FNO, got shape ", x.sizes());
+  TORCH_CHECK(x.size(1) == options.in_channels(), "FNO: expected ", options.in_channels(),
+              " input channels, got ", x.size(1));
+  if (positional_embedding) x = positional_embedding->forward(x);
+  x = lifting->forward(x);
+  const auto pads = padding_for(x.sizes().slice(2));
+  if (!pads.empty()) {
+    // constant_pad_nd takes (before, after) pairs from the last dim backwards.
+    std::vector<int64_t> pairs;
+    for (auto it = pads.rbegin(); it != pads.rend(); ++it) {
+      pairs.push_back(*it);
+      pairs.push_back(*it);
+    }
+    x = torch::constant_pad_nd(x, pairs, 0.0);
+  }
+  return x;
+}
+
+torch::Tensor FNOImpl::forward_block(const torch::Tensor& x, int64_t index) {
+  return fno_blocks->forward(x, index);
+}
+
+torch::Tensor FNOImpl::forward_project(torch::Tensor x, torch::IntArrayRef spatial) {
+  TORCH_CHECK(static_cast<int64_t>(spatial.size()) == n_dim(), "FNO: forward_project needs ",
+              n_dim(), " spatial sizes, got ", spatial.size());
+  const auto pads = padding_for(spatial);
+  for (size_t i = 0; i < pads.size(); ++i) {
+    if (pads[i] > 0) x = x.narrow(static_cast<int64_t>(i) + 2, pads[i], spatial[i]);
+  }
+  return projection->forward(x);
+}
+
+torch::Tensor FNOImpl::forward(torch::Tensor x) {
+  // x: [B, Cin, *S] -> [B, hidden, *S'] -> blocks -> [B, Cout, *S]
+  const auto spatial = x.sizes().slice(2).vec();
+  x = forward_lift(std::move(x));
+  for (int64_t i = 0; i < options.n_layers(); ++i) x = forward_block(x, i);
+  return forward_project(std::move(x), spatial);
+}
+
+int64_t count_params(const torch::nn::Module& module) {
+  int64_t total = 0;
+  for (const auto& p : module.parameters()) {
+    total += p.numel() * (p.is_complex() ? 2 : 1);
+  }
+  return total;
+}
+
+}  // namespace fno

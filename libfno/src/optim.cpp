@@ -1,0 +1,287 @@
+#include <fno/optim.h>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace fno {
+
+// ---------------------------------------------------------------------------
+// AdamW
+// ---------------------------------------------------------------------------
+AdamW::AdamW(const std::vector<torch::optim::OptimizerParamGroup>& param_groups,
+             AdamWOptions defaults)
+    : Optimizer(param_groups, std::make_unique<AdamWOptions>(defaults)) {
+  TORCH_CHECK(defaults.lr() >= 0, "AdamW: invalid learning rate ", defaults.lr(),
+              " (must be >= 0)");
+  TORCH_CHECK(defaults.eps() >= 0, "AdamW: invalid eps ", defaults.eps(), " (must be >= 0)");
+  const auto [b1, b2] = defaults.betas();
+  TORCH_CHECK(0 <= b1 && b1 < 1.0, "AdamW: invalid beta1 ", b1, " (must be in [0, 1))");
+  TORCH_CHECK(0 <= b2 && b2 < 1.0, "AdamW: invalid beta2 ", b2, " (must be in [0, 1))");
+  TORCH_CHECK(defaults.weight_decay() >= 0, "AdamW: invalid weight_decay ",
+              defaults.weight_decay(), " (must be >= 0)");
+}
+
+torch::Tensor AdamW::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure != nullptr) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  for (auto& group : param_groups_) {
+    const auto& o = static_cast<const AdamWOptions&>(group.options());
+    const auto [beta1, beta2] = o.betas();
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const auto& grad = p.grad();
+      TORCH_CHECK(!grad.is_sparse(), "AdamW does not support sparse gradients");
+      auto it = state_.find(p.unsafeGetTensorImpl());
+      if (it == state_.end()) {
+        auto s = std::make_unique<AdamWParamState>();
+        s->exp_avg(torch::zeros_like(grad, at::MemoryFormat::Preserve));
+        s->exp_avg_sq(torch::zeros_like(grad, at::MemoryFormat::Preserve));
+        it = state_.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
+      }
+      auto& s = static_cast<AdamWParamState&>(*it->second);
+      s.step(s.step() + 1);
+      auto& m = s.exp_avg();
+      auto& v = s.exp_avg_sq();
+      m.mul_(beta1).add_(grad, 1.0 - beta1);
+      if (grad.is_complex()) {
+        v.mul_(beta2).addcmul_(grad, grad.conj(), 1.0 - beta2);
+      } else {
+        v.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
+      }
+      auto denom = v.sqrt().add_(o.eps());
+      double step_size = o.lr();
+      if (o.correct_bias()) {
+        const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(s.step()));
+        const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(s.step()));
+        step_size = step_size * std::sqrt(bc2) / bc1;
+      }
+      p.add_(m / denom, -step_size);
+      if (o.weight_decay() > 0.0) p.add_(p, -o.lr() * o.weight_decay());
+    }
+  }
+  return loss;
+}
+
+TensorDict AdamW::state_dict() const {
+  TensorDict out;
+  int64_t index = 0;
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    out.insert("group." + std::to_string(g) + ".lr",
+               torch::tensor(param_groups_[g].options().get_lr(), torch::kFloat64));
+    for (const auto& p : param_groups_[g].params()) {
+      auto it = state_.find(p.unsafeGetTensorImpl());
+      if (it != state_.end()) {
+        const auto& s = static_cast<const AdamWParamState&>(*it->second);
+        const std::string key = "state." + std::to_string(index) + ".";
+        out.insert(key + "step", torch::tensor(s.step(), torch::kInt64));
+        out.insert(key + "exp_avg", s.exp_avg());
+        out.insert(key + "exp_avg_sq", s.exp_avg_sq());
+      }
+      ++index;
+    }
+  }
+  return out;
+}
+
+void AdamW::load_state_dict(const TensorDict& state) {
+  torch::NoGradGuard no_grad;
+  int64_t index = 0;
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    if (const auto* lr = state.find("group." + std::to_string(g) + ".lr")) {
+      param_groups_[g].options().set_lr(lr->item<double>());
+    }
+    for (const auto& p : param_groups_[g].params()) {
+      const std::string key = "state." + std::to_string(index) + ".";
+      const auto* step = state.find(key + "step");
+      if (step != nullptr) {
+        const auto* m = state.find(key + "exp_avg");
+        const auto* v = state.find(key + "exp_avg_sq");
+        TORCH_CHECK(m != nullptr && v != nullptr, "AdamW state for parameter ", index,
+                    " is incomplete");
+        TORCH_CHECK(m->sizes() == p.sizes() && v->sizes() == p.sizes(), "AdamW state for parameter ",
+                    index, " has shape ", m->sizes(), ", the parameter ", p.sizes());
+        auto s = std::make_unique<AdamWParamState>();
+        s->step(step->item<int64_t>());
+        s->exp_avg(m->to(p.options()).clone());
+        s->exp_avg_sq(v->to(p.options()).clone());
+        state_[p.unsafeGetTensorImpl()] = std::move(s);
+      }
+      ++index;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// LRScheduler
+// ---------------------------------------------------------------------------
+LRScheduler::LRScheduler(torch::optim::Optimizer& optimizer) : optimizer_(optimizer) {
+  base_lrs_ = get_last_lr();
+}
+
+std::vector<double> LRScheduler::get_last_lr() const {
+  std::vector<double> lrs;
+  for (const auto& g : optimizer_.param_groups()) lrs.push_back(g.options().get_lr());
+  return lrs;
+}
+
+void LRScheduler::set_lrs(const std::vector<double>& lrs) {
+  auto& groups = optimizer_.param_groups();
+  for (size_t i = 0; i < groups.size() && i < lrs.size(); ++i) groups[i].options().set_lr(lrs[i]);
+}
+
+TensorDict LRScheduler::state_dict() const {
+  TensorDict out;
+  out.insert("last_epoch", torch::tensor(last_epoch_, torch::kInt64));
+  for (size_t i = 0; i < base_lrs_.size(); ++i) {
+    out.insert("base_lr." + std::to_string(i), torch::tensor(base_lrs_[i], torch::kFloat64));
+  }
+  return out;
+}
+
+void LRScheduler::load_state_dict(const TensorDict& state) {
+  if (const auto* e = state.find("last_epoch")) last_epoch_ = e->item<int64_t>();
+  for (size_t i = 0; i < base_lrs_.size(); ++i) {
+    if (const auto* b = state.find("base_lr." + std::to_string(i))) base_lrs_[i] = b->item<double>();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// StepLR
+// ---------------------------------------------------------------------------
+StepLR::StepLR(torch::optim::Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  TORCH_CHECK(step_size > 0, "StepLR: step_size must be > 0, got ", step_size);
+}
+
+void StepLR::step(std::optional<double>) {
+  ++last_epoch_;
+  if (last_epoch_ % step_size_ != 0) return;
+  auto lrs = get_last_lr();
+  for (auto& lr : lrs) lr *= gamma_;
+  set_lrs(lrs);
+}
+
+std::string StepLR::describe() const {
+  std::ostringstream s;
+  s << "StepLR(step_size=" << step_size_ << ", gamma=" << gamma_ << ")";
+  return s.str();
+}
+
+// ---------------------------------------------------------------------------
+// CosineAnnealingLR
+// ---------------------------------------------------------------------------
+CosineAnnealingLR::CosineAnnealingLR(torch::optim::Optimizer& optimizer, int64_t t_max,
+                                     double eta_min)
+    : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
+  TORCH_CHECK(t_max > 0, "CosineAnnealingLR: T_max must be > 0, got ", t_max);
+}
+
+void CosineAnnealingLR::step(std::optional<double>) {
+  ++last_epoch_;
+  const int64_t e = last_epoch_;
+  const double t = static_cast<double>(t_max_);
+  auto lrs = get_last_lr();
+  // Python's modulo: the result takes the sign of the divisor.
+  const int64_t period = 2 * t_max_;
+  const int64_t r = ((e - 1 - t_max_) % period + period) % period;
+  for (size_t i = 0; i < lrs.size(); ++i) {
+    if (r == 0) {
+      lrs[i] = lrs[i] + (base_lrs_[i] - eta_min_) * (1 - std::cos(M_PI / t)) / 2;
+    } else {
+      lrs[i] = (1 + std::cos(M_PI * static_cast<double>(e) / t)) /
+                   (1 + std::cos(M_PI * static_cast<double>(e - 1) / t)) * (lrs[i] - eta_min_) +
+               eta_min_;
+    }
+  }
+  set_lrs(lrs);
+}
+
+std::string CosineAnnealingLR::describe() const {
+  std::ostringstream s;
+  s << "CosineAnnealingLR(T_max=" << t_max_ << ", eta_min=" << eta_min_ << ")";
+  return s.str();
+}
+
+// ---------------------------------------------------------------------------
+// ReduceLROnPlateau
+// ---------------------------------------------------------------------------
+ReduceLROnPlateau::ReduceLROnPlateau(torch::optim::Optimizer& optimizer,
+                                     ReduceLROnPlateauOptions options)
+    : LRScheduler(optimizer), options_(std::move(options)) {
+  TORCH_CHECK(options_.factor() < 1.0, "ReduceLROnPlateau: factor must be < 1, got ",
+              options_.factor());
+  TORCH_CHECK(options_.mode() == "min" || options_.mode() == "max",
+              "ReduceLROnPlateau: mode must be min or max, got '", options_.mode(), "'");
+  TORCH_CHECK(options_.threshold_mode() == "rel" || options_.threshold_mode() == "abs",
+              "ReduceLROnPlateau: threshold_mode must be rel or abs, got '",
+              options_.threshold_mode(), "'");
+  best_ = options_.mode() == "min" ? std::numeric_limits<double>::infinity()
+                                   : -std::numeric_limits<double>::infinity();
+}
+
+bool ReduceLROnPlateau::is_better(double a, double best) const {
+  const bool rel = options_.threshold_mode() == "rel";
+  if (options_.mode() == "min") {
+    return rel ? a < best * (1.0 - options_.threshold()) : a < best - options_.threshold();
+  }
+  return rel ? a > best * (options_.threshold() + 1.0) : a > best + options_.threshold();
+}
+
+void ReduceLROnPlateau::step(std::optional<double> metric) {
+  TORCH_CHECK(metric.has_value(), "ReduceLROnPlateau.step() needs the monitored metric");
+  const double current = *metric;
+  ++last_epoch_;
+  if (is_better(current, best_)) {
+    best_ = current;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;
+  }
+  if (num_bad_epochs_ > options_.patience()) {
+    auto lrs = get_last_lr();
+    for (auto& lr : lrs) {
+      const double new_lr = std::max(lr * options_.factor(), options_.min_lr());
+      if (lr - new_lr > options_.eps()) lr = new_lr;
+    }
+    set_lrs(lrs);
+    cooldown_counter_ = options_.cooldown();
+    num_bad_epochs_ = 0;
+  }
+}
+
+std::string ReduceLROnPlateau::describe() const {
+  std::ostringstream s;
+  s << "ReduceLROnPlateau(mode=" << options_.mode() << ", factor=" << options_.factor()
+    << ", patience=" << options_.patience() << ", threshold=" << options_.threshold() << " "
+    << options_.threshold_mode() << ", cooldown=" << options_.cooldown()
+    << ", min_lr=" << options_.min_lr() << ")";
+  return s.str();
+}
+
+TensorDict ReduceLROnPlateau::state_dict() const {
+  auto out = LRScheduler::state_dict();
+  out.insert("best", torch::tensor(best_, torch::kFloat64));
+  out.insert("num_bad_epochs", torch::tensor(num_bad_epochs_, torch::kInt64));
+  out.insert("cooldown_counter", torch::tensor(cooldown_counter_, torch::kInt64));
+  return out;
+}
+
+void ReduceLROnPlateau::load_state_dict(const TensorDict& state) {
+  LRScheduler::load_state_dict(state);
+  if (const auto* b = state.find("best")) best_ = b->item<double>();
+  if (const auto* n = state.find("num_bad_epochs")) num_bad_epochs_ = n->item<int64_t>();
+  if (const auto* c = state.find("cooldown_counter")) cooldown_counter_ = c->item<int64_t>();
+}
+
+}  // namespace fno

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a fresh Debian/Ubuntu machine, then
+# configures and builds it. Safe to re-run: each step skips what is done.
+#
+#   scripts/setup.sh            # -> build/ (Release, Ninja)
+#
+# Environment:
+#   FNO_BUILD_DIR  build directory (default: build)
+#   FNO_PYTHON     a python3 that has torch 2.11 (skips the project venv)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${FNO_BUILD_DIR:-$root/build}
+log() { printf '[setup] %s\n' "$*"; }
+
+# 1. Debian packages: compilers, CMake/Ninja/ccache, HDF5, yaml-cpp, CLI11, doctest.
+pkgs=(g++ cmake ninja-build ccache libhdf5-dev libyaml-cpp-dev libcli11-dev doctest-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  if ! { "${sudo_cmd[@]}" apt-get update -qq && \
+         DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+    log "warning: could not install ${missing[*]}; continuing with what is there"
+  fi
+fi
+
+# 2. Python with torch 2.11 (LibTorch and its CMake config come from the torch wheel).
+has_torch() { "$1" -c 'import torch,sys; sys.exit(0 if torch.__version__.startswith("2.11.") else 1)' 2>/dev/null; }
+py=${FNO_PYTHON:-}
+if [ -z "$py" ]; then
+  if [ -x "$root/.venv/bin/python" ] || ! has_torch python3; then
+    py=$root/.venv/bin/python
+    if [ ! -x "$py" ]; then
+      log "creating the project venv in .venv"
+      python3 -m venv "$root/.venv"
+    fi
+    stamp=$root/.venv/.fno-requirements
+    want=$(cat "$root/requirements.txt" "$root/requirements-nodeps.txt" | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+      log "installing pinned Python packages (torch 2.11.0, neuraloperator 2.0.0, ...)"
+      "$py" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt"
+      "$py" -m pip install -q --disable-pip-version-check --no-deps -r "$root/requirements-nodeps.txt"
+      echo "$want" > "$stamp"
+    fi
+  else
+    py=$(command -v python3)  # e.g. the GPU machine's preinstalled torch 2.11.0+cu130
+  fi
+fi
+has_torch "$py" || { echo "setup: $py has no torch 2.11" >&2; exit 1; }
+torch_cmake=$("$py" -c 'import torch;print(torch.utils.cmake_prefix_path)')
+
+# 3. Configure (once) and build.
+if [ ! -f "$build/build.ninja" ]; then
+  log "configuring $build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$torch_cmake" -DFNO_PYTHON="$py" --log-level=WARNING
+fi
+log "building"
+cmake --build "$build"

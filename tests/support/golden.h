@@ -1,0 +1,24 @@
+// Test helpers: golden files made by tests/golden/make_golden.py with the real
+// neuraloperator 2.0.0, and error measures.
+#pragma once
+
+#include <fno/serialize.h>
+
+#include <torch/types.h>
+
+#include <string>
+
+namespace fno::test {
+
+/// Absolute path of a file in tests/golden.
+std::string golden_path(const std::string& name);
+/// Absolute path for a test output file (in the build tree).
+std::string out_path(const std::string& name);
+/// The tensors of a golden file, loaded once.
+const TensorDict& golden(const std::string& file);
+/// One tensor of a golden file; fails the test naming file and key if absent.
+torch::Tensor golden_tensor(const std::string& file, const std::string& key);
+/// ||a - b|| / ||b|| in float64 (complex-aware); 0 when both are zero.
+double rel_err(const torch::Tensor& a, const torch::Tensor& b);
+
+}  // namespace fno::test

@@ -1,0 +1,210 @@
+// FNO parity with neuraloperator 2.0.0: parameter count, state-dict names and
+// shapes, forward outputs and parameter gradients, from golden files.
+#include <fno/fno.h>
+#include <fno/serialize.h>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include "golden.h"
+
+using fno::test::golden;
+using fno::test::golden_path;
+using fno::test::golden_tensor;
+using fno::test::out_path;
+using fno::test::rel_err;
+
+namespace {
+
+constexpr double kForwardTol = 1e-5;
+constexpr double kGradTol = 1e-4;
+
+std::vector<int64_t> to_int_vector(const torch::Tensor& t) {
+  auto c = t.to(torch::kInt64).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+std::vector<double> to_double_vector(const torch::Tensor& t) {
+  auto c = t.to(torch::kDouble).contiguous();
+  return {c.data_ptr<double>(), c.data_ptr<double>() + c.numel()};
+}
+
+// The model described by a golden case's cfg.* tensors.
+fno::FNOOptions options_from(const std::string& io_file) {
+  auto i64 = [&](const char* k) { return golden_tensor(io_file, k).item<int64_t>(); };
+  auto f64 = [&](const char* k) { return golden_tensor(io_file, k).item<double>(); };
+  return fno::FNOOptions(to_int_vector(golden_tensor(io_file, "cfg.n_modes")), i64("cfg.in_channels"),
+                         i64("cfg.out_channels"), i64("cfg.hidden_channels"))
+      .n_layers(i64("cfg.n_layers"))
+      .lifting_channel_ratio(f64("cfg.lifting_channel_ratio"))
+      .projection_channel_ratio(f64("cfg.projection_channel_ratio"))
+      .domain_padding(to_double_vector(golden_tensor(io_file, "cfg.domain_padding")));
+}
+
+fno::FNO model_from(const std::string& state_file, const std::string& io_file) {
+  fno::FNO model(options_from(io_file));
+  fno::load_state_dict(*model, fno::load_tensor_dict(golden_path(state_file)));
+  return model;
+}
+
+void check_case(const std::string& name, const std::string& state_name) {
+  const std::string io = name + "_io.pt";
+  const std::string state = state_name + "_state.pt";
+  INFO("golden case ", name);
+  auto model = model_from(state, io);
+  CHECK(fno::count_params(*model) == golden_tensor(io, "cfg.n_params").item<int64_t>());
+
+  auto x = golden_tensor(io, "x");
+  auto y = model->forward(x);
+  const double fwd = rel_err(y, golden_tensor(io, "y"));
+  INFO("forward relative error ", fwd);
+  CHECK(fwd <= kForwardTol);
+
+  (y * golden_tensor(io, "w")).sum().backward();
+  for (const auto& p : model->named_parameters()) {
+    const auto ref = golden_tensor(io, "grad." + p.key());
+    REQUIRE(p.value().grad().defined());
+    const double g = rel_err(p.value().grad(), ref);
+    INFO("gradient of ", p.key(), ": relative error ", g);
+    CHECK(g <= kGradTol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("seed FNO has neuraloperator's 1,192,801 parameters") {
+  fno::FNO model(fno::FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2));
+  CHECK(fno::count_params(*model) == 1192801);
+}
+
+TEST_CASE("state-dict names and shapes equal neuraloperator's") {
+  for (const std::string name : {"seed", "fno1d_even", "fno2d_even", "fno3d_even", "fno2d_padding"}) {
+    INFO("case ", name);
+    const auto theirs = fno::load_tensor_dict(golden_path(name + "_state.pt"));
+    fno::FNO model(options_from(name + "_io.pt"));
+    const auto ours = fno::state_dict(*model);
+    CHECK(ours.size() == theirs.size());
+    for (const auto& item : theirs) {
+      const auto* mine = ours.find(item.key());
+      INFO("key ", item.key());
+      REQUIRE(mine != nullptr);
+      CHECK((mine->sizes() == item.value().sizes()));
+      CHECK((mine->scalar_type() == item.value().scalar_type()));
+    }
+  }
+}
+
+TEST_CASE("forward and gradients match neuraloperator: 1D") {
+  check_case("fno1d_even", "fno1d_even");
+  check_case("fno1d_odd", "fno1d_odd");
+}
+
+TEST_CASE("forward and gradients match neuraloperator: 2D") {
+  check_case("fno2d_even", "fno2d_even");
+  check_case("fno2d_odd", "fno2d_odd");
+  check_case("fno2d_small_grid", "fno2d_small_grid");
+  check_case("fno2d_padding", "fno2d_padding");
+}
+
+TEST_CASE("forward and gradients match neuraloperator: 3D") {
+  check_case("fno3d_even", "fno3d_even");
+  check_case("fno3d_odd", "fno3d_odd");
+}
+
+TEST_CASE("forward and gradients match neuraloperator: seed model, even and odd grids") {
+  check_case("seed", "seed");
+  check_case("seed_odd", "seed");
+}
+
+TEST_CASE("SpectralConv with identity weights over all modes is the identity, odd sizes too") {
+  // Keeping every mode with W[i,o] = delta(i,o) must reproduce the input exactly;
+  // this fails if the inverse shift is wrong for odd sizes.
+  torch::manual_seed(0);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{7}, {8}, {5, 7}, {6, 9}, {5, 4, 7}}) {
+    INFO("grid ", torch::IntArrayRef(shape));
+    const int64_t c = 3;
+    std::vector<int64_t> modes;
+    for (auto n : shape) modes.push_back(2 * n);  // more modes than the grid holds
+    fno::SpectralConv conv(fno::SpectralConvOptions(c, c, modes).bias(false));
+    {
+      torch::NoGradGuard no_grad;
+      auto& w = conv->weight->tensor;
+      w.zero_();
+      for (int64_t i = 0; i < c; ++i) w.select(0, i).select(0, i).fill_(1.0);
+    }
+    std::vector<int64_t> xs{2, c};
+    xs.insert(xs.end(), shape.begin(), shape.end());
+    auto x = torch::randn(xs);
+    CHECK(rel_err(conv->forward(x), x) < 1e-6);
+  }
+}
+
+TEST_CASE("model validates its options and inputs with messages naming the value") {
+  CHECK_THROWS_WITH_AS(fno::FNO(fno::FNOOptions({16, 0}, 1, 1, 32)),
+                       doctest::Contains("n_modes entries must be > 0, got 0"), c10::Error);
+  CHECK_THROWS_WITH_AS(fno::FNO(fno::FNOOptions({4, 4, 4, 4}, 1, 1, 8)),
+                       doctest::Contains("1, 2 or 3 entries, got 4"), c10::Error);
+  CHECK_THROWS_WITH_AS(fno::FNO(fno::FNOOptions({4}, 1, 1, -3)),
+                       doctest::Contains("hidden_channels must be > 0, got -3"), c10::Error);
+  fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 8));
+  CHECK_THROWS_WITH_AS(model->forward(torch::randn({2, 1, 8})),
+                       doctest::Contains("expected a 4-d input"), c10::Error);
+  CHECK_THROWS_WITH_AS(model->forward(torch::randn({2, 3, 8, 8})),
+                       doctest::Contains("expected 1 input channels, got 3"), c10::Error);
+}
+
+TEST_CASE("load_state_dict reports missing, unexpected and mismatched keys") {
+  fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 8).n_layers(2));
+  auto sd = fno::state_dict(*model);
+  fno::TensorDict missing;
+  for (const auto& item : sd) {
+    if (item.key() != "lifting.fcs.0.bias") missing.insert(item.key(), item.value());
+  }
+  CHECK_THROWS_WITH(fno::load_state_dict(*model, missing),
+                    doctest::Contains("missing keys [lifting.fcs.0.bias]"));
+  auto extra = sd;
+  extra.insert("bogus.weight", torch::zeros({1}));
+  CHECK_THROWS_WITH(fno::load_state_dict(*model, extra),
+                    doctest::Contains("unexpected keys [bogus.weight]"));
+  auto wrong = sd;
+  wrong["lifting.fcs.0.bias"] = torch::zeros({5});
+  CHECK_THROWS_WITH(fno::load_state_dict(*model, wrong),
+                    doctest::Contains("'lifting.fcs.0.bias': shape [5]"));
+}
+
+TEST_CASE("C++ state dict round-trips through save_tensor_dict") {
+  fno::FNO a(fno::FNOOptions({6, 6}, 1, 1, 8).n_layers(2));
+  fno::FNO b(fno::FNOOptions({6, 6}, 1, 1, 8).n_layers(2));
+  const auto path = out_path("cpp_state_roundtrip.pt");
+  fno::save_tensor_dict(fno::state_dict(*a), path);
+  fno::load_state_dict(*b, fno::load_tensor_dict(path));
+  auto x = torch::randn({2, 1, 12, 12});
+  CHECK(torch::equal(a->forward(x), b->forward(x)));
+}
+
+TEST_CASE("roundtrip: write a C++ checkpoint for the Python check") {
+  // tests/python/check_cpp_checkpoint.py loads these into neuraloperator's FNO.
+  torch::manual_seed(1);
+  fno::FNO model(fno::FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2));
+  auto x = torch::randn({2, 1, 21, 16});
+  torch::Tensor y;
+  {
+    torch::NoGradGuard no_grad;
+    y = model->forward(x);
+  }
+  fno::save_tensor_dict(fno::state_dict(*model), out_path("roundtrip_state.pt"));
+  fno::TensorDict io;
+  io.insert("x", x);
+  io.insert("y", y);
+  io.insert("cfg.n_modes", torch::tensor({16, 16}, torch::kInt64));
+  io.insert("cfg.in_channels", torch::tensor(1, torch::kInt64));
+  io.insert("cfg.out_channels", torch::tensor(1, torch::kInt64));
+  io.insert("cfg.hidden_channels", torch::tensor(32, torch::kInt64));
+  io.insert("cfg.n_layers", torch::tensor(4, torch::kInt64));
+  io.insert("cfg.lifting_channel_ratio", torch::tensor(2.0, torch::kDouble));
+  io.insert("cfg.projection_channel_ratio", torch::tensor(2.0, torch::kDouble));
+  io.insert("cfg.domain_padding", torch::empty({0}, torch::kDouble));
+  io.insert("cfg.n_params", torch::tensor(fno::count_params(*model), torch::kInt64));
+  fno::save_tensor_dict(io, out_path("roundtrip_io.pt"));
+  CHECK(fno::load_tensor_dict(out_path("roundtrip_state.pt")).size() == fno::state_dict(*model).size());
+}
