@@ -6,8 +6,10 @@
 #include <fno/optim.h>
 
 #include <CLI/CLI.hpp>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -44,7 +46,12 @@ int main(int argc, char** argv) {
     fno::H1Loss loss(fno::H1LossOptions().d(2));
     auto x = torch::randn({batch, 1, resolution, resolution}, device);
     auto y = torch::randn({batch, 1, resolution, resolution}, device);
+    std::vector<double> times;
     for (int64_t s = 0; s < steps; ++s) {
+      if (s == 1 && device.is_cuda()) {
+        // Peak after the warm-up step, which also creates the cuFFT plans.
+        c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+      }
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
       auto l = loss(model->forward(x), y);
@@ -54,6 +61,17 @@ int main(int argc, char** argv) {
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %lld  h1 %.6f  %.1f ms\n", static_cast<long long>(s + 1), value, ms);
+      if (s > 0) times.push_back(ms);
+    }
+    if (!times.empty()) {
+      std::sort(times.begin(), times.end());
+      std::printf("median step %.1f ms (after the first)\n", times[times.size() / 2]);
+    }
+    if (device.is_cuda()) {
+      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(
+          device.index() < 0 ? 0 : device.index());
+      std::printf("peak GPU memory %.3f GiB\n",
+                  static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024 * 1024));
     }
     std::printf("device %s  resolution %lld  batch %lld\n", device.str().c_str(),
                 static_cast<long long>(resolution), static_cast<long long>(batch));

@@ -51,7 +51,8 @@ if [ -z "$py" ]; then
     py=$(command -v python3)  # e.g. the GPU machine's preinstalled torch 2.11.0+cu130
   fi
 fi
-has_torch "$py" || { echo "setup: $py has no torch 2.11" >&2; exit 1; }
+py=$(command -v "$py" || true)
+[ -n "$py" ] && has_torch "$py" || { echo "setup: ${FNO_PYTHON:-python3} has no torch 2.11" >&2; exit 1; }
 torch_cmake=$("$py" -c 'import torch;print(torch.utils.cmake_prefix_path)')
 
 # 3. Configure (once) and build.

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Times one training step of neuraloperator 2.0.0's FNO (the reference) on the GPU.
+
+Step = forward, H1 loss, backward, AdamW step, as fno_smoke/fno_bench do.
+Prints one JSON line: ms per step (median), peak GPU bytes.
+
+    python3 bench/neuralop_step.py --resolution 1024 --batch 8 [--save-on-cpu]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from neuralop.losses import H1Loss
+from neuralop.models import FNO
+from neuralop.training import AdamW
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--resolution", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--save-on-cpu", action="store_true",
+                    help="wrap forward+loss in torch.autograd.graph.save_on_cpu(pin_memory=True)")
+    args = ap.parse_args()
+
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = FNO(n_modes=(16, 16), in_channels=1, out_channels=1, hidden_channels=32,
+                projection_channel_ratio=2).to(dev)
+    opt = AdamW(model.parameters(), lr=8e-3, weight_decay=1e-4)
+    loss_fn = H1Loss(d=2)
+    r = args.resolution
+    x = torch.randn(args.batch, 1, r, r, device=dev)
+    y = torch.randn(args.batch, 1, r, r, device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if args.save_on_cpu:
+            with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                loss = loss_fn(model(x), y)
+        else:
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step()  # warm-up: cuFFT plans, allocator
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(args.steps):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({
+        "impl": "neuraloperator-2.0.0", "save_on_cpu": args.save_on_cpu,
+        "resolution": r, "batch": args.batch, "ms_per_step": statistics.median(times),
+        "peak_bytes": torch.cuda.max_memory_allocated(),
+        "device": torch.cuda.get_device_name(0)}))
+
+
+if __name__ == "__main__":
+    main()
