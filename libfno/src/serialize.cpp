@@ -149,7 +149,7 @@ void load_state_dict(torch::nn::Module& module, const TensorDict& tensors, bool 
           << " does not match the model's " << dst.sizes();
       throw std::runtime_error(msg.str());
     }
-    if (src->is_complex() != dst.is_complex() || !src->is_floating_point() && !src->is_complex()) {
+    if (src->is_complex() != dst.is_complex() || (!src->is_floating_point() && !src->is_complex())) {
       std::ostringstream msg;
       msg << "state_dict key '" << item.key() << "': dtype " << src->scalar_type()
           << " does not match the model's " << dst.scalar_type();

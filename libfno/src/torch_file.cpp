@@ -158,7 +158,8 @@ class PickleMachine {
   c10::IValue load_storage(const c10::IValue& pid) {
     // ('storage', <global torch.XStorage>, key, location, numel)
     if (!pid.isTuple()) fail("unsupported persistent id");
-    const auto& e = pid.toTupleRef().elements();
+    // A copy, so that indexing never reads past a short tuple's inline storage.
+    const std::vector<c10::IValue> e = pid.toTupleRef().elements().vec();
     if (e.size() != 5 || !e[0].isString() || e[0].toStringRef() != "storage" ||
         !is_tagged(e[1], kGlobalTag) || !e[2].isString() || !e[4].isInt()) {
       fail("unsupported persistent id");

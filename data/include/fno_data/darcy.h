@@ -1,0 +1,109 @@
+// Darcy-flow data: loaders for neuraloperator's .pt files and for HDF5
+// (.h5, MATLAB v7.3 .mat), normalization, and seeded batching.
+//
+// Every loader returns float32 CPU tensors x [N, 1, R, R] (the coefficient)
+// and y [N, 1, R, R] (the solution), validated: the right rank, matching
+// shapes, numeric dtypes, finite values, at least one sample. Errors are
+// std::runtime_error with a one-line message that starts with the file name.
+#pragma once
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fno::data {
+
+/// Input/output function pairs: x [N, 1, *S], y [N, 1, *S], float32, contiguous, on the CPU.
+struct FieldPairs {
+  torch::Tensor x;
+  torch::Tensor y;
+};
+
+struct LoadOptions {
+  /// Keep the first n samples; -1 keeps all. Asking for more than the file holds keeps all, with a warning.
+  TORCH_ARG(int64_t, n_samples) = -1;
+  /// Keep every k-th grid point along each spatial dim (k >= 1).
+  TORCH_ARG(int64_t, subsample) = 1;
+  /// Name of the input array; "" means "x" for .pt files and "coeff" for HDF5.
+  TORCH_ARG(std::string, x_key) = "";
+  /// Name of the output array; "" means "y" for .pt files and "sol" for HDF5.
+  TORCH_ARG(std::string, y_key) = "";
+};
+
+enum class FileFormat { kTorchSave, kHdf5 };
+
+/// The format of a data file, read from its first bytes (a zip archive is
+/// torch.save; an HDF5 signature at offset 0, 512, 1024, ... is HDF5, which
+/// covers MATLAB v7.3 .mat files). Throws naming the file when neither.
+FileFormat detect_format(const std::string& path);
+
+/// Loads a Darcy data file of either format.
+FieldPairs load_darcy(const std::string& path, const LoadOptions& options = {});
+
+/// neuraloperator's .pt files: a torch.save dict {x: bool or float [N, R, R], y: float [N, R, R]}.
+FieldPairs load_torch_file(const std::string& path, const LoadOptions& options = {});
+
+/// HDF5 with arrays (N, R, R), any numeric dtype. MATLAB v7.3 files store arrays
+/// column-major, so their dims appear reversed (R, R, N) and are transposed back.
+/// Subsampling reads only the kept points (a strided hyperslab).
+FieldPairs load_hdf5(const std::string& path, const LoadOptions& options = {});
+
+/// Checks shapes, dtypes and finiteness; throws naming `what` (the file) otherwise.
+void validate(const FieldPairs& pairs, const std::string& what);
+
+/// A value stored as an HDF5 attribute.
+struct Attribute {
+  std::string name;
+  std::string text;   // used when !is_number
+  double number = 0;  // used when is_number
+  bool is_number = false;
+};
+
+/// Writes float/int/bool tensors as HDF5 datasets (chunked, deflate-compressed),
+/// with attributes on the root group, atomically (temporary file, fsync, rename).
+void write_hdf5(const std::string& path,
+                const std::vector<std::pair<std::string, torch::Tensor>>& datasets,
+                const std::vector<Attribute>& attributes = {});
+
+// ---------------------------------------------------------------------------
+// Normalization, as neuraloperator's UnitGaussianNormalizer: channel-wise mean
+// and (unbiased) std over every dim but the channel dim, eps 1e-7.
+// ---------------------------------------------------------------------------
+class UnitGaussianNormalizer {
+ public:
+  UnitGaussianNormalizer() = default;
+  /// Fits the mean and std of data [N, C, *S] per channel.
+  void fit(const torch::Tensor& data);
+  // x: [B, C, *S] -> (x - mean) / (std + eps)
+  torch::Tensor transform(const torch::Tensor& x) const;
+  // x: [B, C, *S] -> x * (std + eps) + mean
+  torch::Tensor inverse_transform(const torch::Tensor& x) const;
+  void to(const torch::Device& device);
+  bool fitted() const { return mean_.defined(); }
+  const torch::Tensor& mean() const { return mean_; }
+  const torch::Tensor& std() const { return std_; }
+  /// For checkpoints: {prefix + "mean", prefix + "std"}.
+  std::vector<std::pair<std::string, torch::Tensor>> state(const std::string& prefix) const;
+  void set_state(torch::Tensor mean, torch::Tensor std);
+
+  static constexpr double kEps = 1e-7;
+
+ private:
+  torch::Tensor mean_;  // [1, C, 1...]
+  torch::Tensor std_;   // [1, C, 1...]
+};
+
+// ---------------------------------------------------------------------------
+// Batching: sample indices per batch for one epoch. With shuffle, the order is
+// a permutation drawn from its own generator seeded by (seed, epoch), so it is
+// the same after a resume and independent of any other use of the RNG.
+// ---------------------------------------------------------------------------
+std::vector<torch::Tensor> epoch_batches(int64_t n_samples, int64_t batch_size, bool shuffle,
+                                         uint64_t seed, int64_t epoch);
+
+}  // namespace fno::data

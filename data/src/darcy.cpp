@@ -1,0 +1,200 @@
+#include <fno_data/darcy.h>
+
+#include <fno/torch_file.h>
+
+#include <torch/torch.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+namespace fno::data {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
+
+std::string shape_string(torch::IntArrayRef s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + ")";
+}
+
+}  // namespace
+
+FileFormat detect_format(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  if (st.st_size == 0) fail(path, "empty file");
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  static const std::array<unsigned char, 8> kHdf5 = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  std::array<unsigned char, 8> head{};
+  FileFormat format = FileFormat::kTorchSave;
+  bool known = false;
+  if (::pread(fd, head.data(), 4, 0) == 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 &&
+      head[3] == 4) {
+    known = true;  // a zip archive: torch.save
+  } else {
+    // The HDF5 superblock sits at 0, 512, 1024, 2048, ... (after a user block).
+    for (off_t off = 0; off < st.st_size && off <= (off_t(1) << 20); off = off ? off * 2 : 512) {
+      if (::pread(fd, head.data(), 8, off) == 8 && head == kHdf5) {
+        format = FileFormat::kHdf5;
+        known = true;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  if (!known) fail(path, "neither a torch.save (.pt) nor an HDF5 (.h5/.mat v7.3) file");
+  return format;
+}
+
+FieldPairs load_darcy(const std::string& path, const LoadOptions& options) {
+  TORCH_CHECK(options.subsample() >= 1, path, ": subsample must be >= 1, got ", options.subsample());
+  return detect_format(path) == FileFormat::kHdf5 ? load_hdf5(path, options)
+                                                  : load_torch_file(path, options);
+}
+
+FieldPairs load_torch_file(const std::string& path, const LoadOptions& options) {
+  if (options.subsample() < 1) fail(path, "subsample must be >= 1, got " + std::to_string(options.subsample()));
+  const c10::IValue value = fno::read_torch_file(path);
+  if (!value.isGenericDict()) fail(path, "expected a dict {x, y} of tensors");
+  const auto dict = value.toGenericDict();
+  auto get = [&](const std::string& key) {
+    std::string found;
+    for (const auto& item : dict) {
+      if (!item.key().isString()) continue;
+      if (item.key().toStringRef() == key) {
+        if (!item.value().isTensor()) fail(path, "entry '" + key + "' is not a tensor");
+        return item.value().toTensor();
+      }
+      found += (found.empty() ? "" : ", ") + item.key().toStringRef();
+    }
+    fail(path, "no entry '" + key + "' (found: " + found + ")");
+  };
+  const std::string xk = options.x_key().empty() ? "x" : options.x_key();
+  const std::string yk = options.y_key().empty() ? "y" : options.y_key();
+  auto x = get(xk);
+  auto y = get(yk);
+  for (const auto& [name, t] : {std::pair<std::string, torch::Tensor>{xk, x}, {yk, y}}) {
+    if (t.dim() != 3) {
+      fail(path, "'" + name + "' has rank " + std::to_string(t.dim()) + ", expected 3 (N, R, R)");
+    }
+    if (t.is_complex() || !(t.is_floating_point() || t.scalar_type() == torch::kBool ||
+                            c10::isIntegralType(t.scalar_type(), /*includeBool=*/true))) {
+      fail(path, "'" + name + "' has non-numeric dtype " + std::string(c10::toString(t.scalar_type())));
+    }
+  }
+  if (x.sizes() != y.sizes()) {
+    fail(path, "'" + xk + "' has shape " + shape_string(x.sizes()) + " but '" + yk + "' has " +
+                   shape_string(y.sizes()));
+  }
+  int64_t n = x.size(0);
+  if (options.n_samples() >= 0) {
+    if (options.n_samples() > n) {
+      std::cerr << path << ": asked for " << options.n_samples() << " samples, file holds " << n
+                << "; using " << n << "\n";
+    } else {
+      n = options.n_samples();
+    }
+  }
+  const int64_t k = options.subsample();
+  // The files' tensors are non-contiguous (sample index fastest): slice the
+  // views first, then make one contiguous float32 copy of what is kept.
+  auto take = [&](const torch::Tensor& t) {
+    using torch::indexing::Slice;
+    return t.narrow(0, 0, n)
+        .index({Slice(), Slice(torch::indexing::None, torch::indexing::None, k),
+                Slice(torch::indexing::None, torch::indexing::None, k)})
+        .to(torch::kFloat)
+        .unsqueeze(1)
+        .contiguous();
+  };
+  FieldPairs pairs{take(x), take(y)};
+  validate(pairs, path);
+  return pairs;
+}
+
+void validate(const FieldPairs& pairs, const std::string& what) {
+  if (!pairs.x.defined() || !pairs.y.defined()) fail(what, "no data");
+  if (pairs.x.dim() < 3) fail(what, "inputs have rank " + std::to_string(pairs.x.dim()) + ", expected [N, C, *S]");
+  if (pairs.x.size(0) == 0) fail(what, "holds 0 samples");
+  if (pairs.x.size(0) != pairs.y.size(0)) {
+    fail(what, std::to_string(pairs.x.size(0)) + " inputs but " + std::to_string(pairs.y.size(0)) + " outputs");
+  }
+  if (pairs.x.sizes().slice(2) != pairs.y.sizes().slice(2)) {
+    fail(what, "input grid " + shape_string(pairs.x.sizes().slice(2)) + " differs from output grid " +
+                   shape_string(pairs.y.sizes().slice(2)));
+  }
+  for (int64_t i = 2; i < pairs.x.dim(); ++i) {
+    if (pairs.x.size(i) < 1) fail(what, "empty grid " + shape_string(pairs.x.sizes().slice(2)));
+  }
+  if (!torch::isfinite(pairs.x).all().item<bool>()) fail(what, "NaN or Inf in the inputs");
+  if (!torch::isfinite(pairs.y).all().item<bool>()) fail(what, "NaN or Inf in the outputs");
+}
+
+// ---------------------------------------------------------------------------
+// UnitGaussianNormalizer
+// ---------------------------------------------------------------------------
+void UnitGaussianNormalizer::fit(const torch::Tensor& data) {
+  TORCH_CHECK(data.dim() >= 2, "UnitGaussianNormalizer: expected [N, C, *S], got ", data.sizes());
+  std::vector<int64_t> dims{0};
+  for (int64_t i = 2; i < data.dim(); ++i) dims.push_back(i);
+  mean_ = data.mean(dims, /*keepdim=*/true);
+  std_ = data.std(dims, /*unbiased=*/true, /*keepdim=*/true);
+}
+
+torch::Tensor UnitGaussianNormalizer::transform(const torch::Tensor& x) const {
+  TORCH_CHECK(fitted(), "UnitGaussianNormalizer: transform before fit");
+  return (x - mean_) / (std_ + kEps);
+}
+
+torch::Tensor UnitGaussianNormalizer::inverse_transform(const torch::Tensor& x) const {
+  TORCH_CHECK(fitted(), "UnitGaussianNormalizer: inverse_transform before fit");
+  return x * (std_ + kEps) + mean_;
+}
+
+void UnitGaussianNormalizer::to(const torch::Device& device) {
+  if (!fitted()) return;
+  mean_ = mean_.to(device);
+  std_ = std_.to(device);
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> UnitGaussianNormalizer::state(
+    const std::string& prefix) const {
+  return {{prefix + "mean", mean_}, {prefix + "std", std_}};
+}
+
+void UnitGaussianNormalizer::set_state(torch::Tensor mean, torch::Tensor std) {
+  mean_ = std::move(mean);
+  std_ = std::move(std);
+}
+
+// ---------------------------------------------------------------------------
+// Batching
+// ---------------------------------------------------------------------------
+std::vector<torch::Tensor> epoch_batches(int64_t n_samples, int64_t batch_size, bool shuffle,
+                                         uint64_t seed, int64_t epoch) {
+  TORCH_CHECK(n_samples > 0, "epoch_batches: no samples");
+  TORCH_CHECK(batch_size > 0, "epoch_batches: batch_size must be > 0, got ", batch_size);
+  torch::Tensor order;
+  if (shuffle) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003ULL + static_cast<uint64_t>(epoch));
+    order = torch::randperm(n_samples, gen, torch::kLong);
+  } else {
+    order = torch::arange(n_samples, torch::kLong);
+  }
+  return order.split(batch_size);
+}
+
+}  // namespace fno::data

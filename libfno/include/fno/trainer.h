@@ -1,0 +1,62 @@
+// The trainer: epochs of forward, loss, backward and optimizer step, the lr
+// schedule per epoch, evaluation at every test resolution, checkpoints and the
+// run directory's outputs.
+//
+// Run directory:
+//   config.yaml          the resolved configuration
+//   metrics.jsonl        one JSON object per epoch: epoch, lr, train_loss,
+//                        eval metrics ("16_l2", ...), seconds, peak_gpu_bytes
+//   summary.json         n_params, metrics (last evaluation), device, wall seconds
+//   predictions.h5       a few test inputs, truths and predictions per test set
+//   checkpoint_latest.pt model, optimizer, scheduler, normalizers, RNG, epoch
+//   checkpoint_best.pt   the same, at the best value of the first eval metric
+// Checkpoints are torch.save files (the model's keys as in Python, under
+// "model."), written atomically.
+#pragma once
+
+#include <fno/config.h>
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace fno {
+
+/// A run that cannot continue (non-finite loss, unusable checkpoint).
+class TrainingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Trainer {
+ public:
+  /// Loads and validates the data, builds the model, optimizer and scheduler.
+  /// `run_dir` is created if needed; it must be writable.
+  Trainer(RunConfig config, std::string run_dir);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Restores the latest checkpoint of run_dir; returns the epoch it holds
+  /// (training continues after it). Throws TrainingError when there is none.
+  int64_t resume();
+
+  /// Writes config.yaml and summary.json (n_params, data shapes); trains nothing.
+  void dry_run();
+
+  /// Trains up to config.epochs and writes the outputs; returns the last metrics.
+  std::map<std::string, double> train();
+
+  int64_t n_params() const;
+  const RunConfig& config() const;
+  /// One line: device, model, data sizes, optimizer and schedule.
+  std::string describe() const;
+
+  struct State;  // opaque
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace fno

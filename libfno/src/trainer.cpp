@@ -1,0 +1,510 @@
+#include <fno/trainer.h>
+
+#include <fno/fno.h>
+#include <fno/losses.h>
+#include <fno/optim.h>
+#include <fno/serialize.h>
+#include <fno_data/darcy.h>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/torch.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace fno {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// --- small JSON writer for flat objects (no JSON library among our dependencies)
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.10g", v);
+  return buf;
+}
+
+class JsonObject {
+ public:
+  JsonObject& num(const std::string& k, double v) { return raw(k, json_number(v)); }
+  JsonObject& integer(const std::string& k, int64_t v) { return raw(k, std::to_string(v)); }
+  JsonObject& str(const std::string& k, const std::string& v) { return raw(k, "\"" + json_escape(v) + "\""); }
+  JsonObject& raw(const std::string& k, const std::string& v) {
+    body_ += (body_.empty() ? "" : ", ") + ("\"" + json_escape(k) + "\": ") + v;
+    return *this;
+  }
+  std::string text() const { return "{" + body_ + "}"; }
+
+ private:
+  std::string body_;
+};
+
+std::string metrics_json(const std::map<std::string, double>& m) {
+  JsonObject o;
+  for (const auto& [k, v] : m) o.num(k, v);
+  return o.text();
+}
+
+void make_dirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw std::runtime_error(path + ": cannot create the run directory: " + std::strerror(errno));
+    }
+  }
+  if (::access(path.c_str(), W_OK) != 0) {
+    throw std::runtime_error(path + ": the run directory is not writable: " + std::strerror(errno));
+  }
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  write_file_atomic(path, text.data(), text.size());
+}
+
+torch::Device pick_device(const std::string& name) {
+  if (name == "cpu") return torch::kCPU;
+  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
+  if (!torch::cuda::is_available()) {
+    throw std::runtime_error("device.name: '" + name + "' asked for, but no CUDA device is visible");
+  }
+  torch::Device d(name);
+  if (d.index() < 0) d = torch::Device(torch::kCUDA, 0);
+  if (d.index() >= static_cast<int>(torch::cuda::device_count())) {
+    throw std::runtime_error("device.name: '" + name + "', but only " +
+                             std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+  }
+  return d;
+}
+
+// One evaluation set, on the training device when it fits.
+struct EvalSet {
+  std::string name;
+  int64_t batch_size;
+  torch::Tensor x;      // normalized input when encode_input
+  torch::Tensor x_raw;  // as loaded (for predictions.h5), on the CPU
+  torch::Tensor y;      // raw truth
+};
+
+}  // namespace
+
+struct Trainer::State {
+  RunConfig cfg;
+  std::string run_dir;
+  torch::Device device{torch::kCPU};
+  FNO model{nullptr};
+  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<LRScheduler> scheduler;
+  data::UnitGaussianNormalizer in_norm, out_norm;
+  torch::Tensor train_x, train_y;  // normalized as configured
+  std::vector<EvalSet> tests;
+  int64_t start_epoch = 0;  // epochs already done
+  double best = std::numeric_limits<double>::infinity();
+  std::string best_key;
+
+  std::string path(const std::string& name) const { return run_dir + "/" + name; }
+};
+
+Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<State>()) {
+  auto& s = *s_;
+  s.cfg = std::move(config);
+  s.run_dir = std::move(run_dir);
+  const auto& c = s.cfg;
+  make_dirs(s.run_dir);
+  s.device = pick_device(c.device);
+
+  // Data: validated at load; inputs normalized if configured, outputs normalized for training.
+  data::LoadOptions lo;
+  lo.n_samples(c.n_train).subsample(c.subsample).x_key(c.x_key).y_key(c.y_key);
+  auto train = data::load_darcy(c.train_file, lo);
+  const int64_t n_dim = static_cast<int64_t>(c.model.n_modes().size());
+  if (train.x.dim() != n_dim + 2) {
+    throw std::runtime_error(c.train_file + ": data has " + std::to_string(train.x.dim() - 2) +
+                             " spatial dims but model.n_modes has " + std::to_string(n_dim));
+  }
+  if (train.x.size(1) != c.model.in_channels() || train.y.size(1) != c.model.out_channels()) {
+    throw std::runtime_error(c.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
+                             std::to_string(train.y.size(1)) + " output channels; the model expects " +
+                             std::to_string(c.model.in_channels()) + " and " +
+                             std::to_string(c.model.out_channels()));
+  }
+  if (c.encode_input) s.in_norm.fit(train.x);
+  if (c.encode_output) s.out_norm.fit(train.y);
+  s.train_x = c.encode_input ? s.in_norm.transform(train.x) : train.x;
+  s.train_y = c.encode_output ? s.out_norm.transform(train.y) : train.y;
+  for (const auto& t : c.tests) {
+    data::LoadOptions tlo;
+    tlo.n_samples(t.n_samples).subsample(c.subsample).x_key(c.x_key).y_key(c.y_key);
+    auto pairs = data::load_darcy(t.file, tlo);
+    if (pairs.x.dim() != train.x.dim() || pairs.x.size(1) != train.x.size(1) ||
+        pairs.y.size(1) != train.y.size(1)) {
+      throw std::runtime_error(t.file + ": test data of shape " + c10::str(pairs.x.sizes()) +
+                               " does not match the training data " + c10::str(train.x.sizes()));
+    }
+    EvalSet e;
+    e.name = t.name.empty() ? std::to_string(pairs.x.size(2)) : t.name;
+    for (const auto& other : s.tests) {
+      if (other.name == e.name) {
+        throw std::runtime_error(t.file + ": a second test set named '" + e.name +
+                                 "'; give data.test entries distinct names");
+      }
+    }
+    e.batch_size = t.batch_size;
+    e.x_raw = pairs.x;
+    e.x = c.encode_input ? s.in_norm.transform(pairs.x) : pairs.x;
+    e.y = pairs.y;
+    s.tests.push_back(std::move(e));
+  }
+  // Keep the data on the GPU when it fits comfortably (a quarter of its memory).
+  if (s.device.is_cuda()) {
+    int64_t bytes = s.train_x.nbytes() + s.train_y.nbytes();
+    for (const auto& e : s.tests) bytes += e.x.nbytes() + e.y.nbytes();
+    const auto* props = at::cuda::getDeviceProperties(s.device.index());
+    const bool fits = bytes < static_cast<int64_t>(props->totalGlobalMem / 4);
+    auto place = [&](torch::Tensor& t) { t = fits ? t.to(s.device) : t.pin_memory(); };
+    place(s.train_x);
+    place(s.train_y);
+    for (auto& e : s.tests) {
+      place(e.x);
+      place(e.y);
+    }
+    s.in_norm.to(s.device);
+    s.out_norm.to(s.device);
+  }
+
+  torch::manual_seed(static_cast<uint64_t>(c.seed));
+  s.model = FNO(c.model);
+  s.model->to(s.device);
+  s.optimizer = std::make_unique<AdamW>(
+      s.model->parameters(),
+      AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay));
+  if (c.scheduler == "cosine") {
+    s.scheduler = std::make_unique<CosineAnnealingLR>(*s.optimizer, c.t_max, c.eta_min);
+  } else if (c.scheduler == "step") {
+    s.scheduler = std::make_unique<StepLR>(*s.optimizer, c.step_size, c.gamma);
+  } else if (c.scheduler == "plateau") {
+    s.scheduler = std::make_unique<ReduceLROnPlateau>(
+        *s.optimizer, ReduceLROnPlateauOptions().factor(c.plateau_factor).patience(c.plateau_patience));
+  }
+  if (!s.tests.empty()) s.best_key = s.tests.front().name + "_" + c.eval_losses.front();
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::n_params() const { return count_params(*s_->model); }
+
+const RunConfig& Trainer::config() const { return s_->cfg; }
+
+std::string Trainer::describe() const {
+  const auto& s = *s_;
+  std::ostringstream o;
+  o << "device " << s.device << " | ";
+  s.model->pretty_print(o);
+  o << ", " << n_params() << " parameters | train "
+    << s.train_x.sizes();
+  for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
+  o << " | AdamW(lr=" << s.cfg.lr << ", weight_decay=" << s.cfg.weight_decay << ")";
+  if (s.scheduler) o << " | " << s.scheduler->describe();
+  return o.str();
+}
+
+namespace {
+
+// Keys of the checkpoint file.
+constexpr const char* kEpochKey = "meta.epoch";
+constexpr const char* kBestKey = "meta.best";
+
+TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch) {
+  TensorDict d;
+  for (const auto& item : state_dict(*s.model)) d.insert("model." + item.key(), item.value());
+  for (const auto& item : s.optimizer->state_dict()) d.insert("optim." + item.key(), item.value());
+  if (s.scheduler) {
+    for (const auto& item : s.scheduler->state_dict()) d.insert("sched." + item.key(), item.value());
+  }
+  if (s.in_norm.fitted()) {
+    for (const auto& [k, v] : s.in_norm.state("norm.in.")) d.insert(k, v);
+  }
+  if (s.out_norm.fitted()) {
+    for (const auto& [k, v] : s.out_norm.state("norm.out.")) d.insert(k, v);
+  }
+  d.insert("rng.cpu", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
+  d.insert(kEpochKey, torch::tensor(epoch, torch::kInt64));
+  d.insert(kBestKey, torch::tensor(s.best, torch::kFloat64));
+  return d;
+}
+
+TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
+  TensorDict out;
+  for (const auto& item : d) {
+    if (item.key().rfind(prefix, 0) == 0) out.insert(item.key().substr(prefix.size()), item.value());
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t Trainer::resume() {
+  auto& s = *s_;
+  const std::string ckpt = s.path("checkpoint_latest.pt");
+  if (!file_exists(ckpt)) {
+    throw TrainingError(s.run_dir + ": no checkpoint_latest.pt to resume from");
+  }
+  TensorDict d;
+  try {
+    d = load_tensor_dict(ckpt);
+  } catch (const std::exception& e) {
+    throw TrainingError(std::string(e.what()));
+  }
+  try {
+    const auto* epoch = d.find(kEpochKey);
+    if (epoch == nullptr) throw std::runtime_error("no " + std::string(kEpochKey));
+    load_state_dict(*s.model, with_prefix(d, "model."));
+    s.optimizer->load_state_dict(with_prefix(d, "optim."));
+    if (s.scheduler) s.scheduler->load_state_dict(with_prefix(d, "sched."));
+    if (const auto* m = d.find("norm.in.mean")) s.in_norm.set_state(m->to(s.device), d["norm.in.std"].to(s.device));
+    if (const auto* m = d.find("norm.out.mean")) s.out_norm.set_state(m->to(s.device), d["norm.out.std"].to(s.device));
+    if (const auto* r = d.find("rng.cpu")) {
+      auto gen = torch::globalContext().defaultGenerator(torch::kCPU);
+      gen.set_state(*r);
+    }
+    if (const auto* b = d.find(kBestKey)) s.best = b->item<double>();
+    s.start_epoch = epoch->item<int64_t>();
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    throw TrainingError(ckpt + ": unusable checkpoint: " + msg.substr(0, msg.find('\n')));
+  }
+  // Drop metrics lines of epochs after the checkpoint (a killed run may have logged them).
+  const std::string metrics = s.path("metrics.jsonl");
+  std::ifstream in(metrics);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    const auto pos = line.find("\"epoch\": ");
+    if (pos == std::string::npos) continue;
+    const long long e = std::strtoll(line.c_str() + pos + 9, nullptr, 10);
+    if (e >= 1 && e <= s.start_epoch) kept += line + "\n";
+  }
+  write_text_atomic(metrics, kept);
+  return s.start_epoch;
+}
+
+void Trainer::dry_run() {
+  auto& s = *s_;
+  write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+  JsonObject o;
+  o.integer("n_params", n_params())
+      .str("device", s.device.str())
+      .str("train_shape", c10::str(s.train_x.sizes()))
+      .raw("dry_run", "true");
+  write_text_atomic(s.path("summary.json"), o.text() + "\n");
+}
+
+std::map<std::string, double> Trainer::train() {
+  auto& s = *s_;
+  const auto& c = s.cfg;
+  const auto wall0 = Clock::now();
+  write_text_atomic(s.path("config.yaml"), c.resolved_yaml);
+  const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
+  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> train_loss;
+  if (c.train_loss == "h1") {
+    train_loss = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
+  } else {
+    train_loss = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
+  }
+  std::map<std::string, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>> eval_losses;
+  for (const auto& name : c.eval_losses) {
+    if (name == "h1") eval_losses[name] = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
+    if (name == "l2") eval_losses[name] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
+  }
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const bool bar = c.progress == "bar" || (c.progress == "auto" && tty);
+  const bool plain = c.progress == "plain" || (c.progress == "auto" && !tty);
+
+  auto evaluate = [&]() {
+    std::map<std::string, double> m;
+    torch::NoGradGuard no_grad;
+    s.model->eval();
+    for (const auto& e : s.tests) {
+      std::map<std::string, torch::Tensor> sums;
+      for (const auto& idx : data::epoch_batches(e.x.size(0), e.batch_size, false, 0, 0)) {
+        const auto i = idx.to(e.x.device());
+        auto out = s.model->forward(e.x.index_select(0, i).to(s.device, /*non_blocking=*/true));
+        if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
+        const auto y = e.y.index_select(0, i).to(s.device, true);
+        for (const auto& [name, fn] : eval_losses) {
+          auto v = fn(out, y);  // summed over the batch
+          sums[name] = sums.count(name) ? sums[name] + v : v;
+        }
+      }
+      for (const auto& [name, sum] : sums) {
+        m[e.name + "_" + name] = sum.item<double>() / static_cast<double>(e.x.size(0));
+      }
+    }
+    s.model->train();
+    return m;
+  };
+
+  auto save_checkpoint = [&](const std::string& name, int64_t epoch) {
+    save_tensor_dict(checkpoint_dict(s, epoch), s.path(name));
+  };
+
+  std::map<std::string, double> last_metrics;
+  std::ofstream metrics_log(s.path("metrics.jsonl"), std::ios::app);
+  if (!metrics_log) throw std::runtime_error(s.path("metrics.jsonl") + ": cannot open for writing");
+  const int64_t n = s.train_x.size(0);
+  for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
+    const auto t0 = Clock::now();
+    if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
+    s.model->train();
+    const double lr = s.optimizer->param_groups()[0].options().get_lr();
+    auto batches = data::epoch_batches(n, c.batch_size, c.shuffle, static_cast<uint64_t>(c.seed), epoch);
+    torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const auto i = batches[b].to(s.train_x.device());
+      const auto x = s.train_x.index_select(0, i).to(s.device, true);
+      const auto y = s.train_y.index_select(0, i).to(s.device, true);
+      s.optimizer->zero_grad();
+      auto loss = train_loss(s.model->forward(x), y);
+      loss.backward();
+      s.optimizer->step();
+      loss_sum += loss.detach().to(torch::kDouble);
+      if (bar) {
+        const int width = 30;
+        const int filled = static_cast<int>(width * (b + 1) / batches.size());
+        std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %zu/%zu", static_cast<long long>(epoch),
+                     static_cast<long long>(c.epochs), std::string(filled, '#').c_str(),
+                     std::string(width - filled, ' ').c_str(), b + 1, batches.size());
+        std::fflush(stderr);
+      }
+    }
+    const double train_loss_value = loss_sum.item<double>() / static_cast<double>(n);
+    if (!std::isfinite(train_loss_value)) {
+      if (bar) std::fprintf(stderr, "\n");
+      const std::string kept = file_exists(s.path("checkpoint_latest.pt"))
+                                   ? "; the last good checkpoint is " + s.path("checkpoint_latest.pt")
+                                   : "; no checkpoint was written";
+      throw TrainingError("epoch " + std::to_string(epoch) + ": the training loss is " +
+                          (std::isnan(train_loss_value) ? "NaN" : "infinite") + "; stopped" + kept);
+    }
+    if (s.scheduler) s.scheduler->step(train_loss_value);
+
+    std::map<std::string, double> metrics;
+    if (epoch % c.eval_every == 0 || epoch == c.epochs) metrics = evaluate();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    int64_t peak = 0;
+    if (s.device.is_cuda()) {
+      peak = c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index()).allocated_bytes[0].peak;
+    }
+    JsonObject line;
+    line.integer("epoch", epoch).num("lr", lr).num("train_loss", train_loss_value);
+    for (const auto& [k, v] : metrics) line.num(k, v);
+    line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
+    metrics_log << line.text() << "\n";
+    metrics_log.flush();
+
+    if (!metrics.empty()) {
+      last_metrics = metrics;
+      if (!s.best_key.empty() && metrics.count(s.best_key) && metrics[s.best_key] < s.best) {
+        s.best = metrics[s.best_key];
+        save_checkpoint("checkpoint_best.pt", epoch);
+      }
+    }
+    if (epoch % c.checkpoint_every == 0 || epoch == c.epochs) save_checkpoint("checkpoint_latest.pt", epoch);
+
+    if (bar) std::fprintf(stderr, "\r\033[K");
+    if (bar || plain) {
+      std::ostringstream msg;
+      msg << "epoch " << epoch << "/" << c.epochs << "  lr " << lr << "  train_" << c.train_loss << " "
+          << train_loss_value;
+      for (const auto& [k, v] : metrics) msg << "  " << k << " " << v;
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "  %.2fs", seconds);
+      msg << secs;
+      std::fprintf(stderr, "%s\n", msg.str().c_str());
+    }
+  }
+  if (last_metrics.empty() && !s.tests.empty()) last_metrics = evaluate();
+
+  // predictions.h5: the first few samples of each test set.
+  if (c.n_predictions > 0 && !s.tests.empty()) {
+    torch::NoGradGuard no_grad;
+    s.model->eval();
+    std::vector<std::pair<std::string, torch::Tensor>> sets;
+    for (const auto& e : s.tests) {
+      const int64_t k = std::min<int64_t>(c.n_predictions, e.x.size(0));
+      auto out = s.model->forward(e.x.narrow(0, 0, k).to(s.device));
+      if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
+      sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
+      sets.emplace_back(e.name + "/y", e.y.narrow(0, 0, k).cpu());
+      sets.emplace_back(e.name + "/pred", out.cpu());
+    }
+    std::vector<data::Attribute> attrs;
+    data::Attribute a;
+    a.name = "epochs";
+    a.number = static_cast<double>(c.epochs);
+    a.is_number = true;
+    attrs.push_back(a);
+    data::Attribute cfg_attr;
+    cfg_attr.name = "config";
+    cfg_attr.text = c.resolved_yaml;
+    attrs.push_back(cfg_attr);
+    data::write_hdf5(s.path("predictions.h5"), sets, attrs);
+  }
+
+  JsonObject summary;
+  summary.integer("n_params", n_params())
+      .raw("metrics", metrics_json(last_metrics))
+      .str("device", s.device.is_cuda() ? s.device.str() + " (" + at::cuda::getDeviceProperties(s.device.index())->name + ")"
+                                        : std::string("cpu"))
+      .integer("epochs", c.epochs)
+      .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
+  if (!s.best_key.empty()) summary.str("best_metric", s.best_key).num("best", s.best);
+  write_text_atomic(s.path("summary.json"), summary.text() + "\n");
+  return last_metrics;
+}
+
+}  // namespace fno

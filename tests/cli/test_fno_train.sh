@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# fno_train from the outside: exit codes, one-line errors, dry run, and a
+# kill -9 at a random moment followed by --resume, which must end with the
+# same metrics as an uninterrupted run.
+#   test_fno_train.sh FNO_TRAIN SOURCE_DIR WORK_DIR
+set -u
+bin=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+small=$src/tests/cli/small.yaml
+failures=0 passed=0
+ok() { passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect CODE PATTERN -- ARGS...: exit code CODE, stderr one line matching PATTERN.
+expect() {
+  local code=$1 pattern=$2; shift 3
+  "$bin" "$@" > "$work/out" 2> "$work/err"
+  local rc=$? lines
+  lines=$(wc -l < "$work/err")
+  if [ "$rc" -ne "$code" ]; then bad "fno_train $* exited $rc, expected $code: $(cat "$work/err")"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "fno_train $*: $lines lines on stderr, expected 1: $(cat "$work/err")"; return; fi
+  if ! grep -q -- "$pattern" "$work/err"; then bad "fno_train $*: stderr lacks '$pattern': $(cat "$work/err")"; return; fi
+  ok
+}
+
+"$bin" --help > "$work/help" 2>&1 && grep -q -- "--resume" "$work/help" && grep -q -- "--dry-run" "$work/help" && ok || bad "--help"
+
+printf 'model: [1, 2\n' > "$work/malformed.yaml"
+printf '' > "$work/empty.yaml"
+printf 'model:\n  hidden_channels: 8\n  colour: red\n' > "$work/unknown.yaml"
+printf 'garbage bytes, not a tensor file' > "$work/garbage.pt"
+
+expect 2 "unexpected\|not expected\|bogus" -- --config "$small" --bogus
+expect 2 "--config FILE is required" --
+expect 2 "nope.yaml: cannot read the config file" -- --config "$work/nope.yaml"
+expect 2 "cannot read the config file" -- --config "$work"
+expect 2 "malformed.yaml:.*malformed YAML" -- --config "$work/malformed.yaml"
+expect 2 "empty.yaml: empty config" -- --config "$work/empty.yaml"
+expect 2 "unknown.yaml:3: model.colour: unknown key" -- --config "$work/unknown.yaml"
+expect 2 "expected section.key=value" -- --config "$small" --set training.epochs
+expect 2 "training.epochs: expected an integer >= 1, got 0" -- --config "$small" --set training.epochs=0
+expect 2 "model.n_modes: expected an integer >= 1, got -2" -- --config "$small" --set "model.n_modes=[8, -2]"
+expect 2 "unknown value 'warp'" -- --config "$small" --set scheduler.name=warp
+expect 3 "garbage.pt: neither a torch.save" -- --config "$small" --set "data.train_file=$work/garbage.pt" --out "$work/r0"
+expect 3 "missing.pt: cannot open" -- --config "$small" --set "data.train_file=$work/missing.pt" --out "$work/r0"
+expect 3 "cannot create the run directory" -- --config "$small" --out /proc/fno_cannot_write
+expect 2 "not a run directory" -- --resume "$work/nowhere"
+
+# Dry run of the seed config: n_params as neuraloperator counts them.
+if "$bin" --config "$src/configs/darcy.yaml" --dry-run --out "$work/dry" > "$work/out" 2> "$work/err" &&
+   grep -q '"n_params": 1192801' "$work/dry/summary.json" && [ ! -e "$work/dry/checkpoint_latest.pt" ]; then ok
+else bad "dry run: $(cat "$work/err")"; fi
+
+# Uninterrupted reference run, then a second run into the same directory is refused.
+"$bin" --config "$small" --out "$work/full" > /dev/null 2> "$work/full.err" || bad "reference run failed: $(tail -1 "$work/full.err")"
+expect 2 "already holds a run" -- --config "$small" --out "$work/full"
+
+# kill -9 partway, resume, compare.
+"$bin" --config "$small" --out "$work/killed" > /dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  [ -f "$work/killed/metrics.jsonl" ] && [ "$(wc -l < "$work/killed/metrics.jsonl")" -ge 2 ] && break
+  sleep 0.05
+done
+sleep 0.$((RANDOM % 10))
+kill -9 $pid 2> /dev/null
+wait $pid 2> /dev/null
+if [ -f "$work/killed/summary.json" ]; then
+  bad "the run finished before kill -9; the test did not interrupt it"
+fi
+"$bin" --resume "$work/killed" > /dev/null 2> "$work/resume.err" || bad "resume failed: $(tail -1 "$work/resume.err")"
+strip() { sed -E 's/, "seconds": [^,}]*//' "$1"; }
+if [ "$(strip "$work/full/metrics.jsonl")" = "$(strip "$work/killed/metrics.jsonl")" ]; then ok
+else bad "metrics after kill -9 + resume differ from the uninterrupted run"; diff <(strip "$work/full/metrics.jsonl") <(strip "$work/killed/metrics.jsonl"); fi
+full_metrics=$(grep -o '"metrics": {[^}]*}' "$work/full/summary.json")
+resumed_metrics=$(grep -o '"metrics": {[^}]*}' "$work/killed/summary.json")
+[ -n "$full_metrics" ] && [ "$full_metrics" = "$resumed_metrics" ] && ok || bad "final metrics differ: $full_metrics vs $resumed_metrics"
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]

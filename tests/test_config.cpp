@@ -1,0 +1,125 @@
+// The config schema: the seed config resolves to the documented values, and
+// every kind of bad input is a one-line ConfigError naming file:line and key.
+#include <fno/config.h>
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "golden.h"
+
+namespace {
+
+const std::string kValid = R"(model:
+  n_modes: [16, 16]
+  hidden_channels: 32
+data:
+  train_file: train.pt
+  test:
+    - {file: test16.pt}
+training:
+  epochs: 3
+)";
+
+void check_error(const std::string& yaml, const std::string& expected,
+                 const std::vector<std::string>& overrides = {}) {
+  INFO("yaml:\n", yaml);
+  try {
+    fno::parse_config(yaml, "cfg.yaml", overrides);
+    FAIL("no error; expected: ", expected);
+  } catch (const fno::ConfigError& e) {
+    const std::string msg = e.what();
+    INFO("message: ", msg);
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.find(expected) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the seed config resolves to the Darcy example's settings") {
+  const auto cfg = fno::load_config(std::string(FNO_SOURCE_DIR) + "/configs/darcy.yaml");
+  CHECK(cfg.model.n_modes() == std::vector<int64_t>{16, 16});
+  CHECK(cfg.model.hidden_channels() == 32);
+  CHECK(cfg.model.projection_channel_ratio() == 2.0);
+  CHECK(cfg.n_train == 1000);
+  CHECK(cfg.batch_size == 32);
+  REQUIRE(cfg.tests.size() == 2);
+  CHECK(cfg.tests[0].n_samples == 100);
+  CHECK(cfg.tests[1].n_samples == 50);
+  CHECK(cfg.lr == doctest::Approx(8e-3));
+  CHECK(cfg.weight_decay == doctest::Approx(1e-4));
+  CHECK(cfg.scheduler == "cosine");
+  CHECK(cfg.t_max == 30);
+  CHECK(cfg.epochs == 20);
+  CHECK(cfg.train_loss == "h1");
+  CHECK(cfg.eval_losses == std::vector<std::string>{"h1", "l2"});
+  // Data paths resolve against the config file's directory.
+  CHECK(cfg.train_file.find("configs/../data/darcy/darcy_train_16.pt") != std::string::npos);
+  CHECK(cfg.resolved_yaml.find("epochs: 20") != std::string::npos);
+}
+
+TEST_CASE("--set overrides any value by its dotted path") {
+  const auto cfg = fno::parse_config(kValid, "cfg.yaml",
+                                     {"training.epochs=7", "optimizer.lr=0.5", "model.n_modes=[8]"});
+  CHECK(cfg.epochs == 7);
+  CHECK(cfg.lr == 0.5);
+  CHECK(cfg.model.n_modes() == std::vector<int64_t>{8});
+  CHECK(cfg.resolved_yaml.find("epochs: 7") != std::string::npos);
+}
+
+TEST_CASE("bad configs name the file, the line and the key") {
+  check_error("", "cfg.yaml: empty config");
+  check_error("model: [1, 2\n", "cfg.yaml:");  // malformed YAML
+  check_error("- a\n- b\n", "expected a mapping of sections");
+  check_error(kValid + "bogus:\n  x: 1\n", "cfg.yaml:10: bogus: unknown section");
+  check_error("model:\n  hidden_channel: 32\ndata:\n  train_file: t.pt\n",
+              "cfg.yaml:2: model.hidden_channel: unknown key");
+  check_error("model:\n  hidden_channels: abc\ndata:\n  train_file: t.pt\n",
+              "cfg.yaml:2: model.hidden_channels: expected an integer >= 1, got 'abc'");
+  check_error("model:\n  hidden_channels: 0\ndata:\n  train_file: t.pt\n",
+              "cfg.yaml:2: model.hidden_channels: expected an integer >= 1, got 0");
+  check_error("model:\n  n_modes: [16, -4]\ndata:\n  train_file: t.pt\n",
+              "cfg.yaml:2: model.n_modes: expected an integer >= 1, got -4");
+  check_error("model:\n  n_modes: [1, 2, 3, 4]\ndata:\n  train_file: t.pt\n",
+              "model.n_modes: expected a list of 1 to 3 entries, got 4");
+  check_error("data:\n  train_file: t.pt\n  batch_size: -3\n",
+              "cfg.yaml:3: data.batch_size: expected an integer >= 1, got -3");
+  check_error("data:\n  train_file: t.pt\noptimizer:\n  lr: fast\n",
+              "cfg.yaml:4: optimizer.lr: expected a number > 0, got 'fast'");
+  check_error("data:\n  train_file: t.pt\nscheduler:\n  name: warmup\n",
+              "scheduler.name: unknown value 'warmup' (expected one of: cosine, step, plateau, none)");
+  check_error("data:\n  train_file: t.pt\ntraining:\n  loss: mse\n", "training.loss: unknown value 'mse'");
+  check_error("data:\n  train_file: t.pt\ndata2: 3\n", "data2: unknown section");
+  check_error("data:\n  train_file: t.pt\n  shuffle: maybe\n",
+              "cfg.yaml:3: data.shuffle: expected true or false, got 'maybe'");
+  check_error("data:\n  train_file: t.pt\n  test:\n    - {path: x.pt}\n",
+              "data.test[0].path: unknown key");
+  check_error("data:\n  train_file: t.pt\n  test:\n    - {n_samples: 3}\n", "data.test[0].file: missing");
+  check_error("model:\n  hidden_channels: 8\n", "data.train_file: missing");
+  check_error("data:\n  train_file: t.pt\ndevice:\n  name: tpu\n", "device.name: unknown value 'tpu'");
+  check_error("data: 5\n", "data: expected a mapping of keys");
+}
+
+TEST_CASE("bad --set overrides are named as such") {
+  check_error(kValid, "--set training.epochs: expected section.key=value", {"training.epochs"});
+  check_error(kValid, "--set training.epoch=3: training.epoch: unknown key", {"training.epoch=3"});
+  check_error(kValid, "--set training.epochs=-1: training.epochs: expected an integer >= 1, got -1",
+              {"training.epochs=-1"});
+  check_error(kValid, "--set model.n_modes=[8, x]: model.n_modes: expected an integer", {"model.n_modes=[8, x]"});
+}
+
+TEST_CASE("a missing file or a directory as the config is a clear error") {
+  CHECK_THROWS_WITH_AS(fno::load_config("/nonexistent/cfg.yaml"),
+                       doctest::Contains("/nonexistent/cfg.yaml: cannot read the config file"),
+                       fno::ConfigError);
+  CHECK_THROWS_WITH_AS(fno::load_config(FNO_TEST_OUT_DIR), doctest::Contains("cannot read the config file"),
+                       fno::ConfigError);
+}
+
+TEST_CASE("configs/README.md documents the schema fno_train uses") {
+  std::ifstream in(std::string(FNO_SOURCE_DIR) + "/configs/README.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_MESSAGE(doc.find(fno::config_schema_markdown()) != std::string::npos,
+                "configs/README.md is out of date: paste the output of fno_train --print-schema");
+}

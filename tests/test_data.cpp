@@ -1,0 +1,142 @@
+// neuraloperator's .pt Darcy files, validation, normalization and batching.
+#include <fno_data/darcy.h>
+
+#include <fno/serialize.h>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "golden.h"
+
+using fno::test::out_path;
+
+namespace {
+
+std::string darcy(const std::string& name) { return std::string(FNO_SOURCE_DIR) + "/data/darcy/" + name; }
+
+void check_error(const std::function<void()>& fn, const std::string& path, const std::string& expected) {
+  try {
+    fn();
+    FAIL("no error for ", path);
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    INFO("message: ", msg);
+    CHECK(msg.rfind(path, 0) == 0);
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.find(expected) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the shipped neuraloperator Darcy files load with their documented statistics") {
+  const auto train = fno::data::load_darcy(darcy("darcy_train_16.pt"));
+  CHECK((train.x.sizes() == torch::IntArrayRef{1000, 1, 16, 16}));
+  CHECK((train.y.sizes() == torch::IntArrayRef{1000, 1, 16, 16}));
+  CHECK(train.x.is_contiguous());
+  CHECK((train.x.scalar_type() == torch::kFloat));
+  // data/darcy/README.md: y mean 0.3863, std 0.3400; x mean 0.499, values 0/1.
+  CHECK(train.y.mean().item<double>() == doctest::Approx(0.3863).epsilon(1e-3));
+  CHECK(train.y.std().item<double>() == doctest::Approx(0.3400).epsilon(1e-3));
+  CHECK(train.x.mean().item<double>() == doctest::Approx(0.499).epsilon(2e-3));
+  CHECK(torch::logical_or(train.x == 0, train.x == 1).all().item<bool>());
+}
+
+TEST_CASE("non-contiguous storage and subsampling: test_32[:, ::2, ::2] equals test_16") {
+  const auto t16 = fno::data::load_darcy(darcy("darcy_test_16.pt"));
+  const auto t32 = fno::data::load_darcy(darcy("darcy_test_32.pt"), fno::data::LoadOptions().subsample(2));
+  CHECK((t16.x.sizes() == torch::IntArrayRef{50, 1, 16, 16}));
+  CHECK(torch::equal(t16.x, t32.x));
+  CHECK(torch::equal(t16.y, t32.y));
+}
+
+TEST_CASE("n_samples keeps the first samples, and asking for more keeps all") {
+  const auto few = fno::data::load_darcy(darcy("darcy_test_16.pt"), fno::data::LoadOptions().n_samples(7));
+  const auto all = fno::data::load_darcy(darcy("darcy_test_16.pt"), fno::data::LoadOptions().n_samples(100));
+  CHECK(few.x.size(0) == 7);
+  CHECK(all.x.size(0) == 50);
+  CHECK(torch::equal(few.y, all.y.narrow(0, 0, 7)));
+}
+
+TEST_CASE("format detection by content, whatever the extension") {
+  CHECK(fno::data::detect_format(darcy("darcy_test_16.pt")) == fno::data::FileFormat::kTorchSave);
+  const auto garbage = out_path("garbage.h5");
+  std::ofstream(garbage) << "this is not data";
+  check_error([&] { fno::data::detect_format(garbage); }, garbage, "neither a torch.save");
+}
+
+TEST_CASE("bad .pt data files get one-line errors naming the file") {
+  auto save = [](const std::string& name, const fno::TensorDict& d) {
+    const auto p = out_path(name);
+    fno::save_tensor_dict(d, p);
+    return p;
+  };
+  fno::TensorDict nan_y;
+  nan_y.insert("x", torch::ones({4, 8, 8}));
+  auto y = torch::zeros({4, 8, 8});
+  y[2][3][3] = std::numeric_limits<float>::quiet_NaN();
+  nan_y.insert("y", y);
+  const auto p1 = save("nan.pt", nan_y);
+  check_error([&] { fno::data::load_darcy(p1); }, p1, "NaN or Inf in the outputs");
+
+  fno::TensorDict mismatch;
+  mismatch.insert("x", torch::ones({4, 8, 8}));
+  mismatch.insert("y", torch::ones({4, 8, 9}));
+  const auto p2 = save("mismatch.pt", mismatch);
+  check_error([&] { fno::data::load_darcy(p2); }, p2, "'x' has shape (4, 8, 8) but 'y' has (4, 8, 9)");
+
+  fno::TensorDict rank;
+  rank.insert("x", torch::ones({4, 8}));
+  rank.insert("y", torch::ones({4, 8}));
+  const auto p3 = save("rank.pt", rank);
+  check_error([&] { fno::data::load_darcy(p3); }, p3, "'x' has rank 2, expected 3");
+
+  fno::TensorDict missing;
+  missing.insert("a", torch::ones({4, 8, 8}));
+  const auto p4 = save("missing.pt", missing);
+  check_error([&] { fno::data::load_darcy(p4); }, p4, "no entry 'x' (found: a)");
+
+  fno::TensorDict empty;
+  empty.insert("x", torch::ones({0, 8, 8}));
+  empty.insert("y", torch::ones({0, 8, 8}));
+  const auto p5 = save("empty_n.pt", empty);
+  check_error([&] { fno::data::load_darcy(p5); }, p5, "holds 0 samples");
+
+  fno::TensorDict cplx;
+  cplx.insert("x", torch::ones({2, 4, 4}, torch::kComplexFloat));
+  cplx.insert("y", torch::ones({2, 4, 4}));
+  const auto p6 = save("complex.pt", cplx);
+  check_error([&] { fno::data::load_darcy(p6); }, p6, "non-numeric dtype");
+
+  const auto p7 = out_path("no_such_file.pt");
+  check_error([&] { fno::data::load_darcy(p7); }, p7, "cannot open");
+  const auto p8 = out_path("empty_file.pt");
+  std::ofstream(p8).close();
+  check_error([&] { fno::data::load_darcy(p8); }, p8, "empty file");
+}
+
+TEST_CASE("UnitGaussianNormalizer is channel-wise and inverts") {
+  torch::manual_seed(0);
+  auto data = torch::randn({20, 2, 6, 6}) * torch::tensor({3.0f, 0.5f}).view({1, 2, 1, 1}) + 4;
+  fno::data::UnitGaussianNormalizer n;
+  n.fit(data);
+  CHECK((n.mean().sizes() == torch::IntArrayRef{1, 2, 1, 1}));
+  auto t = n.transform(data);
+  CHECK(t.mean({0, 2, 3}).abs().max().item<double>() < 1e-5);
+  CHECK(t.std({0, 2, 3}).sub(1).abs().max().item<double>() < 1e-5);
+  CHECK(torch::allclose(n.inverse_transform(t), data, 1e-5, 1e-5));
+}
+
+TEST_CASE("epoch batches: seeded, reproducible, a permutation, and in order without shuffle") {
+  auto a = fno::data::epoch_batches(10, 4, true, 7, 3);
+  auto b = fno::data::epoch_batches(10, 4, true, 7, 3);
+  auto c = fno::data::epoch_batches(10, 4, true, 7, 4);
+  REQUIRE(a.size() == 3);
+  CHECK(a.back().numel() == 2);
+  CHECK(torch::equal(torch::cat(a), torch::cat(b)));
+  CHECK(!torch::equal(torch::cat(a), torch::cat(c)));
+  CHECK(torch::equal(std::get<0>(torch::cat(a).sort()), torch::arange(10)));
+  CHECK(torch::equal(torch::cat(fno::data::epoch_batches(10, 3, false, 0, 0)), torch::arange(10)));
+}
