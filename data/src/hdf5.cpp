@@ -380,24 +380,22 @@ FieldPairs load_hdf5(const std::string& path, const LoadOptions& options) {
     ctx.fail("n_samples must be positive or -1 (all), got " + std::to_string(options.n_samples()));
   }
 
-  // The first bytes: does the file exist, is it empty, is it a MATLAB file?
+  // Does the file exist, is it empty; its first bytes tell a MATLAB file.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) ctx.fail("is a directory");
+  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
+  if (st.st_size == 0) ctx.fail("empty file");
   char header[128] = {0};
   {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
-    struct stat st {};
-    const bool stat_ok = ::fstat(fd, &st) == 0;
-    const int stat_err = errno;
+    if (fd < 0) ctx.fail(std::strerror(errno));
     ssize_t got = 0;
-    if (stat_ok && S_ISREG(st.st_mode)) {
-      while ((got = ::pread(fd, header, sizeof header, 0)) < 0 && errno == EINTR) {
-      }
+    while ((got = ::pread(fd, header, sizeof header, 0)) < 0 && errno == EINTR) {
     }
+    const int read_err = errno;
     ::close(fd);
-    if (!stat_ok) ctx.fail(std::strerror(stat_err));
-    if (S_ISDIR(st.st_mode)) ctx.fail("is a directory");
-    if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
-    if (st.st_size == 0) ctx.fail("empty file");
+    if (got < 0) ctx.fail(std::string("cannot read: ") + std::strerror(read_err));
   }
 
   std::lock_guard<std::mutex> lock(hdf5_mutex());

@@ -70,6 +70,9 @@ namespace {
 // 3-8x slower.
 class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
  public:
+  // Grid sizes from which the weight gradient loops over the batch (see backward).
+  static constexpr int64_t kLongReduction = 1 << 16;
+
   // x: [B, Cin, N], w: [Cout, Cin], b: [Cout] or undefined -> [B, Cout, N]
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const std::optional<torch::Tensor>& b) {
@@ -88,10 +91,15 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) gx = torch::bmm(w.t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
     if (ctx->needs_input_grad(1)) {
-      // One GEMM per batch entry accumulating into gw: cuBLAS splits the long
-      // reduction over N, which a batched GEMM with a [Cout, Cin] output does not.
-      gw = torch::zeros_like(w);
-      for (int64_t i = 0; i < x.size(0); ++i) gw.addmm_(gy[i], x[i].t());
+      if (x.size(2) >= kLongReduction) {
+        // One GEMM per batch entry accumulating into gw: cuBLAS splits the long
+        // reduction over N, which a batched GEMM with a [Cout, Cin] output does not.
+        gw = torch::zeros_like(w);
+        for (int64_t i = 0; i < x.size(0); ++i) gw.addmm_(gy[i], x[i].t());
+      } else {
+        // Small grids: one batched GEMM and a sum; per-entry launches would dominate.
+        gw = torch::bmm(gy, x.transpose(1, 2)).sum(0);
+      }
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = gy.sum(torch::IntArrayRef{0, 2});
     return {gx, gw, gb};
