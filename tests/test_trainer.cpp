@@ -2,8 +2,11 @@
 // metric keys, exact resume, and a non-finite loss stopping the run.
 #include <fno/config.h>
 #include <fno/trainer.h>
+#include <fno/serialize.h>
+#include <fno_data/darcy.h>
 
 #include <doctest/doctest.h>
+#include <hdf5.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -59,6 +62,24 @@ std::string metrics_without_timing(const std::string& dir) {
   return std::regex_replace(read(dir + "/metrics.jsonl"), kTiming, "");
 }
 
+// A float dataset of an HDF5 file, with its shape.
+torch::Tensor read_h5(const std::string& file, const std::string& name) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  const hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  REQUIRE(d >= 0);
+  const hid_t space = H5Dget_space(d);
+  hsize_t dims[8];
+  const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
+  std::vector<int64_t> shape(dims, dims + rank);
+  auto t = torch::empty(shape, torch::kFloat);
+  CHECK(H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) >= 0);
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+  return t;
+}
+
 std::string fresh_dir(const std::string& name) {
   const auto dir = out_path(name);
   std::system(("rm -rf '" + dir + "'").c_str());
@@ -78,10 +99,19 @@ TEST_CASE("training writes the run directory with neuraloperator-style metric ke
     CHECK(metrics.at(k) < 1.0);
   }
   for (const std::string f : {"config.yaml", "metrics.jsonl", "summary.json", "predictions.h5",
-                              "checkpoint_latest.pt", "checkpoint_best.pt"}) {
+                              "checkpoint_latest.pt", "checkpoint_best.pt", "model.pt"}) {
     INFO("file ", f);
     CHECK(exists(dir + "/" + f));
   }
+  // predictions.h5: inputs, truths and predictions of the first samples per test set.
+  const auto truth = read_h5(dir + "/predictions.h5", "32/y");
+  const auto pred = read_h5(dir + "/predictions.h5", "32/pred");
+  CHECK((pred.sizes() == torch::IntArrayRef{2, 1, 32, 32}));
+  CHECK((read_h5(dir + "/predictions.h5", "16/x").sizes() == torch::IntArrayRef{2, 1, 16, 16}));
+  const double rel = ((pred - truth).norm() / truth.norm()).item<double>();
+  CHECK(rel < 0.9);  // a trained model, not noise
+  // model.pt holds exactly the model's parameters, under Python's names.
+  CHECK(fno::load_tensor_dict(dir + "/model.pt").size() == fno::state_dict(*fno::FNO(fno::parse_config(kSmall, "s.yaml").model)).size());
   const auto log = read(dir + "/metrics.jsonl");
   CHECK(std::count(log.begin(), log.end(), '\n') == 4);
   CHECK(log.find("\"epoch\": 4, \"lr\": ") != std::string::npos);

@@ -495,6 +495,10 @@ std::map<std::string, double> Trainer::train() {
     data::write_hdf5(s.path("predictions.h5"), sets, attrs);
   }
 
+  // The model alone, as a plain state dict: torch.load + neuraloperator's
+  // FNO.load_state_dict read it in Python.
+  save_tensor_dict(state_dict(*s.model), s.path("model.pt"));
+
   JsonObject summary;
   summary.integer("n_params", n_params())
       .raw("metrics", metrics_json(last_metrics))

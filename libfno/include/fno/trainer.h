@@ -10,6 +10,7 @@
 //   predictions.h5       a few test inputs, truths and predictions per test set
 //   checkpoint_latest.pt model, optimizer, scheduler, normalizers, RNG, epoch
 //   checkpoint_best.pt   the same, at the best value of the first eval metric
+//   model.pt             the final model as a plain state dict (loads in Python)
 // Checkpoints are torch.save files (the model's keys as in Python, under
 // "model."), written atomically.
 #pragma once
