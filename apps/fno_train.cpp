@@ -1,7 +1,8 @@
 // fno_train: trains an FNO from a YAML config (configs/README.md documents every key).
 //
 // Exit codes: 0 done; 2 bad command line or config; 3 bad data or an unwritable
-// output; 4 training stopped (non-finite loss, unusable checkpoint).
+// output; 4 training stopped (non-finite loss, unusable checkpoint); 130/143
+// stopped by SIGINT/SIGTERM after writing a checkpoint.
 #include <fno/config.h>
 #include <fno/trainer.h>
 
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const fno::ConfigError& e) {
     return fail(2, e.what());
+  } catch (const fno::Interrupted& e) {
+    return fail(128 + e.signal(), e.what());
   } catch (const fno::TrainingError& e) {
     return fail(4, e.what());
   } catch (const c10::Error& e) {

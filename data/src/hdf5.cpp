@@ -599,6 +599,9 @@ void write_hdf5(const std::string& path, const std::vector<std::pair<std::string
   std::string tmp = dir + "/." + base + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) ctx.fail("cannot create a temporary file in " + dir + ": " + std::strerror(errno));
+  const mode_t mask = ::umask(0);  // mkstemp makes 0600; use 0666 less the umask
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
   ::close(fd);
   try {
     write_contents(ctx, tmp, prepared, attributes);

@@ -6,8 +6,10 @@
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
+#include <c10/util/hash.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +45,10 @@ void write_file_atomic(const std::string& path, const char* data, size_t size) {
     throw std::runtime_error(path + ": cannot create a temporary file in " + dir.string() + ": " +
                              std::strerror(errno));
   }
+  // mkstemp creates the file 0600; give it the usual 0666 less the umask.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
   auto fail = [&](const char* what) {
     const int err = errno;
     ::close(fd);
@@ -108,6 +114,45 @@ std::vector<char> to_torch_save_bytes(const TensorDict& tensors) {
 void save_tensor_dict(const TensorDict& tensors, const std::string& path) {
   const std::vector<char> bytes = to_torch_save_bytes(tensors);
   write_file_atomic(path, bytes.data(), bytes.size());
+}
+
+std::string tensor_dict_digest(const TensorDict& tensors) {
+  std::string bytes;
+  for (const auto& item : tensors) {
+    const auto t = item.value().detach().to(torch::kCPU).contiguous();
+    bytes += item.key() + '\0' + std::string(c10::toString(t.scalar_type())) + '\0' +
+             c10::str(t.sizes()) + '\0';
+    bytes.append(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  }
+  return c10::sha1(bytes).str();
+}
+
+namespace {
+constexpr const char* kDigestKey = "meta.sha1";
+}
+
+void save_checkpoint_file(const TensorDict& tensors, const std::string& path) {
+  TensorDict with_digest = tensors;
+  const std::string digest = tensor_dict_digest(tensors);
+  with_digest.insert(kDigestKey, torch::tensor(std::vector<uint8_t>(digest.begin(), digest.end()),
+                                               torch::kUInt8));
+  save_tensor_dict(with_digest, path);
+}
+
+TensorDict load_checkpoint_file(const std::string& path) {
+  TensorDict all = load_tensor_dict(path);
+  const auto* stored = all.find(kDigestKey);
+  if (stored == nullptr) throw std::runtime_error(path + ": not a checkpoint (no " + kDigestKey + ")");
+  const auto u8 = stored->to(torch::kUInt8).contiguous();
+  const std::string expected(reinterpret_cast<const char*>(u8.data_ptr<uint8_t>()), u8.numel());
+  TensorDict tensors;
+  for (const auto& item : all) {
+    if (item.key() != kDigestKey) tensors.insert(item.key(), item.value());
+  }
+  if (tensor_dict_digest(tensors) != expected) {
+    throw std::runtime_error(path + ": checkpoint is damaged (SHA-1 mismatch)");
+  }
+  return tensors;
 }
 
 TensorDict state_dict(const torch::nn::Module& module) {

@@ -11,11 +11,13 @@
 #include <torch/torch.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -143,7 +145,9 @@ struct Trainer::State {
   data::UnitGaussianNormalizer in_norm, out_norm;
   torch::Tensor train_x, train_y;  // normalized as configured
   std::vector<EvalSet> tests;
-  int64_t start_epoch = 0;  // epochs already done
+  int64_t start_epoch = 0;   // epochs already done
+  int64_t start_batch = 0;   // batches of epoch start_epoch+1 already done (an interrupted epoch)
+  double start_loss_sum = 0; // their summed loss
   double best = std::numeric_limits<double>::infinity();
   std::string best_key;
 
@@ -258,8 +262,34 @@ namespace {
 // Keys of the checkpoint file.
 constexpr const char* kEpochKey = "meta.epoch";
 constexpr const char* kBestKey = "meta.best";
+constexpr const char* kBatchKey = "meta.batch";      // batches done of the next epoch
+constexpr const char* kLossSumKey = "meta.loss_sum";  // and their summed loss
 
-TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch) {
+// The signal that asked the run to stop (SIGINT, SIGTERM), or 0.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Installs the stop handlers for its lifetime, restoring the previous ones.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
+TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, double loss_sum = 0) {
   TensorDict d;
   for (const auto& item : state_dict(*s.model)) d.insert("model." + item.key(), item.value());
   for (const auto& item : s.optimizer->state_dict()) d.insert("optim." + item.key(), item.value());
@@ -274,6 +304,8 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch) {
   }
   d.insert("rng.cpu", torch::globalContext().defaultGenerator(torch::kCPU).get_state());
   d.insert(kEpochKey, torch::tensor(epoch, torch::kInt64));
+  d.insert(kBatchKey, torch::tensor(batch, torch::kInt64));
+  d.insert(kLossSumKey, torch::tensor(loss_sum, torch::kFloat64));
   d.insert(kBestKey, torch::tensor(s.best, torch::kFloat64));
   return d;
 }
@@ -290,16 +322,28 @@ TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
 
 int64_t Trainer::resume() {
   auto& s = *s_;
-  const std::string ckpt = s.path("checkpoint_latest.pt");
-  if (!file_exists(ckpt)) {
-    throw TrainingError(s.run_dir + ": no checkpoint_latest.pt to resume from");
-  }
+  // The latest checkpoint, or the one before it when the latest is missing or
+  // damaged (a crash between rotating and writing, a bad disk).
   TensorDict d;
-  try {
-    d = load_tensor_dict(ckpt);
-  } catch (const std::exception& e) {
-    throw TrainingError(std::string(e.what()));
+  std::string used, problems;
+  for (const std::string name : {"checkpoint_latest.pt", "checkpoint_previous.pt"}) {
+    const std::string ckpt = s.path(name);
+    if (!file_exists(ckpt)) {
+      problems += (problems.empty() ? "" : "; ") + name + " missing";
+      continue;
+    }
+    try {
+      d = load_checkpoint_file(ckpt);
+      used = ckpt;
+      break;
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      problems += (problems.empty() ? "" : "; ") + msg.substr(0, msg.find('\n'));
+      std::fprintf(stderr, "fno_train: warning: %s\n", msg.substr(0, msg.find('\n')).c_str());
+    }
   }
+  if (used.empty()) throw TrainingError(s.run_dir + ": no usable checkpoint to resume from (" + problems + ")");
+  const std::string ckpt = used;
   try {
     const auto* epoch = d.find(kEpochKey);
     if (epoch == nullptr) throw std::runtime_error("no " + std::string(kEpochKey));
@@ -314,6 +358,8 @@ int64_t Trainer::resume() {
     }
     if (const auto* b = d.find(kBestKey)) s.best = b->item<double>();
     s.start_epoch = epoch->item<int64_t>();
+    if (const auto* b = d.find(kBatchKey)) s.start_batch = b->item<int64_t>();
+    if (const auto* l = d.find(kLossSumKey)) s.start_loss_sum = l->item<double>();
   } catch (const std::exception& e) {
     const std::string msg = e.what();
     throw TrainingError(ckpt + ": unusable checkpoint: " + msg.substr(0, msg.find('\n')));
@@ -388,9 +434,19 @@ std::map<std::string, double> Trainer::train() {
     return m;
   };
 
-  auto save_checkpoint = [&](const std::string& name, int64_t epoch) {
-    save_tensor_dict(checkpoint_dict(s, epoch), s.path(name));
+  auto save_checkpoint = [&](const std::string& name, int64_t epoch, int64_t batch = 0,
+                             double loss_sum = 0) {
+    save_checkpoint_file(checkpoint_dict(s, epoch, batch, loss_sum), s.path(name));
   };
+  // The latest checkpoint rotates: the one it replaces stays as checkpoint_previous.pt.
+  auto save_latest = [&](int64_t epoch, int64_t batch = 0, double loss_sum = 0) {
+    const std::string latest = s.path("checkpoint_latest.pt");
+    if (file_exists(latest) && ::rename(latest.c_str(), s.path("checkpoint_previous.pt").c_str()) != 0) {
+      throw std::runtime_error(latest + ": cannot rotate to checkpoint_previous.pt: " + std::strerror(errno));
+    }
+    save_checkpoint("checkpoint_latest.pt", epoch, batch, loss_sum);
+  };
+  StopSignals stop_signals;
 
   std::map<std::string, double> last_metrics;
   std::ofstream metrics_log(s.path("metrics.jsonl"), std::ios::app);
@@ -403,7 +459,12 @@ std::map<std::string, double> Trainer::train() {
     const double lr = s.optimizer->param_groups()[0].options().get_lr();
     auto batches = data::epoch_batches(n, c.batch_size, c.shuffle, static_cast<uint64_t>(c.seed), epoch);
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
-    for (size_t b = 0; b < batches.size(); ++b) {
+    size_t first_batch = 0;
+    if (epoch == s.start_epoch + 1 && s.start_batch > 0) {  // resuming an interrupted epoch
+      first_batch = static_cast<size_t>(s.start_batch);
+      loss_sum += s.start_loss_sum;
+    }
+    for (size_t b = first_batch; b < batches.size(); ++b) {
       const auto i = batches[b].to(s.train_x.device());
       const auto x = s.train_x.index_select(0, i).to(s.device, true);
       const auto y = s.train_y.index_select(0, i).to(s.device, true);
@@ -412,6 +473,16 @@ std::map<std::string, double> Trainer::train() {
       loss.backward();
       s.optimizer->step();
       loss_sum += loss.detach().to(torch::kDouble);
+      if (g_stop_signal != 0) {
+        // Stop after this step: save where we are, mid-epoch, and let the caller exit.
+        const int sig = g_stop_signal;
+        if (bar) std::fprintf(stderr, "\n");
+        save_latest(epoch - 1, static_cast<int64_t>(b + 1), loss_sum.item<double>());
+        throw Interrupted(sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                                   " in epoch " + std::to_string(epoch) + " after batch " +
+                                   std::to_string(b + 1) + "; checkpoint written; continue with --resume " +
+                                   s.run_dir);
+      }
       if (bar) {
         const int width = 30;
         const int filled = static_cast<int>(width * (b + 1) / batches.size());
@@ -453,7 +524,7 @@ std::map<std::string, double> Trainer::train() {
         save_checkpoint("checkpoint_best.pt", epoch);
       }
     }
-    if (epoch % c.checkpoint_every == 0 || epoch == c.epochs) save_checkpoint("checkpoint_latest.pt", epoch);
+    if (epoch % c.checkpoint_every == 0 || epoch == c.epochs) save_latest(epoch);
 
     if (bar) std::fprintf(stderr, "\r\033[K");
     if (bar || plain) {

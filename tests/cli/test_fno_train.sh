@@ -86,5 +86,45 @@ full_metrics=$(grep -o '"metrics": {[^}]*}' "$work/full/summary.json")
 resumed_metrics=$(grep -o '"metrics": {[^}]*}' "$work/killed/summary.json")
 [ -n "$full_metrics" ] && [ "$full_metrics" = "$resumed_metrics" ] && ok || bad "final metrics differ: $full_metrics vs $resumed_metrics"
 
+# SIGTERM mid-run: the current step finishes, a checkpoint is written, exit 143;
+# --resume then ends with the uninterrupted run's metrics.
+stopped=0
+for attempt in 1 2 3 4 5; do
+  rm -rf "$work/term"
+  "$bin" --config "$small" --out "$work/term" > /dev/null 2> "$work/term.err" &
+  pid=$!
+  while kill -0 $pid 2> /dev/null; do
+    if [ -f "$work/term/metrics.jsonl" ] && [ "$(wc -l < "$work/term/metrics.jsonl")" -ge 1 ]; then
+      sleep 0.0$((RANDOM % 10)); kill -TERM $pid 2> /dev/null; break
+    fi
+    sleep 0.01
+  done
+  wait $pid; rc=$?
+  if [ "$rc" -eq 143 ]; then stopped=1; break; fi
+done
+if [ "$stopped" -eq 1 ] && grep -q "stopped by SIGTERM" "$work/term.err" && [ -f "$work/term/checkpoint_latest.pt" ]; then ok
+else bad "SIGTERM did not stop the run cleanly with exit 143: $(tail -1 "$work/term.err")"; fi
+"$bin" --resume "$work/term" > /dev/null 2> "$work/term_resume.err" || bad "resume after SIGTERM failed: $(tail -1 "$work/term_resume.err")"
+[ "$(strip "$work/full/metrics.jsonl")" = "$(strip "$work/term/metrics.jsonl")" ] && ok || bad "metrics after SIGTERM + resume differ"
+
+# A damaged latest checkpoint: resume warns and falls back to the previous one.
+cp -r "$work/full" "$work/damaged"
+size=$(stat -c %s "$work/damaged/checkpoint_latest.pt")
+printf '\xff\xfe\xfd\xfc' | dd of="$work/damaged/checkpoint_latest.pt" bs=1 seek=$((size / 2)) conv=notrunc 2> /dev/null
+if "$bin" --resume "$work/damaged" > /dev/null 2> "$work/damaged.err" && grep -q "warning: .*checkpoint_latest.pt" "$work/damaged.err" &&
+   [ "$(strip "$work/full/metrics.jsonl")" = "$(strip "$work/damaged/metrics.jsonl")" ]; then ok
+else bad "resume from a damaged latest checkpoint: $(cat "$work/damaged.err")"; fi
+rm -f "$work/damaged/checkpoint_previous.pt"
+printf '\xff\xfe\xfd\xfc' | dd of="$work/damaged/checkpoint_latest.pt" bs=1 seek=$((size / 2)) conv=notrunc 2> /dev/null
+"$bin" --resume "$work/damaged" > /dev/null 2> "$work/damaged2.err"; rc=$?
+[ "$rc" -eq 4 ] && grep -q "no usable checkpoint" "$work/damaged2.err" && ok || bad "no usable checkpoint: exit $rc: $(cat "$work/damaged2.err")"
+
+# A full disk while writing a checkpoint (file size limit): a one-line error,
+# exit 3, and the files already written are intact.
+( trap '' XFSZ; ulimit -f 24; exec "$bin" --config "$small" --out "$work/full_disk" ) > /dev/null 2> "$work/disk.err"; rc=$?
+if [ "$rc" -eq 3 ] && grep -q "checkpoint_[a-z]*.pt: write failed: File too large" "$work/disk.err" && [ -s "$work/full_disk/config.yaml" ] &&
+   ! ls "$work/full_disk"/.*.tmp.* > /dev/null 2>&1; then ok
+else bad "full disk: exit $rc: $(cat "$work/disk.err")"; fi
+
 echo "$passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -33,6 +33,17 @@ std::vector<char> to_torch_save_bytes(const TensorDict& tensors);
 /// a temporary file in the same directory, fsync, then rename.
 void save_tensor_dict(const TensorDict& tensors, const std::string& path);
 
+/// Like save_tensor_dict, adding "meta.sha1": a SHA-1 over every entry's name,
+/// dtype, shape and bytes, so that a damaged file is detected on load.
+void save_checkpoint_file(const TensorDict& tensors, const std::string& path);
+
+/// Loads a file written by save_checkpoint_file and verifies its SHA-1; throws
+/// std::runtime_error naming the file when it is unreadable or damaged.
+TensorDict load_checkpoint_file(const std::string& path);
+
+/// The SHA-1 (hex) over the entries' names, dtypes, shapes and bytes, in order.
+std::string tensor_dict_digest(const TensorDict& tensors);
+
 /// The module's parameters and buffers, named as in Python ("a.b.c").
 TensorDict state_dict(const torch::nn::Module& module);
 

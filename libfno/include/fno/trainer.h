@@ -9,6 +9,9 @@
 //   summary.json         n_params, metrics (last evaluation), device, wall seconds
 //   predictions.h5       a few test inputs, truths and predictions per test set
 //   checkpoint_latest.pt model, optimizer, scheduler, normalizers, RNG, epoch
+//                        (and the batch, when a signal stopped the run mid-epoch),
+//                        with a SHA-1 of its contents
+//   checkpoint_previous.pt the one before it, for when the latest is damaged
 //   checkpoint_best.pt   the same, at the best value of the first eval metric
 //   model.pt             the final model as a plain state dict (loads in Python)
 // Checkpoints are torch.save files (the model's keys as in Python, under
@@ -30,6 +33,17 @@ class TrainingError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The run stopped on SIGINT or SIGTERM after finishing its current step and
+/// writing a checkpoint; exit with 128 + signal().
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted(int signal, const std::string& what) : std::runtime_error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 class Trainer {
  public:
   /// Loads and validates the data, builds the model, optimizer and scheduler.
@@ -39,14 +53,17 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Restores the latest checkpoint of run_dir; returns the epoch it holds
-  /// (training continues after it). Throws TrainingError when there is none.
+  /// Restores the latest checkpoint of run_dir, or the previous one when the
+  /// latest is missing or damaged; returns the last complete epoch it holds.
+  /// Throws TrainingError when there is no usable checkpoint.
   int64_t resume();
 
   /// Writes config.yaml and summary.json (n_params, data shapes); trains nothing.
   void dry_run();
 
   /// Trains up to config.epochs and writes the outputs; returns the last metrics.
+  /// On SIGINT/SIGTERM it finishes the current step, writes a checkpoint and
+  /// throws Interrupted.
   std::map<std::string, double> train();
 
   int64_t n_params() const;
