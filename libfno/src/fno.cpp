@@ -42,11 +42,14 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   TORCH_CHECK(index >= 0 && index < n_layers, "FNOBlocks: block index ", index,
               " out of range [0, ", n_layers, ")");
   const bool last = index == n_layers - 1;
-  auto skip_fno = fno_skips[index]->as<LinearSkip>()->forward(x);
-  auto skip_mlp = channel_mlp_skips[index]->as<SoftGating>()->forward(x);
-  auto y = convs[index]->as<SpectralConv>()->forward(x) + skip_fno;
-  if (!last) y = torch::gelu(y);
-  y = channel_mlp[index]->as<ChannelMLP>()->forward(y) + skip_mlp;
+  auto& conv = *convs[index]->as<SpectralConv>();
+  const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
+  const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
+  // x1 = SpectralConv(x) + W_skip x, with the spectral bias added by the skip's GEMM.
+  auto y = conv.forward(x, /*add_bias=*/false) + pointwise_linear(x, skip_w, conv.bias);
+  // x2 = ChannelMLP(GELU(x1)) + g * x; the GELU (not on the last block) runs
+  // inside the MLP's first layer, which stores only x1.
+  y = torch::addcmul(channel_mlp[index]->as<ChannelMLP>()->forward(y, /*gelu_input=*/!last), gate, x);
   if (!last) y = torch::gelu(y);
   return y;
 }

@@ -73,13 +73,20 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
   // Grid sizes from which the weight gradient loops over the batch (see backward).
   static constexpr int64_t kLongReduction = 1 << 16;
 
-  // x: [B, Cin, N], w: [Cout, Cin], b: [Cout] or undefined -> [B, Cout, N]
+  // y = W act(x) + b, act = GELU when `gelu`, else the identity.
+  // x: [B, Cin, N], w: [Cout, Cin], b: [Cout] or none -> [B, Cout, N]
+  // With GELU, only the pre-activation x is kept for backward and GELU(x) is
+  // recomputed there (one elementwise pass): the activation, as large as x, is
+  // never stored. In an FNO that removes one saved tensor per GELU.
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& w, const std::optional<torch::Tensor>& b) {
+                               const torch::Tensor& w, const std::optional<torch::Tensor>& b,
+                               bool gelu) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["has_bias"] = b.has_value();
+    ctx->saved_data["gelu"] = gelu;
+    const auto h = gelu ? torch::gelu(x) : x;
     const auto wb = w.unsqueeze(0).expand({x.size(0), -1, -1});
-    return b.has_value() ? torch::baddbmm(b->view({1, -1, 1}), wb, x) : torch::bmm(wb, x);
+    return b.has_value() ? torch::baddbmm(b->view({1, -1, 1}), wb, h) : torch::bmm(wb, h);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -87,37 +94,51 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const auto& w = saved[1];
+    const bool gelu = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
     torch::Tensor gx, gw, gb;
-    if (ctx->needs_input_grad(0)) gx = torch::bmm(w.t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
+    if (ctx->needs_input_grad(0)) {
+      gx = torch::bmm(w.t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
+      if (gelu) gx = at::gelu_backward(gx, x);
+    }
     if (ctx->needs_input_grad(1)) {
-      if (x.size(2) >= kLongReduction) {
+      const auto h = gelu ? torch::gelu(x) : x;
+      if (h.size(2) >= kLongReduction) {
         // One GEMM per batch entry accumulating into gw: cuBLAS splits the long
         // reduction over N, which a batched GEMM with a [Cout, Cin] output does not.
         gw = torch::zeros_like(w);
-        for (int64_t i = 0; i < x.size(0); ++i) gw.addmm_(gy[i], x[i].t());
+        for (int64_t i = 0; i < h.size(0); ++i) gw.addmm_(gy[i], h[i].t());
       } else {
         // Small grids: one batched GEMM and a sum; per-entry launches would dominate.
-        gw = torch::bmm(gy, x.transpose(1, 2)).sum(0);
+        gw = torch::bmm(gy, h.transpose(1, 2)).sum(0);
       }
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = gy.sum(torch::IntArrayRef{0, 2});
-    return {gx, gw, gb};
+    return {gx, gw, gb, torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor PointwiseLinearImpl::forward(const torch::Tensor& x) {
-  TORCH_CHECK(x.dim() >= 3, "PointwiseLinear: expected input [B, C, *S], got shape ", x.sizes());
-  TORCH_CHECK(x.size(1) == options.in_channels(), "PointwiseLinear: expected ",
-              options.in_channels(), " input channels, got ", x.size(1));
+torch::Tensor pointwise_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, bool gelu_input) {
+  TORCH_CHECK(x.dim() >= 3, "pointwise_linear: expected input [B, C, *S], got shape ", x.sizes());
+  TORCH_CHECK(weight.dim() == 3 && weight.size(2) == 1 && x.size(1) == weight.size(1),
+              "pointwise_linear: weight ", weight.sizes(), " does not fit input ", x.sizes());
   auto out_shape = x.sizes().vec();
-  out_shape[1] = options.out_channels();
+  out_shape[1] = weight.size(0);
   // x: [B, Cin, *S] -> [B, Cin, N] -> [B, Cout, N] -> [B, Cout, *S]
-  const auto b = bias.defined() ? std::optional<torch::Tensor>(bias) : std::nullopt;
-  return PointwiseLinearFn::apply(x.flatten(2).contiguous(), weight.squeeze(-1), b)
+  const auto b = bias.defined() ? std::optional<torch::Tensor>(bias.view({-1})) : std::nullopt;
+  return PointwiseLinearFn::apply(x.flatten(2).contiguous(), weight.squeeze(-1), b, gelu_input)
       .view(out_shape);
+}
+
+torch::Tensor PointwiseLinearImpl::forward(const torch::Tensor& x) { return forward(x, false); }
+
+torch::Tensor PointwiseLinearImpl::forward(const torch::Tensor& x, bool gelu_input) {
+  TORCH_CHECK(x.dim() >= 3 && x.size(1) == options.in_channels(), "PointwiseLinear: expected ",
+              options.in_channels(), " input channels in [B, C, *S], got shape ", x.sizes());
+  return pointwise_linear(x, weight, bias, gelu_input);
 }
 
 // ---------------------------------------------------------------------------
@@ -144,11 +165,14 @@ void ChannelMLPImpl::pretty_print(std::ostream& stream) const {
          << ", n_layers=" << options.n_layers() << ")";
 }
 
-torch::Tensor ChannelMLPImpl::forward(torch::Tensor x) {
+torch::Tensor ChannelMLPImpl::forward(torch::Tensor x) { return forward(std::move(x), false); }
+
+torch::Tensor ChannelMLPImpl::forward(torch::Tensor x, bool gelu_input) {
+  // Each GELU runs inside the next layer (PointwiseLinear::forward(x, true)),
+  // which keeps only its input for backward.
   const int64_t n = static_cast<int64_t>(fcs->size());
   for (int64_t i = 0; i < n; ++i) {
-    x = fcs[i]->as<PointwiseLinear>()->forward(x);
-    if (i < n - 1) x = torch::gelu(x);
+    x = fcs[i]->as<PointwiseLinear>()->forward(x, i > 0 || gelu_input);
   }
   return x;
 }
@@ -239,7 +263,9 @@ void SpectralConvImpl::pretty_print(std::ostream& stream) const {
          << ", n_modes=" << torch::IntArrayRef(options.n_modes()) << ")";
 }
 
-torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x) {
+torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x) { return forward(x, true); }
+
+torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   const auto n_dim = static_cast<int64_t>(options.n_modes().size());
   TORCH_CHECK(x.dim() == n_dim + 2, "SpectralConv: expected a ", n_dim + 2,
               "-d input [B, C, *S], got shape ", x.sizes());
@@ -300,7 +326,7 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x) {
   }
   // irfft zero-pads the last dim from k_last to n//2 + 1 modes itself.
   auto y = torch::fft::irfft(out, spatial.back(), last, "forward");
-  if (bias.defined()) y = y + bias;
+  if (add_bias && bias.defined()) y = y + bias;
   return y;
 }
 

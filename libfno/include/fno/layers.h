@@ -17,6 +17,13 @@ namespace fno {
 /// Python's round(): halves go to the even neighbour (round(2.5) == 2).
 int64_t round_half_even(double x);
 
+/// y = W act(x) + b over the channel dim, act = GELU when `gelu_input` (then
+/// only x is stored for backward and GELU(x) is recomputed there).
+/// x: [B, Cin, *S], weight: [Cout, Cin, 1], bias: [Cout] (any shape of Cout
+/// elements) or undefined -> [B, Cout, *S]
+torch::Tensor pointwise_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, bool gelu_input = false);
+
 // ---------------------------------------------------------------------------
 // PointwiseLinear: a 1x1 convolution over the channel dimension, computed as a
 // GEMM. Parameters are stored as neuraloperator's nn.Conv1d(kernel_size=1):
@@ -43,6 +50,8 @@ class PointwiseLinearImpl : public torch::nn::Cloneable<PointwiseLinearImpl> {
   void pretty_print(std::ostream& stream) const override;
   // x: [B, Cin, *S] -> [B, Cout, *S]
   torch::Tensor forward(const torch::Tensor& x);
+  // x: [B, Cin, *S] -> W GELU(x) + b: [B, Cout, *S], storing only x for backward.
+  torch::Tensor forward(const torch::Tensor& x, bool gelu_input);
 
   PointwiseLinearOptions options;
   torch::Tensor weight;  // [Cout, Cin, 1]
@@ -76,6 +85,8 @@ class ChannelMLPImpl : public torch::nn::Cloneable<ChannelMLPImpl> {
   void pretty_print(std::ostream& stream) const override;
   // x: [B, Cin, *S] -> [B, Cout, *S]
   torch::Tensor forward(torch::Tensor x);
+  // x: [B, Cin, *S] -> ChannelMLP(GELU(x)): [B, Cout, *S]
+  torch::Tensor forward(torch::Tensor x, bool gelu_input);
 
   ChannelMLPOptions options;
   torch::nn::ModuleList fcs{nullptr};
@@ -164,6 +175,8 @@ class SpectralConvImpl : public torch::nn::Cloneable<SpectralConvImpl> {
   void pretty_print(std::ostream& stream) const override;
   // x: [B, Cin, *S] -> [B, Cout, *S]
   torch::Tensor forward(const torch::Tensor& x);
+  // Same; without the bias when !add_bias (a caller that adds it elsewhere).
+  torch::Tensor forward(const torch::Tensor& x, bool add_bias);
 
   /// Shape of the complex weight: [Cin, Cout, m1, ..., m_last//2+1].
   std::vector<int64_t> weight_shape() const;
