@@ -39,7 +39,7 @@ def main():
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=30)
     h1, l2 = H1Loss(d=2), LpLoss(d=2, p=2)
     trainer = Trainer(model=model, n_epochs=args.epochs, device=args.device, data_processor=processor,
-                      eval_interval=args.epochs, verbose=False)
+                      eval_interval=1, verbose=False)  # fno_train evaluates every epoch too
     t0 = time.perf_counter()
     trainer.train(train_loader=train_loader, test_loaders=test_loaders, optimizer=opt,
                             scheduler=sched, regularizer=False, training_loss=h1,

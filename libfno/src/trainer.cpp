@@ -416,11 +416,12 @@ std::map<std::string, double> Trainer::train() {
     s.model->eval();
     for (const auto& e : s.tests) {
       std::map<std::string, torch::Tensor> sums;
-      for (const auto& idx : data::epoch_batches(e.x.size(0), e.batch_size, false, 0, 0)) {
-        const auto i = idx.to(e.x.device());
-        auto out = s.model->forward(e.x.index_select(0, i).to(s.device, /*non_blocking=*/true));
+      // In order, as contiguous slices: no index tensors, no host-device syncs.
+      for (int64_t start = 0; start < e.x.size(0); start += e.batch_size) {
+        const int64_t len = std::min(e.batch_size, e.x.size(0) - start);
+        auto out = s.model->forward(e.x.narrow(0, start, len).to(s.device, /*non_blocking=*/true));
         if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
-        const auto y = e.y.index_select(0, i).to(s.device, true);
+        const auto y = e.y.narrow(0, start, len).to(s.device, true);
         for (const auto& [name, fn] : eval_losses) {
           auto v = fn(out, y);  // summed over the batch
           sums[name] = sums.count(name) ? sums[name] + v : v;
@@ -458,6 +459,12 @@ std::map<std::string, double> Trainer::train() {
     s.model->train();
     const double lr = s.optimizer->param_groups()[0].options().get_lr();
     auto batches = data::epoch_batches(n, c.batch_size, c.shuffle, static_cast<uint64_t>(c.seed), epoch);
+    // The epoch's sample order goes to the data's device once; each batch is a
+    // slice of it. (A small index copied per batch from pageable memory would
+    // synchronize the stream every step and expose every kernel launch.)
+    const auto order = torch::cat(batches).to(s.train_x.device());
+    std::vector<int64_t> offsets{0};
+    for (const auto& b : batches) offsets.push_back(offsets.back() + b.numel());
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
     size_t first_batch = 0;
     if (epoch == s.start_epoch + 1 && s.start_batch > 0) {  // resuming an interrupted epoch
@@ -465,7 +472,7 @@ std::map<std::string, double> Trainer::train() {
       loss_sum += s.start_loss_sum;
     }
     for (size_t b = first_batch; b < batches.size(); ++b) {
-      const auto i = batches[b].to(s.train_x.device());
+      const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
       const auto x = s.train_x.index_select(0, i).to(s.device, true);
       const auto y = s.train_y.index_select(0, i).to(s.device, true);
       s.optimizer->zero_grad();
