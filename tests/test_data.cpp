@@ -17,16 +17,7 @@ namespace {
 std::string darcy(const std::string& name) { return std::string(FNO_SOURCE_DIR) + "/data/darcy/" + name; }
 
 void check_error(const std::function<void()>& fn, const std::string& path, const std::string& expected) {
-  try {
-    fn();
-    FAIL("no error for ", path);
-  } catch (const std::runtime_error& e) {
-    const std::string msg = e.what();
-    INFO("message: ", msg);
-    CHECK(msg.rfind(path, 0) == 0);
-    CHECK(msg.find('\n') == std::string::npos);
-    CHECK(msg.find(expected) != std::string::npos);
-  }
+  fno::test::check_one_line_error(fn, path, expected);
 }
 
 }  // namespace

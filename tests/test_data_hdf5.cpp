@@ -33,14 +33,8 @@ using torch::indexing::Slice;
 
 namespace {
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using fno::test::read_bytes;
+using fno::test::write_bytes;
 
 /// Owns a handle made by the raw C API in these tests.
 struct H5Id {
@@ -90,18 +84,8 @@ ssize_t open_hdf5_objects() { return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL);
 /// load_hdf5 must throw one line that starts with the path and contains `expected`,
 /// print nothing, and leave no HDF5 object open.
 void check_one_line_error(const std::string& path, const std::string& expected, const LoadOptions& options = {}) {
-  INFO("file ", path);
   CaptureStderr capture;
-  try {
-    load_hdf5(path, options);
-    FAIL("no error for ", path);
-  } catch (const std::runtime_error& e) {
-    const std::string msg = e.what();
-    INFO("message: ", msg);
-    CHECK(msg.rfind(path + ": ", 0) == 0);
-    CHECK(msg.find('\n') == std::string::npos);
-    CHECK(msg.find(expected) != std::string::npos);
-  }
+  fno::test::check_one_line_error([&] { load_hdf5(path, options); }, path + ": ", expected);
   const std::string printed = capture.finish();
   CHECK_MESSAGE(printed.empty(), "printed to stderr: ", printed);
   CHECK(open_hdf5_objects() == 0);

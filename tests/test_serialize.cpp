@@ -14,29 +14,13 @@
 using fno::test::golden_path;
 using fno::test::out_path;
 
+using fno::test::read_bytes;
+using fno::test::write_bytes;
+
 namespace {
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void check_one_line_error(const std::string& path, const std::string& expected) {
-  INFO("file ", path);
-  try {
-    fno::load_tensor_dict(path);
-    FAIL("no error for ", path);
-  } catch (const std::runtime_error& e) {
-    const std::string msg = e.what();
-    INFO("message: ", msg);
-    CHECK(msg.rfind(path, 0) == 0);  // starts with the file name
-    CHECK(msg.find('\n') == std::string::npos);
-    CHECK(msg.find(expected) != std::string::npos);
-  }
+  fno::test::check_one_line_error([&] { fno::load_tensor_dict(path); }, path, expected);
 }
 
 }  // namespace

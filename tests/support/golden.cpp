@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <fstream>
 #include <map>
 #include <stdexcept>
 
@@ -35,6 +36,30 @@ double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   const double den = b64.abs().pow(2).sum().sqrt().item<double>();
   if (den == 0.0) return num;
   return num / den;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void check_one_line_error(const std::function<void()>& fn, const std::string& path,
+                          const std::string& expected) {
+  INFO("file ", path);
+  try {
+    fn();
+    FAIL("no error for ", path);
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    INFO("message: ", msg);
+    CHECK(msg.rfind(path, 0) == 0);
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.find(expected) != std::string::npos);
+  }
 }
 
 }  // namespace fno::test

@@ -6,6 +6,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <string>
 
 namespace fno::test {
@@ -20,5 +21,14 @@ const TensorDict& golden(const std::string& file);
 torch::Tensor golden_tensor(const std::string& file, const std::string& key);
 /// ||a - b|| / ||b|| in float64 (complex-aware); 0 when both are zero.
 double rel_err(const torch::Tensor& a, const torch::Tensor& b);
+
+/// Writes / reads a whole file as bytes.
+void write_bytes(const std::string& path, const std::string& bytes);
+std::string read_bytes(const std::string& path);
+
+/// `fn` must throw a std::runtime_error whose message is one line that starts
+/// with `path` and contains `expected`.
+void check_one_line_error(const std::function<void()>& fn, const std::string& path,
+                          const std::string& expected);
 
 }  // namespace fno::test
