@@ -101,6 +101,23 @@ TEST_CASE("bad configs name the file, the line and the key") {
   check_error("data: 5\n", "data: expected a mapping of keys");
 }
 
+TEST_CASE("errors quoting user input stay on one line") {
+  // Found by fuzz_config: yaml-cpp quotes the offending character, a line break included.
+  const std::string seed = std::string(FNO_SOURCE_DIR) + "/tests/fuzz/seeds/config/regression-yaml-escape.yaml";
+  try {
+    fno::load_config(seed);
+    FAIL("no error for ", seed);
+  } catch (const fno::ConfigError& e) {
+    const std::string msg = e.what();
+    INFO("message: ", msg);
+    CHECK(msg.find("malformed YAML: unknown escape character") != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+  check_error("? [a, b]\n: 3\n", "keys must be plain names");
+  check_error("data:\n  train_file: t.pt\n  shuffle: \"yes\\nno\"\n", "data.shuffle: expected true or false");
+  CHECK(fno::one_line("a\nb\tc\x01") == "a\\nb\\tc\\x01");
+}
+
 TEST_CASE("bad --set overrides are named as such") {
   check_error(kValid, "--set training.epochs: expected section.key=value", {"training.epochs"});
   check_error(kValid, "--set training.epoch=3: training.epoch: unknown key", {"training.epoch=3"});

@@ -426,7 +426,10 @@ TEST_CASE("hdf5: large samples are chunked under ~1 MiB and read back") {
   write_hdf5(path, {{"coeff", big}, {"sol", big * 2}, {"vector", torch::arange(300000, torch::kLong)}});
   {
     H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    for (const auto& [name, element_size] : {std::pair<const char*, hsize_t>{"coeff", 4}, {"vector", 8}}) {
+    for (const auto& entry : {std::pair<const char*, hsize_t>{"coeff", 4}, {"vector", 8}}) {
+      // (no structured binding: clang 14 cannot capture one in doctest's INFO lambda)
+      const char* name = entry.first;
+      const hsize_t element_size = entry.second;
       INFO("dataset ", name);
       H5Id ds(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
       H5Id dcpl(H5Dget_create_plist(ds), H5Pclose);

@@ -48,7 +48,9 @@ TEST_CASE("CUDA and CPU agree for 1D, 2D and 3D models at odd sizes") {
   torch::manual_seed(0);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
       {{8}, {4, 2, 37}}, {{8, 8}, {2, 2, 17, 23}}, {{4, 4, 4}, {1, 2, 9, 7, 5}}};
-  for (const auto& [modes, shape] : cases) {
+  for (const auto& c : cases) {
+    const auto& modes = c.first;  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& shape = c.second;
     INFO("input shape ", torch::IntArrayRef(shape));
     fno::FNO cpu(fno::FNOOptions(modes, 2, 1, 8).n_layers(2));
     auto gpu = std::dynamic_pointer_cast<fno::FNOImpl>(cpu->clone(torch::kCUDA));

@@ -6,12 +6,34 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
 
 namespace fno {
+
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 namespace {
 
@@ -215,12 +237,21 @@ std::string item_where(const Located& list, const std::string& origin, const YAM
 // Schema key -> its value (from the file, --set, or the default).
 using Values = std::map<std::string, Located>;
 
+// A mapping key as a name; YAML also allows lists, maps and nulls as keys.
+std::string key_name(const YAML::Node& key, const std::string& origin, const std::string& within) {
+  if (!key.IsScalar()) {
+    throw ConfigError(where_of(origin, key) + ": " + within + ": keys must be plain names, got " +
+                      scalar_text(key));
+  }
+  return key.Scalar();
+}
+
 Values read_document(const YAML::Node& root, const std::string& origin) {
   Values values;
   if (root.IsNull()) throw ConfigError(origin + ": empty config (expected sections model, data, ...)");
   if (!root.IsMap()) throw ConfigError(where_of(origin, root) + ": expected a mapping of sections, got " + scalar_text(root));
   for (const auto& section : root) {
-    const std::string name = section.first.as<std::string>();
+    const std::string name = key_name(section.first, origin, "(top level)");
     bool known = false;
     for (const auto& e : schema()) known = known || std::string(e.key).rfind(name + ".", 0) == 0;
     if (!known) {
@@ -232,7 +263,7 @@ Values read_document(const YAML::Node& root, const std::string& origin) {
                         scalar_text(section.second));
     }
     for (const auto& item : section.second) {
-      const std::string key = name + "." + item.first.as<std::string>();
+      const std::string key = name + "." + key_name(item.first, origin, name);
       if (find_entry(key) == nullptr) {
         throw ConfigError(where_of(origin, item.first) + ": " + key + ": unknown key");
       }
@@ -324,7 +355,7 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
           if (!item.IsMap()) error(iw, item_key, "expected a mapping {file, name, n_samples, batch_size}");
           YAML::Node test;
           for (const auto& kv : item) {
-            const std::string k = kv.first.as<std::string>();
+            const std::string k = key_name(kv.first, origin, item_key);
             bool known = false;
             for (const auto& te : test_entries()) known = known || k == te.key;
             if (!known) error(iw, item_key + "." + k, "unknown key (expected file, name, n_samples, batch_size)");
@@ -426,9 +457,15 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
 
 RunConfig parse_node(const YAML::Node& root, const std::string& origin,
                      const std::vector<std::string>& overrides, const std::string& base_dir) {
-  Values values = read_document(root, origin);
-  for (const auto& o : overrides) apply_override(values, o);
-  RunConfig cfg = build(values, origin, base_dir);
+  RunConfig cfg;
+  try {
+    Values values = read_document(root, origin);
+    for (const auto& o : overrides) apply_override(values, o);
+    cfg = build(values, origin, base_dir);
+  } catch (const YAML::Exception& e) {
+    // Anything the checks above did not foresee still ends as a ConfigError.
+    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
   cfg.base_dir = base_dir.empty() ? "." : base_dir;
   return cfg;
 }

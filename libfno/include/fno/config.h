@@ -17,9 +17,13 @@
 
 namespace fno {
 
+/// Replaces line breaks and other control characters with escapes ("\n"), so
+/// that a message quoting user input stays on one line.
+std::string one_line(const std::string& text);
+
 class ConfigError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ConfigError(const std::string& what) : std::runtime_error(one_line(what)) {}
 };
 
 /// One evaluation set.
