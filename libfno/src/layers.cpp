@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <cfenv>
 #include <cmath>
 
 namespace fno {
@@ -341,19 +340,24 @@ torch::Tensor GridEmbeddingImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() == n_dim + 2, "GridEmbedding: expected a ", n_dim + 2,
               "-d input [B, C, *S], got shape ", x.sizes());
   const auto spatial = x.sizes().slice(2);
-  std::vector<torch::Tensor> parts{x};
-  for (int64_t i = 0; i < n_dim; ++i) {
+  if (!grid_.defined() || grid_.sizes().slice(2) != spatial || grid_.device() != x.device() ||
+      grid_.scalar_type() != x.scalar_type()) {
     // Coordinates linspace(0, 1, res + 1)[:-1], computed in float32 on the CPU
-    // as neuraloperator does, then moved and broadcast.
-    auto coords = torch::linspace(0.0, 1.0, spatial[i] + 1).narrow(0, 0, spatial[i]);
-    coords = coords.to(x.device(), x.scalar_type());
-    std::vector<int64_t> view(n_dim + 2, 1);
-    view[i + 2] = spatial[i];
-    auto shape = x.sizes().vec();
-    shape[1] = 1;
-    parts.push_back(coords.view(view).expand(shape));
+    // as neuraloperator does, then moved once.
+    std::vector<torch::Tensor> channels;
+    for (int64_t i = 0; i < n_dim; ++i) {
+      auto coords = torch::linspace(0.0, 1.0, spatial[i] + 1).narrow(0, 0, spatial[i]);
+      std::vector<int64_t> view(n_dim + 2, 1);
+      view[i + 2] = spatial[i];
+      std::vector<int64_t> shape{1, 1};
+      shape.insert(shape.end(), spatial.begin(), spatial.end());
+      channels.push_back(coords.view(view).expand(shape));
+    }
+    grid_ = torch::cat(channels, 1).to(x.device(), x.scalar_type());
   }
-  return torch::cat(parts, 1);
+  auto shape = grid_.sizes().vec();
+  shape[0] = x.size(0);
+  return torch::cat({x, grid_.expand(shape)}, 1);
 }
 
 }  // namespace fno

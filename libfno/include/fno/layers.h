@@ -198,6 +198,11 @@ class GridEmbeddingImpl : public torch::nn::Cloneable<GridEmbeddingImpl> {
   torch::Tensor forward(const torch::Tensor& x);
 
   int64_t n_dim;
+
+ private:
+  // The coordinate channels [1, d, *S] for the last grid, device and dtype seen,
+  // so a forward makes no host-to-device copy (which would synchronize the stream).
+  torch::Tensor grid_;
 };
 TORCH_MODULE(GridEmbedding);
 
