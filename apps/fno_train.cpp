@@ -5,6 +5,7 @@
 // stopped by SIGINT/SIGTERM after writing a checkpoint.
 #include <fno/config.h>
 #include <fno/trainer.h>
+#include <fno_offload/planner.h>
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
@@ -50,12 +51,37 @@ int main(int argc, char** argv) {
                  "continue the run in DIR from its last checkpoint, with DIR/config.yaml "
                  "(--set may extend training.epochs)");
   app.add_flag("--print-schema", print_schema, "print the config reference (Markdown) and exit");
+  std::string offload_policy, gpu_memory_limit;
+  app.add_option("--offload", offload_policy,
+                 "offload saved activations: all (the default when given alone), none, blocks:K, "
+                 "recompute, recompute+offload, auto; sets offload.policy")
+      ->expected(0, 1)
+      ->default_str("all");
+  app.add_option("--gpu-memory-limit", gpu_memory_limit,
+                 "GPU memory budget for --offload auto, e.g. 16GiB; sets offload.gpu_memory_limit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
+  }
+  if (app.count("--offload") > 0) {
+    if (offload_policy.empty()) offload_policy = "all";
+    try {
+      fno::offload::parse_policy(offload_policy);
+    } catch (const std::invalid_argument& e) {
+      return fail(2, std::string("--offload: ") + e.what());
+    }
+    overrides.push_back("offload.policy=" + offload_policy);
+  }
+  if (!gpu_memory_limit.empty()) {
+    try {
+      fno::offload::parse_bytes(gpu_memory_limit);
+    } catch (const std::invalid_argument& e) {
+      return fail(2, std::string("--gpu-memory-limit: ") + e.what());
+    }
+    overrides.push_back("offload.gpu_memory_limit=" + gpu_memory_limit);
   }
   if (print_schema) {
     std::cout << fno::config_schema_markdown();
@@ -80,8 +106,9 @@ int main(int argc, char** argv) {
     fno::Trainer trainer(cfg, run_dir);
     std::fprintf(stderr, "fno_train: %s\n", trainer.describe().c_str());
     if (dry_run) {
-      trainer.dry_run();
+      const auto estimates = trainer.dry_run();
       std::printf("n_params %lld\n", static_cast<long long>(trainer.n_params()));
+      if (!estimates.empty()) std::printf("%s", estimates.c_str());
       std::printf("wrote %s/summary.json\n", run_dir.c_str());
       return 0;
     }

@@ -1,5 +1,7 @@
 #include <fno/config.h>
 
+#include <fno_offload/planner.h>
+
 #include <yaml-cpp/yaml.h>
 
 #include <sys/stat.h>
@@ -115,6 +117,16 @@ const std::vector<Entry>& schema() {
       {"training.seed", Kind::kInt, "0", "seed of the model initialization and the shuffling", 0},
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
+      // offload
+      {"offload.policy", Kind::kString, "none", "activation memory policy: none, all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
+      {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB, 8GB ('': the device's free memory)"},
+      {"offload.chunks", Kind::kInt, "1", "batch chunks per stage for the fixed policies (lowers the transient peak)", 1},
+      {"offload.min_bytes", Kind::kInt, "1048576", "saved tensors smaller than this stay on the GPU", 0},
+      {"offload.prefetch_depth", Kind::kInt, "1", "backward prefetches this many stages ahead", 0},
+      {"offload.max_inflight_mib", Kind::kInt, "1024", "device-to-host MiB in flight before forward waits", 1},
+      {"offload.max_prefetch_mib", Kind::kInt, "3072", "prefetched, not yet used MiB at most", 1},
+      {"offload.host_memory_limit", Kind::kString, "''", "pinned host memory at most, e.g. 64GiB ('': no limit); beyond it activations stay on the GPU"},
+      {"offload.timeline", Kind::kBool, "true", "write memory_timeline.csv: the GPU memory of one training step"},
       // output
       {"output.dir", Kind::kString, "runs/darcy", "run directory (relative to the working directory); --out overrides"},
       {"output.progress", Kind::kString, "auto", "progress display: bar on a terminal, plain log lines, or none", -kInf, kInf, false, false, {"auto", "bar", "plain", "none"}},
@@ -256,7 +268,7 @@ Values read_document(const YAML::Node& root, const std::string& origin) {
     for (const auto& e : schema()) known = known || std::string(e.key).rfind(name + ".", 0) == 0;
     if (!known) {
       throw ConfigError(where_of(origin, section.first) + ": " + name +
-                        ": unknown section (expected model, data, optimizer, scheduler, training, device, output)");
+                        ": unknown section (expected model, data, optimizer, scheduler, training, device, offload, output)");
     }
     if (!section.second.IsMap()) {
       throw ConfigError(where_of(origin, section.second) + ": " + name + ": expected a mapping of keys, got " +
@@ -448,6 +460,31 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.out_dir = r("output.dir").as<std::string>();
   if (cfg.out_dir.empty()) error(value(*find_entry("output.dir")).where, "output.dir", "must not be empty");
   cfg.progress = r("output.progress").as<std::string>();
+  // offload
+  cfg.offload_policy = r("offload.policy").as<std::string>();
+  try {
+    fno::offload::parse_policy(cfg.offload_policy);
+  } catch (const std::invalid_argument& e) {
+    error(value(*find_entry("offload.policy")).where, "offload.policy", e.what());
+  }
+  const auto bytes_key = [&](const char* key) -> int64_t {
+    const auto text = r(key).as<std::string>();
+    if (text.empty()) return 0;
+    try {
+      return fno::offload::parse_bytes(text);
+    } catch (const std::invalid_argument& e) {
+      error(value(*find_entry(key)).where, key, e.what());
+    }
+    return 0;
+  };
+  cfg.gpu_memory_limit = bytes_key("offload.gpu_memory_limit");
+  cfg.host_memory_limit = bytes_key("offload.host_memory_limit");
+  cfg.offload_chunks = r("offload.chunks").as<int64_t>();
+  cfg.offload_min_bytes = r("offload.min_bytes").as<int64_t>();
+  cfg.prefetch_depth = r("offload.prefetch_depth").as<int64_t>();
+  cfg.max_inflight_mib = r("offload.max_inflight_mib").as<int64_t>();
+  cfg.max_prefetch_mib = r("offload.max_prefetch_mib").as<int64_t>();
+  cfg.offload_timeline = r("offload.timeline").as<bool>();
 
   YAML::Emitter emitter;
   emitter << resolved;

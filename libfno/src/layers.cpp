@@ -96,21 +96,30 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     const bool gelu = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
     torch::Tensor gx, gw, gb;
+    const bool long_reduction = x.size(2) >= kLongReduction;
     if (ctx->needs_input_grad(0)) {
       gx = torch::bmm(w.t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
-      if (gelu) gx = at::gelu_backward(gx, x);
+      // Long grids: the GELU backward runs per batch entry, in place, below.
+      if (gelu && !long_reduction) gx = at::gelu_backward(gx, x);
     }
-    if (ctx->needs_input_grad(1)) {
-      const auto h = gelu ? torch::gelu(x) : x;
-      if (h.size(2) >= kLongReduction) {
-        // One GEMM per batch entry accumulating into gw: cuBLAS splits the long
-        // reduction over N, which a batched GEMM with a [Cout, Cin] output does not.
-        gw = torch::zeros_like(w);
-        for (int64_t i = 0; i < h.size(0); ++i) gw.addmm_(gy[i], h[i].t());
-      } else {
-        // Small grids: one batched GEMM and a sum; per-entry launches would dominate.
-        gw = torch::bmm(gy, h.transpose(1, 2)).sum(0);
+    if (long_reduction && (ctx->needs_input_grad(1) || (gelu && gx.defined()))) {
+      // Per batch entry: one GEMM accumulating into gw (cuBLAS splits the long
+      // reduction over N, which a batched GEMM with a [Cout, Cin] output does
+      // not), with GELU(x) recomputed for that entry only, so the transient is
+      // one entry's activation rather than the batch's.
+      if (ctx->needs_input_grad(1)) gw = torch::zeros_like(w);
+      for (int64_t i = 0; i < x.size(0); ++i) {
+        const auto xi = x[i];
+        if (gw.defined()) gw.addmm_(gy[i], (gelu ? torch::gelu(xi) : xi).t());
+        if (gelu && gx.defined()) {
+          auto gxi = gx[i];
+          at::gelu_backward_out(gxi, gxi, xi);
+        }
       }
+    } else if (ctx->needs_input_grad(1)) {
+      // Small grids: one batched GEMM and a sum; per-entry launches would dominate.
+      const auto h = gelu ? torch::gelu(x) : x;
+      gw = torch::bmm(gy, h.transpose(1, 2)).sum(0);
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = gy.sum(torch::IntArrayRef{0, 2});
     return {gx, gw, gb, torch::Tensor()};

@@ -2,6 +2,7 @@
 
 #include <fno/fno.h>
 #include <fno/losses.h>
+#include <fno/offload_step.h>
 #include <fno/optim.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
@@ -135,6 +136,19 @@ struct EvalSet {
 
 }  // namespace
 
+static OffloadSettings offload_settings(const RunConfig& c) {
+  OffloadSettings o;
+  o.policy = c.offload_policy;
+  o.gpu_memory_limit = c.gpu_memory_limit;
+  o.chunks = c.offload_chunks;
+  o.options.min_bytes(c.offload_min_bytes)
+      .prefetch_depth(c.prefetch_depth)
+      .max_inflight_bytes(c.max_inflight_mib << 20)
+      .max_prefetch_bytes(c.max_prefetch_mib << 20)
+      .host_memory_limit(c.host_memory_limit);
+  return o;
+}
+
 struct Trainer::State {
   RunConfig cfg;
   std::string run_dir;
@@ -142,6 +156,7 @@ struct Trainer::State {
   FNO model{nullptr};
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<LRScheduler> scheduler;
+  std::unique_ptr<OffloadedStep> step;  // forward + backward under the offload policy
   data::UnitGaussianNormalizer in_norm, out_norm;
   torch::Tensor train_x, train_y;  // normalized as configured
   std::vector<EvalSet> tests;
@@ -224,6 +239,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   torch::manual_seed(static_cast<uint64_t>(c.seed));
   s.model = FNO(c.model);
   s.model->to(s.device);
+  s.step = std::make_unique<OffloadedStep>(s.model, offload_settings(c));
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),
       AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay));
@@ -248,6 +264,7 @@ std::string Trainer::describe() const {
   const auto& s = *s_;
   std::ostringstream o;
   o << "device " << s.device << " | ";
+  if (s.cfg.offload_policy != "none") o << s.step->describe() << " | ";
   s.model->pretty_print(o);
   o << ", " << n_params() << " parameters | train "
     << s.train_x.sizes();
@@ -378,15 +395,24 @@ int64_t Trainer::resume() {
   return s.start_epoch;
 }
 
-void Trainer::dry_run() {
+std::string Trainer::dry_run() {
   auto& s = *s_;
   write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+  std::string estimates;
+  if (s.device.is_cuda()) {
+    const auto b = std::min<int64_t>(s.cfg.batch_size, s.train_x.size(0));
+    const auto x = s.train_x.narrow(0, 0, b).to(s.device);
+    estimates = "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
+                estimate_policies(s.model, x, offload_settings(s.cfg));
+    write_text_atomic(s.path("offload_estimates.txt"), estimates);
+  }
   JsonObject o;
   o.integer("n_params", n_params())
       .str("device", s.device.str())
       .str("train_shape", c10::str(s.train_x.sizes()))
       .raw("dry_run", "true");
   write_text_atomic(s.path("summary.json"), o.text() + "\n");
+  return estimates;
 }
 
 std::map<std::string, double> Trainer::train() {
@@ -453,6 +479,27 @@ std::map<std::string, double> Trainer::train() {
   std::ofstream metrics_log(s.path("metrics.jsonl"), std::ios::app);
   if (!metrics_log) throw std::runtime_error(s.path("metrics.jsonl") + ": cannot open for writing");
   const int64_t n = s.train_x.size(0);
+  // Offload telemetry, and the memory timeline of one step (the third: the
+  // first ones pay for cuDNN/cuFFT plans and the pinned pool).
+  std::ofstream telemetry;
+  if (s.step->offloading()) {
+    telemetry.open(s.path("telemetry.jsonl"), std::ios::app);
+    if (!telemetry) throw std::runtime_error(s.path("telemetry.jsonl") + ": cannot open for writing");
+  }
+  int64_t global_step = 0;
+  const int64_t steps_per_epoch = (n + c.batch_size - 1) / c.batch_size;
+  const int64_t timeline_step =
+      (c.offload_timeline && s.device.is_cuda()) ? std::min<int64_t>(2, steps_per_epoch * c.epochs - 1) : -1;
+  auto write_timeline = [&](const std::vector<offload::MemorySample>& samples) {
+    std::ostringstream csv;
+    csv << "# GPU memory of one training step; policy " << c.offload_policy << ", device "
+        << s.device.str() << ", batch " << c.batch_size << "\n";
+    csv << "t_ms,allocated_bytes,reserved_bytes,phase,event\n";
+    for (const auto& m : samples) {
+      csv << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event << "\n";
+    }
+    write_text_atomic(s.path("memory_timeline.csv"), csv.str());
+  };
   for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
     const auto t0 = Clock::now();
     if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
@@ -476,9 +523,20 @@ std::map<std::string, double> Trainer::train() {
       const auto x = s.train_x.index_select(0, i).to(s.device, true);
       const auto y = s.train_y.index_select(0, i).to(s.device, true);
       s.optimizer->zero_grad();
-      auto loss = train_loss(s.model->forward(x), y);
-      loss.backward();
+      const bool record = timeline_step == global_step;
+      if (record) s.step->record_next_timeline();
+      const auto step_t0 = Clock::now();
+      auto loss = s.step->forward_backward(x, [&](const torch::Tensor& out) { return train_loss(out, y); });
       s.optimizer->step();
+      if (s.step->offloading()) {
+        JsonObject t;
+        t.integer("epoch", epoch).integer("step", global_step)
+            .num("host_ms", std::chrono::duration<double, std::milli>(Clock::now() - step_t0).count())
+            .raw("offload", s.step->last_stats().to_json());
+        telemetry << t.text() << "\n";
+      }
+      if (record) write_timeline(s.step->last_stats().timeline);
+      ++global_step;
       loss_sum += loss.detach().to(torch::kDouble);
       if (g_stop_signal != 0) {
         // Stop after this step: save where we are, mid-epoch, and let the caller exit.

@@ -74,6 +74,16 @@ struct RunConfig {
   // output
   std::string out_dir = "runs/darcy";
   std::string progress = "auto";
+  // offload
+  std::string offload_policy = "none";
+  int64_t gpu_memory_limit = 0;   // bytes; 0: the device's free memory
+  int64_t host_memory_limit = 0;  // bytes; 0: no limit
+  int64_t offload_chunks = 1;
+  int64_t offload_min_bytes = 1 << 20;
+  int64_t prefetch_depth = 1;
+  int64_t max_inflight_mib = 1024;
+  int64_t max_prefetch_mib = 3072;
+  bool offload_timeline = true;
 
   /// Directory the config file was read from; relative data paths resolve against it.
   std::string base_dir = ".";

@@ -14,6 +14,10 @@
 //   checkpoint_previous.pt the one before it, for when the latest is damaged
 //   checkpoint_best.pt   the same, at the best value of the first eval metric
 //   model.pt             the final model as a plain state dict (loads in Python)
+//   telemetry.jsonl      with offloading: one line per step (ms, bytes moved, GB/s,
+//                        waits, peak GPU memory)
+//   memory_timeline.csv  on a GPU: allocator samples of one training step
+//                        (t_ms, allocated, reserved, phase, event)
 // Checkpoints are torch.save files (the model's keys as in Python, under
 // "model."), written atomically.
 #pragma once
@@ -59,7 +63,9 @@ class Trainer {
   int64_t resume();
 
   /// Writes config.yaml and summary.json (n_params, data shapes); trains nothing.
-  void dry_run();
+  /// On a GPU, returns (and writes to offload_estimates.txt) the estimated peak
+  /// memory of each offload policy for one training batch; else "".
+  std::string dry_run();
 
   /// Trains up to config.epochs and writes the outputs; returns the last metrics.
   /// On SIGINT/SIGTERM it finishes the current step, writes a checkpoint and

@@ -1,0 +1,80 @@
+// fno_bench: the FNO training step over resolutions, batch sizes and offload
+// policies; ms/step, peak GPU memory, bytes moved and bandwidth as JSON and CSV.
+// With --cap it emulates a smaller GPU, and --find-largest searches the largest
+// square grid each policy trains under that cap by running it.
+#include <fno/bench.h>
+#include <fno_offload/planner.h>
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+namespace {
+
+int fail(int code, const std::string& msg) {
+  std::fprintf(stderr, "fno_bench: %s\n", msg.substr(0, msg.find('\n')).c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmarks the FNO training step (forward, H1 loss, backward, AdamW) under offload policies."};
+  fno::BenchOptions o;
+  std::string cap, budget, json_path, csv_path;
+  app.add_option("--resolutions", o.resolutions, "square grid sizes")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--policies", o.policies,
+                 "offload policies: none, all, blocks:K, recompute, recompute+offload, auto")
+      ->delimiter(',');
+  app.add_option("--warmup", o.warmup, "untimed steps per configuration")->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", o.steps, "timed steps per configuration (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--chunks", o.chunks, "batch chunks per stage for the fixed policies")->check(CLI::PositiveNumber);
+  app.add_option("--gpu-memory-limit", budget, "budget for auto, e.g. 8GiB (default: free memory)");
+  app.add_option("--cap", cap, "cap the allocator at this much memory (emulates a smaller GPU), e.g. 16GiB");
+  app.add_flag("--find-largest", o.find_largest, "search the largest square grid each policy trains under --cap");
+  app.add_option("--grid-step", o.grid_step, "granularity of that search")->check(CLI::PositiveNumber);
+  app.add_option("--grid-max", o.grid_max, "upper end of that search")->check(CLI::PositiveNumber);
+  app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")->check(CLI::NonNegativeNumber);
+  app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")->check(CLI::NonNegativeNumber);
+  app.add_option("--timeline-dir", o.timeline_dir, "write one step's memory timeline per configuration here");
+  app.add_option("--json", json_path, "write the results as JSON here");
+  app.add_option("--csv", csv_path, "write the results as CSV here");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see --help)");
+  }
+  try {
+    for (const auto& p : o.policies) fno::offload::parse_policy(p);
+    if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
+    if (!budget.empty()) o.gpu_memory_limit = fno::offload::parse_bytes(budget);
+  } catch (const std::invalid_argument& e) {
+    return fail(2, e.what());
+  }
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  try {
+    const auto result = fno::run_bench(o);
+    const auto json = result.to_json(command);
+    std::cout << json;
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      if (!(f << json)) return fail(3, json_path + ": cannot write");
+    }
+    if (!csv_path.empty()) {
+      std::ofstream f(csv_path);
+      if (!(f << result.to_csv())) return fail(3, csv_path + ": cannot write");
+    }
+    return 0;
+  } catch (const c10::Error& e) {
+    return fail(4, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return fail(4, e.what());
+  }
+}

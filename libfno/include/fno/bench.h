@@ -1,0 +1,58 @@
+// The training-step benchmark behind fno_bench: the seed FNO's step (forward,
+// H1 loss, backward, AdamW) over resolutions x batch sizes x offload policies,
+// and, under a memory cap, the largest square grid each policy trains.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fno {
+
+struct BenchOptions {
+  std::vector<int64_t> resolutions{256, 512, 1024};
+  std::vector<int64_t> batches{8};
+  std::vector<std::string> policies{"none", "all", "recompute+offload", "auto"};
+  int64_t warmup = 2;  // untimed steps per configuration (plans, pinned pool)
+  int64_t steps = 5;   // timed steps; the median is reported
+  int64_t chunks = 1;  // batch chunks for the fixed policies
+  int64_t gpu_memory_limit = 0;  // auto's budget (0: free memory)
+  int64_t memory_cap = 0;        // allocator cap in bytes (0: none)
+  int64_t min_bytes = int64_t{1} << 20;
+  int64_t prefetch_depth = 1;
+  int64_t max_inflight_bytes = int64_t{1} << 30;
+  int64_t max_prefetch_bytes = int64_t{3} << 30;
+  bool find_largest = false;     // search the largest grid per policy (needs a cap)
+  int64_t grid_step = 64;        // the search's granularity
+  int64_t grid_max = 4096;
+  std::vector<int64_t> n_modes{16, 16};
+  int64_t hidden = 32;
+  std::string timeline_dir;      // write one step's memory timeline per row here
+};
+
+struct BenchRow {
+  std::string policy;
+  int64_t resolution = 0, batch = 0;
+  std::string status;  // "ok" | "oom" | "error: ..."
+  double ms_per_step = 0;
+  int64_t peak_allocated = 0, peak_reserved = 0;
+  int64_t bytes_offloaded = 0, bytes_prefetched = 0, bytes_on_demand = 0;
+  double d2h_gbps = 0, h2d_gbps = 0, forward_wait_ms = 0, backward_wait_ms = 0;
+  std::string plan;
+  int64_t estimated_peak = 0;
+};
+
+struct BenchResult {
+  std::string device;
+  int64_t device_bytes = 0;
+  int64_t memory_cap = 0;
+  std::vector<BenchRow> rows;
+  std::vector<std::pair<std::string, int64_t>> largest;  // policy -> largest grid (0: none)
+  std::string to_json(const std::string& command) const;
+  std::string to_csv() const;
+};
+
+/// Runs the sweep on the current CUDA device; progress lines go to stderr.
+BenchResult run_bench(const BenchOptions& options);
+
+}  // namespace fno

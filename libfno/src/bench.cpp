@@ -1,0 +1,250 @@
+#include <fno/bench.h>
+
+#include <fno/losses.h>
+#include <fno/offload_step.h>
+#include <fno/optim.h>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+namespace fno {
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o.push_back('\\');
+    if (static_cast<unsigned char>(c) < 0x20) {
+      o += ' ';
+      continue;
+    }
+    o.push_back(c);
+  }
+  return o;
+}
+
+struct Runner {
+  const BenchOptions& o;
+  FNO model{nullptr};
+  std::unique_ptr<AdamW> optimizer;
+  H1Loss loss{H1LossOptions().d(2)};
+  std::map<std::string, std::unique_ptr<OffloadedStep>> steps;  // one per policy: its pinned pool persists
+
+  explicit Runner(const BenchOptions& opts) : o(opts) {
+    torch::manual_seed(0);
+    model = FNO(FNOOptions(o.n_modes, 1, 1, o.hidden).projection_channel_ratio(2));
+    model->to(torch::kCUDA);
+    optimizer = std::make_unique<AdamW>(model->parameters(), AdamWOptions(8e-3).weight_decay(1e-4));
+  }
+
+  OffloadedStep& step_for(const std::string& policy) {
+    auto& s = steps[policy];
+    if (!s) {
+      OffloadSettings st;
+      st.policy = policy;
+      st.chunks = o.chunks;
+      st.gpu_memory_limit = o.gpu_memory_limit;
+      st.options.min_bytes(o.min_bytes)
+          .prefetch_depth(o.prefetch_depth)
+          .max_inflight_bytes(o.max_inflight_bytes)
+          .max_prefetch_bytes(o.max_prefetch_bytes);
+      s = std::make_unique<OffloadedStep>(model, st);
+    }
+    return *s;
+  }
+
+  void free_memory() {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+
+  BenchRow run(const std::string& policy, int64_t res, int64_t batch, int64_t warmup, int64_t timed) {
+    BenchRow row;
+    row.policy = policy;
+    row.resolution = res;
+    row.batch = batch;
+    try {
+      auto& step = step_for(policy);
+      torch::manual_seed(1);
+      const auto x = torch::randn({batch, 1, res, res}, torch::kCUDA);
+      const auto y = torch::randn({batch, 1, res, res}, torch::kCUDA);
+      auto one = [&] {
+        optimizer->zero_grad();
+        step.forward_backward(x, [&](const torch::Tensor& out) { return loss(out, y); });
+        optimizer->step();
+      };
+      for (int64_t i = 0; i < warmup; ++i) one();
+      torch::cuda::synchronize();
+      c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+      std::vector<double> ms;
+      offload::StepStats sum;
+      for (int64_t i = 0; i < timed; ++i) {
+        const bool record = !o.timeline_dir.empty() && i == timed - 1;
+        if (record) step.record_next_timeline();
+        const auto t0 = std::chrono::steady_clock::now();
+        one();
+        torch::cuda::synchronize();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        const auto& st = step.last_stats();
+        sum.bytes_offloaded += st.bytes_offloaded;
+        sum.bytes_prefetched += st.bytes_prefetched;
+        sum.bytes_fetched_on_demand += st.bytes_fetched_on_demand;
+        sum.d2h_seconds += st.d2h_seconds;
+        sum.h2d_seconds += st.h2d_seconds;
+        sum.forward_wait_ms += st.forward_wait_ms;
+        sum.backward_wait_ms += st.backward_wait_ms;
+        if (record) write_timeline(step, policy, res, batch);
+      }
+      std::sort(ms.begin(), ms.end());
+      row.ms_per_step = ms[ms.size() / 2];
+      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+      row.peak_allocated = stats.allocated_bytes[0].peak;
+      row.peak_reserved = stats.reserved_bytes[0].peak;
+      const double n = static_cast<double>(timed);
+      row.bytes_offloaded = static_cast<int64_t>(sum.bytes_offloaded / n);
+      row.bytes_prefetched = static_cast<int64_t>(sum.bytes_prefetched / n);
+      row.bytes_on_demand = static_cast<int64_t>(sum.bytes_fetched_on_demand / n);
+      if (sum.d2h_seconds > 0) row.d2h_gbps = sum.bytes_offloaded / sum.d2h_seconds / 1e9;
+      if (sum.h2d_seconds > 0) {
+        row.h2d_gbps = (sum.bytes_prefetched + sum.bytes_fetched_on_demand) / sum.h2d_seconds / 1e9;
+      }
+      row.forward_wait_ms = sum.forward_wait_ms / n;
+      row.backward_wait_ms = sum.backward_wait_ms / n;
+      row.plan = step.plan_text();
+      row.estimated_peak = step.estimate().peak_bytes;
+      row.status = "ok";
+    } catch (const c10::OutOfMemoryError&) {
+      row.status = "oom";
+    } catch (const c10::Error& e) {
+      const std::string what = e.what_without_backtrace();
+      row.status = what.find("out of memory") != std::string::npos ? "oom" : "error: " + what.substr(0, what.find('\n'));
+    } catch (const std::exception& e) {
+      row.status = std::string("error: ") + e.what();
+    }
+    free_memory();
+    return row;
+  }
+
+  void write_timeline(OffloadedStep& step, const std::string& policy, int64_t res, int64_t batch) {
+    std::string name = policy;
+    std::replace(name.begin(), name.end(), ':', '_');
+    std::replace(name.begin(), name.end(), '+', '_');
+    const auto path = o.timeline_dir + "/timeline_" + name + "_" + std::to_string(res) + "_b" +
+                      std::to_string(batch) + ".csv";
+    std::ofstream f(path);
+    if (!f) throw std::runtime_error(path + ": cannot open for writing");
+    f << "# GPU memory of one training step; policy " << policy << ", " << res << "x" << res
+      << ", batch " << batch << ", " << at::cuda::getCurrentDeviceProperties()->name << "\n";
+    f << "t_ms,allocated_bytes,reserved_bytes,phase,event\n";
+    for (const auto& m : step.last_stats().timeline) {
+      f << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event << "\n";
+    }
+  }
+};
+
+void log_row(const BenchRow& r) {
+  std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.resolution << "^2 b"
+            << r.batch << ": " << r.status;
+  if (r.status == "ok") {
+    std::cerr << std::fixed << std::setprecision(1) << "  " << r.ms_per_step << " ms/step, peak "
+              << offload::format_bytes(r.peak_allocated) << ", offloaded "
+              << offload::format_bytes(r.bytes_offloaded) << ", d2h " << r.d2h_gbps << " GB/s, h2d "
+              << r.h2d_gbps << " GB/s, waits " << r.forward_wait_ms << "/" << r.backward_wait_ms
+              << " ms; plan " << r.plan;
+  }
+  std::cerr << std::endl;
+}
+
+}  // namespace
+
+BenchResult run_bench(const BenchOptions& o) {
+  TORCH_CHECK(torch::cuda::is_available(), "fno_bench needs a CUDA device");
+  TORCH_CHECK(!o.find_largest || o.memory_cap > 0,
+              "fno_bench: --find-largest needs --cap (the memory to fit)");
+  BenchResult result;
+  result.device = at::cuda::getCurrentDeviceProperties()->name;
+  result.device_bytes = offload::device_total_bytes();
+  result.memory_cap = o.memory_cap;
+  if (o.memory_cap > 0) offload::cap_device_memory(o.memory_cap);
+  Runner runner(o);
+  for (const auto& policy : o.policies) {
+    for (auto res : o.resolutions) {
+      for (auto batch : o.batches) {
+        result.rows.push_back(runner.run(policy, res, batch, o.warmup, o.steps));
+        log_row(result.rows.back());
+      }
+    }
+  }
+  if (o.find_largest) {
+    const int64_t batch = o.batches.front();
+    for (const auto& policy : o.policies) {
+      // Binary search over multiples of grid_step: lo trains, hi does not.
+      int64_t lo = 0, hi = o.grid_max / o.grid_step + 1;
+      while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        auto row = runner.run(policy, mid * o.grid_step, batch, 1, 1);
+        row.policy += " (search)";
+        log_row(row);
+        result.rows.push_back(row);
+        (row.status == "ok" ? lo : hi) = mid;
+      }
+      result.largest.emplace_back(policy, lo * o.grid_step);
+      std::cerr << "fno_bench: largest grid for " << policy << " under "
+                << offload::format_bytes(o.memory_cap) << ": " << lo * o.grid_step << "^2 (batch "
+                << batch << ")" << std::endl;
+    }
+  }
+  return result;
+}
+
+std::string BenchResult::to_json(const std::string& command) const {
+  std::ostringstream j;
+  j << std::setprecision(6) << "{\n  \"command\": \"" << json_escape(command) << "\",\n  \"device\": \""
+    << json_escape(device) << "\",\n  \"device_bytes\": " << device_bytes
+    << ",\n  \"memory_cap_bytes\": " << memory_cap << ",\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    j << "    {\"policy\": \"" << json_escape(r.policy) << "\", \"resolution\": " << r.resolution
+      << ", \"batch\": " << r.batch << ", \"status\": \"" << json_escape(r.status)
+      << "\", \"ms_per_step\": " << r.ms_per_step << ", \"peak_allocated_bytes\": " << r.peak_allocated
+      << ", \"peak_reserved_bytes\": " << r.peak_reserved << ", \"bytes_offloaded\": " << r.bytes_offloaded
+      << ", \"bytes_prefetched\": " << r.bytes_prefetched << ", \"bytes_fetched_on_demand\": "
+      << r.bytes_on_demand << ", \"d2h_gbps\": " << r.d2h_gbps << ", \"h2d_gbps\": " << r.h2d_gbps
+      << ", \"forward_wait_ms\": " << r.forward_wait_ms << ", \"backward_wait_ms\": "
+      << r.backward_wait_ms << ", \"estimated_peak_bytes\": " << r.estimated_peak << ", \"plan\": \""
+      << json_escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  j << "  ],\n  \"largest_grid\": {";
+  for (size_t i = 0; i < largest.size(); ++i) {
+    j << (i ? ", " : "") << "\"" << json_escape(largest[i].first) << "\": " << largest[i].second;
+  }
+  j << "}\n}\n";
+  return j.str();
+}
+
+std::string BenchResult::to_csv() const {
+  std::ostringstream c;
+  c << std::setprecision(6);
+  c << "device,memory_cap_bytes,policy,resolution,batch,status,ms_per_step,peak_allocated_bytes,"
+       "peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_demand,d2h_gbps,h2d_gbps,"
+       "forward_wait_ms,backward_wait_ms,estimated_peak_bytes,plan\n";
+  for (const auto& r : rows) {
+    c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.resolution << ','
+      << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ',' << r.peak_allocated << ','
+      << r.peak_reserved << ',' << r.bytes_offloaded << ',' << r.bytes_prefetched << ','
+      << r.bytes_on_demand << ',' << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.forward_wait_ms << ','
+      << r.backward_wait_ms << ',' << r.estimated_peak << ",\"" << r.plan << "\"\n";
+  }
+  return c.str();
+}
+
+}  // namespace fno

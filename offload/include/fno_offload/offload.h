@@ -1,0 +1,199 @@
+// offload/: activation memory for training on grids that do not fit in GPU memory.
+//
+// Memory levels of a saved activation (llm.c style, one place):
+//   kKeep              saved tensors stay on the GPU (plain autograd)
+//   kOffload           saved tensors >= min_bytes are copied to pinned host memory
+//                      on a copy stream while compute goes on, released on the GPU
+//                      when the copy completes, and prefetched back during backward
+//   kRecompute         the stage runs without saving; backward re-runs it (checkpointing)
+//   kRecomputeOffload  as kRecompute, with the stage input it keeps offloaded
+//
+// How: LibTorch has no public C++ saved-tensor-hooks API, but the autograd engine
+// asks Engine::get_default_saved_variable_hooks() for every SavedVariable. An
+// Offloader installs (once) an Engine subclass returning its hooks while an
+// OffloadGuard is alive. The active Offloader is process-global, not thread-local:
+// backward, and the recompute inside it, run on autograd worker threads.
+//
+//   fno::offload::Offloader off(fno::offload::OffloadOptions().prefetch_depth(2));
+//   off.exclude(model);                       // parameters and buffers are never moved
+//   {
+//     fno::offload::OffloadGuard guard(off);  // hooks on
+//     auto loss = loss_fn(fno::offload::run_stages(stages, plan, x, &off), y);
+//     loss.backward();                        // prefetch ahead, reload, recompute
+//   }
+//   auto stats = off.end_step();              // bytes, GB/s, waits, peak memory
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace fno::offload {
+
+/// What happens to the activations a stage saves for backward.
+enum class Level { kKeep, kOffload, kRecompute, kRecomputeOffload };
+std::string to_string(Level level);
+bool offloads(Level level);   // kOffload, kRecomputeOffload
+bool recomputes(Level level); // kRecompute, kRecomputeOffload
+
+struct OffloadOptions {
+  /// Saved tensors whose storage is smaller than this many bytes stay on the GPU.
+  TORCH_ARG(int64_t, min_bytes) = int64_t{1} << 20;
+  /// Backward prefetches the offloaded tensors of this many scopes ahead of the one running.
+  TORCH_ARG(int64_t, prefetch_depth) = 1;
+  /// Device-to-host bytes in flight before forward waits for the oldest copy (back-pressure).
+  TORCH_ARG(int64_t, max_inflight_bytes) = int64_t{1} << 30;
+  /// Prefetched, not yet used bytes at most (a tensor larger than this is still fetched).
+  TORCH_ARG(int64_t, max_prefetch_bytes) = int64_t{3} << 30;
+  /// Pinned host bytes at most; 0: as much as cudaHostAlloc gives. Beyond it, tensors stay.
+  TORCH_ARG(int64_t, host_memory_limit) = 0;
+  /// Pinned memory is taken from the driver in slabs of at least this many bytes.
+  TORCH_ARG(int64_t, slab_bytes) = int64_t{1} << 30;
+  /// Treat CPU tensors as offloadable (copied to a separate host pool): tests only.
+  TORCH_ARG(bool, simulate_on_cpu) = false;
+  /// Record a GPU memory timeline (allocator samples every ~0.5 ms and at scope edges).
+  TORCH_ARG(bool, record_timeline) = false;
+};
+
+/// One point of the memory timeline.
+struct MemorySample {
+  double t_ms = 0;            // since the step began (host clock)
+  int64_t allocated = 0;      // bytes held by tensors (caching allocator)
+  int64_t reserved = 0;       // bytes the caching allocator holds from the driver
+  std::string phase;          // "forward" | "backward" | "idle"
+  std::string event;          // "" for periodic samples, else e.g. "begin block.2"
+};
+
+/// What one training step moved and waited for.
+struct StepStats {
+  int64_t saved_tensors = 0;       // pack calls
+  int64_t offloaded_tensors = 0;   // storages copied to the host
+  int64_t dedup_hits = 0;          // saves whose storage was already offloaded
+  int64_t kept_small = 0;          // below min_bytes
+  int64_t kept_parameter = 0;      // parameters, buffers and their views
+  int64_t kept_level = 0;          // the scope's level keeps them
+  int64_t kept_degraded = 0;       // no pinned memory to be had: kept on the GPU
+  int64_t bytes_offloaded = 0;     // device -> host
+  int64_t bytes_prefetched = 0;    // host -> device, issued ahead of need
+  int64_t bytes_fetched_on_demand = 0;  // host -> device, issued at the moment of need
+  int64_t bytes_reused_on_device = 0;   // unpacked before the copy released the GPU copy
+  double d2h_seconds = 0;          // copy-engine busy time, device -> host
+  double h2d_seconds = 0;          // copy-engine busy time, host -> device
+  double d2h_gbps = 0;             // bytes_offloaded / d2h_seconds / 1e9
+  double h2d_gbps = 0;
+  double forward_wait_ms = 0;      // host time forward was held back by back-pressure
+  double backward_wait_ms = 0;     // GPU time the compute stream waited for reloads
+  int64_t peak_allocated = 0;      // max bytes held by tensors during the step
+  int64_t peak_reserved = 0;       // max bytes the caching allocator held
+  int64_t host_pinned_bytes = 0;   // the pinned pool's size
+  std::vector<MemorySample> timeline;
+  /// One JSON object, without the timeline.
+  std::string to_json() const;
+};
+
+/// Owns the pinned pool, the copy streams and the bookkeeping; lives across steps.
+class Offloader {
+ public:
+  explicit Offloader(OffloadOptions options = {});
+  ~Offloader();
+  Offloader(const Offloader&) = delete;
+  Offloader& operator=(const Offloader&) = delete;
+
+  /// Never move these storages: a module's parameters and buffers (views included).
+  void exclude(const torch::nn::Module& module);
+  void exclude(const at::Tensor& tensor);
+
+  /// False on a machine without CUDA (and without simulate_on_cpu): the guard is a no-op.
+  bool active() const;
+  const OffloadOptions& options() const;
+  /// One line: the settings and the backend.
+  std::string describe() const;
+
+  /// Starts a step's statistics (and its peak-memory window).
+  void begin_step();
+  /// Waits for this step's copies, and returns and resets its statistics.
+  StepStats end_step();
+  /// Adds a named point to the memory timeline (when it is being recorded).
+  void mark(const std::string& event);
+  /// Record the memory timeline of the steps that begin from now on (CUDA only).
+  void set_record_timeline(bool on);
+
+  struct State;  // shared with the hooks, which can outlive the Offloader
+
+ private:
+  std::shared_ptr<State> s_;
+  friend class OffloadGuard;
+  friend class Scope;
+};
+
+/// While alive, autograd's saved tensors go through `offloader` (any thread).
+class OffloadGuard {
+ public:
+  explicit OffloadGuard(Offloader& offloader, Level level = Level::kOffload);
+  ~OffloadGuard();
+  OffloadGuard(const OffloadGuard&) = delete;
+  OffloadGuard& operator=(const OffloadGuard&) = delete;
+
+ private:
+  std::shared_ptr<Offloader::State> s_;
+  Level previous_level_;
+};
+
+/// A named region of forward (a stage, or a chunk of one) with its own level.
+/// Scopes number the prefetch order: backward prefetches scopes by that number.
+class Scope {
+ public:
+  Scope(Offloader* offloader, const std::string& name, Level level);
+  ~Scope();
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  std::shared_ptr<Offloader::State> s_;
+  Level previous_level_;
+};
+
+/// Checkpointing: y = fn(x) computed without saving anything but x; backward
+/// recomputes fn(x) with grad (saved tensors kept on the GPU) and backpropagates.
+/// x is saved through the hooks, so it is offloaded when the enclosing level offloads.
+/// fn must be deterministic. Parameter gradients accumulate into their .grad.
+// x: [*] -> fn(x): [*]
+at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn, const at::Tensor& x,
+                      Offloader* offloader = nullptr);
+
+/// One step of a feed-forward model, as the planner sees it.
+struct Stage {
+  std::string name;                                   // "lifting", "block.0", ...
+  std::function<at::Tensor(const at::Tensor&)> fn;    // x -> y
+  /// fn treats each batch entry alone: it may run on chunks of the batch.
+  bool chunkable = false;
+};
+
+/// Per-stage memory level and chunk count.
+struct StagePlan {
+  Level level = Level::kKeep;
+  int64_t chunks = 1;  // batch chunks, chunkable stages only
+};
+
+struct Plan {
+  std::vector<StagePlan> stages;
+  /// "name=level[/chunks]" per stage, comma-separated.
+  std::string to_string(const std::vector<Stage>& stages) const;
+};
+
+/// Runs the stages in order under `plan` (one entry per stage). With an
+/// offloader, each stage (each chunk of one) is a Scope of the plan's level.
+// x: [B, C, *S] -> [B, C', *S']
+at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Tensor x,
+                      Offloader* offloader);
+
+}  // namespace fno::offload

@@ -1,0 +1,339 @@
+// offload/ on the CPU: the offloader's host engine moves CPU tensors into a
+// separate pool (OffloadOptions::simulate_on_cpu), so every policy, the
+// deduplication, the parameter filter, prefetch, degradation and the thread
+// behaviour are checked here; tests/test_gpu_offload.cpp repeats the gradient
+// checks with the CUDA engine.
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <thread>
+
+#include "golden.h"
+#include "offload_check.h"
+
+using fno::offload::Level;
+using fno::offload::OffloadGuard;
+using fno::offload::Offloader;
+using fno::offload::OffloadOptions;
+using fno::test::rel_err;
+using fno::test::run_step;
+
+namespace {
+
+OffloadOptions sim() { return OffloadOptions().simulate_on_cpu(true).min_bytes(0); }
+
+struct Case {
+  std::vector<int64_t> modes;
+  std::vector<int64_t> shape;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {{6}, {4, 2, 33}}, {{5, 4}, {4, 1, 12, 11}}, {{3, 3, 2}, {2, 1, 7, 6, 5}}};
+  return c;
+}
+
+fno::FNO make_model(const Case& c) {
+  torch::manual_seed(3);
+  return fno::FNO(fno::FNOOptions(c.modes, c.shape[1], 1, 8).n_layers(3).domain_padding({0.25}));
+}
+
+}  // namespace
+
+TEST_CASE("every offload policy gives the gradients of no offload (1D, 2D, 3D, CPU)") {
+  for (const auto& c : cases()) {
+    INFO("input shape ", torch::IntArrayRef(c.shape));
+    auto model = make_model(c);
+    torch::manual_seed(4);
+    const auto x = torch::randn(c.shape);
+    const auto stages = fno::fno_stages(model, x.sizes().slice(2).vec());
+    const auto w = torch::rand_like(model->forward(x).detach());
+    const auto ref = run_step(model, x, w, nullptr, nullptr);
+    for (const std::string policy : {"none", "all", "blocks:2", "recompute", "recompute+offload"}) {
+      for (int64_t chunks : {1, 2}) {
+        INFO("policy ", policy, ", chunks ", chunks);
+        Offloader off(sim());
+        off.exclude(*model);
+        const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy(policy), stages, chunks);
+        const auto got = run_step(model, x, w, &plan, &off);
+        if (chunks == 1) {
+          // The same kernels on the same bytes: bit-identical.
+          CHECK(torch::equal(got.output, ref.output));
+          for (const auto& [name, g] : ref.grads) {
+            INFO("gradient of ", name);
+            CHECK(torch::equal(got.grads.at(name), g));
+          }
+        } else {
+          // Batch chunks sum the weight gradients in another order.
+          CHECK(rel_err(got.output, ref.output) <= 1e-6);
+          for (const auto& [name, g] : ref.grads) {
+            INFO("gradient of ", name);
+            CHECK(rel_err(got.grads.at(name), g) <= 1e-5);
+          }
+        }
+        const auto& s = got.stats;
+        CHECK(s.saved_tensors > 0);
+        if (policy == "none" || policy == "recompute") {
+          CHECK(s.offloaded_tensors == 0);
+        } else {
+          CHECK(s.offloaded_tensors > 0);
+          CHECK(s.bytes_offloaded > 0);
+          // Everything offloaded came back (or was used before it left).
+          CHECK(s.bytes_prefetched + s.bytes_fetched_on_demand + s.bytes_reused_on_device >=
+                s.bytes_offloaded);
+        }
+        if (policy == "recompute+offload") {
+          // Only the stage inputs are saved (and offloaded; the chunks of one
+          // input are views of one storage): the recompute inside backward
+          // keeps what it saves, on whichever thread runs it.
+          CHECK(s.offloaded_tensors == static_cast<int64_t>(stages.size()));
+        }
+        CHECK(s.kept_degraded == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a storage saved twice, or through views, is offloaded once") {
+  Offloader off(sim());
+  const auto x = torch::randn({64, 64}, torch::requires_grad());
+  const auto a = x * 2;  // a non-leaf, so that it is not filtered as a parameter
+  off.begin_step();
+  torch::Tensor y;
+  {
+    OffloadGuard guard(off);
+    // mul saves a twice; mm saves a and the view a.t() (one storage).
+    y = (a * a).sum() + torch::mm(a, a.t()).sum();
+  }
+  y.backward();
+  const auto s = off.end_step();
+  CHECK(s.offloaded_tensors == 1);
+  CHECK(s.dedup_hits == 3);
+  CHECK(s.bytes_offloaded == 64 * 64 * 4);
+  const auto xr = x.detach().clone().requires_grad_(true);
+  const auto ar = xr * 2;
+  ((ar * ar).sum() + torch::mm(ar, ar.t()).sum()).backward();
+  CHECK(torch::equal(x.grad(), xr.grad()));
+}
+
+TEST_CASE("parameters, buffers and their views are never offloaded") {
+  Offloader off(sim());
+  torch::nn::Linear lin(32, 32);
+  const auto buffer = torch::randn({32, 32});  // excluded by hand; no grad, not a leaf parameter
+  off.exclude(*lin);
+  off.exclude(buffer);
+  const auto x = torch::randn({8, 32}, torch::requires_grad()) * 1.0;
+  off.begin_step();
+  torch::Tensor y;
+  {
+    OffloadGuard guard(off);
+    // linear saves the weight (as a view); matmul saves buffer; x is saved too.
+    y = torch::matmul(lin->forward(x), buffer).sum();
+  }
+  y.backward();
+  const auto s = off.end_step();
+  CHECK(s.kept_parameter >= 2);
+  CHECK(s.offloaded_tensors >= 1);  // x and the linear output
+  // A parameter that was never excluded is still recognised as a leaf that requires grad.
+  const auto p = torch::randn({16, 16}, torch::requires_grad());
+  off.begin_step();
+  {
+    OffloadGuard guard(off);
+    y = torch::mm(p.t(), p).sum();
+  }
+  y.backward();
+  const auto s2 = off.end_step();
+  CHECK(s2.offloaded_tensors == 0);
+  CHECK(s2.kept_parameter == 2);
+}
+
+TEST_CASE("small tensors stay, and the guard's level decides") {
+  Offloader off(OffloadOptions().simulate_on_cpu(true).min_bytes(1024));
+  const auto big = torch::randn({64, 64}) * 1;
+  const auto small = torch::randn({4, 4}) * 1;
+  const auto wb = torch::randn({64, 64}, torch::requires_grad());
+  const auto ws = torch::randn({4, 4}, torch::requires_grad());
+  off.begin_step();
+  {
+    OffloadGuard guard(off);
+    (torch::mm(big, wb).sum() + torch::mm(small, ws).sum()).backward();
+  }
+  auto s = off.end_step();
+  CHECK(s.offloaded_tensors == 1);
+  CHECK(s.kept_small == 1);
+  off.begin_step();
+  {
+    OffloadGuard guard(off, Level::kKeep);
+    torch::mm(big, wb).sum().backward();
+  }
+  s = off.end_step();
+  CHECK(s.offloaded_tensors == 0);
+  CHECK(s.kept_level >= 1);
+}
+
+TEST_CASE("backward and the recompute inside it may run on another thread") {
+  const auto& c = cases()[1];
+  auto model = make_model(c);
+  torch::manual_seed(5);
+  const auto x = torch::randn(c.shape);
+  const auto w = torch::rand_like(model->forward(x).detach());
+  const auto ref = run_step(model, x, w, nullptr, nullptr);
+  const auto stages = fno::fno_stages(model, x.sizes().slice(2).vec());
+  for (const std::string policy : {"all", "recompute+offload"}) {
+    INFO("policy ", policy);
+    Offloader off(sim());
+    off.exclude(*model);
+    const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy(policy), stages);
+    model->zero_grad(true);
+    off.begin_step();
+    torch::Tensor loss;
+    {
+      OffloadGuard guard(off, Level::kKeep);
+      loss = ((fno::offload::run_stages(stages, plan, x, &off) - 0.5).pow(2) * w).sum();
+    }
+    // The guard is gone and backward runs elsewhere: the hooks travel with the graph.
+    std::thread t([&loss] { loss.backward(); });
+    t.join();
+    const auto s = off.end_step();
+    for (const auto& [name, g] : ref.grads) {
+      INFO("gradient of ", name);
+      CHECK(torch::equal(model->named_parameters()[name].grad(), g));
+    }
+    if (policy == "recompute+offload") CHECK(s.offloaded_tensors == static_cast<int64_t>(stages.size()));
+  }
+}
+
+TEST_CASE("an in-place change after saving is detected at unpack") {
+  Offloader off(sim());
+  const auto w = torch::randn({16, 16}, torch::requires_grad());
+  auto a = torch::randn({16, 16}) * 1;
+  torch::Tensor y;
+  {
+    OffloadGuard guard(off);
+    y = torch::mm(a, w).sum();
+  }
+  a.add_(1);
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("modified by an inplace operation"),
+                       c10::Error);
+}
+
+TEST_CASE("without pinned memory, offload keeps tensors on the device and warns") {
+  const auto& c = cases()[0];
+  auto model = make_model(c);
+  const auto x = torch::randn(c.shape);
+  const auto w = torch::rand_like(model->forward(x).detach());
+  const auto ref = run_step(model, x, w, nullptr, nullptr);
+  const auto stages = fno::fno_stages(model, x.sizes().slice(2).vec());
+  Offloader off(sim().host_memory_limit(4096));
+  off.exclude(*model);
+  const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy("all"), stages);
+  const auto got = run_step(model, x, w, &plan, &off);
+  CHECK(got.stats.kept_degraded > 0);
+  for (const auto& [name, g] : ref.grads) CHECK(torch::equal(got.grads.at(name), g));
+}
+
+TEST_CASE("prefetch brings tensors back ahead of need") {
+  const auto& c = cases()[1];
+  auto model = make_model(c);
+  const auto x = torch::randn(c.shape);
+  const auto w = torch::rand_like(model->forward(x).detach());
+  const auto stages = fno::fno_stages(model, x.sizes().slice(2).vec());
+  const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy("all"), stages);
+  for (int64_t depth : {0, 1, 3}) {
+    INFO("prefetch depth ", depth);
+    Offloader off(sim().prefetch_depth(depth));
+    off.exclude(*model);
+    const auto s = run_step(model, x, w, &plan, &off).stats;
+    CHECK(s.bytes_prefetched + s.bytes_fetched_on_demand == s.bytes_offloaded);
+    if (depth == 0) {
+      // Only the running scope's other tensors come ahead of need.
+      CHECK(s.bytes_fetched_on_demand >= s.bytes_offloaded / 4);
+    } else {
+      CHECK(s.bytes_prefetched > s.bytes_fetched_on_demand);
+    }
+  }
+}
+
+TEST_CASE("without a device the guard does nothing") {
+  if (torch::cuda::is_available()) return;
+  Offloader off;  // the CUDA engine
+  CHECK_FALSE(off.active());
+  CHECK(off.describe().find("off (no CUDA device)") != std::string::npos);
+  const auto w = torch::randn({8, 8}, torch::requires_grad());
+  {
+    OffloadGuard guard(off);
+    torch::mm(torch::randn({8, 8}), w).sum().backward();
+  }
+  CHECK(w.grad().defined());
+}
+
+TEST_CASE("offload policies and memory sizes parse, with errors naming the value") {
+  using fno::offload::Policy;
+  CHECK(fno::offload::parse_policy("blocks:3").blocks == 3);
+  CHECK(fno::offload::parse_policy("recompute+offload").kind == Policy::Kind::kRecomputeOffload);
+  CHECK_THROWS_WITH_AS(fno::offload::parse_policy("sometimes"),
+                       doctest::Contains("unknown offload policy 'sometimes'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(fno::offload::parse_policy("blocks:x"), doctest::Contains("'blocks:x'"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(fno::offload::parse_policy("blocks:-1"), doctest::Contains("'blocks:-1'"),
+                       std::invalid_argument);
+  CHECK(fno::offload::parse_bytes("16GiB") == (int64_t{16} << 30));
+  CHECK(fno::offload::parse_bytes("8 GB") == int64_t{8000000000});
+  CHECK(fno::offload::parse_bytes("512MiB") == (int64_t{512} << 20));
+  CHECK(fno::offload::parse_bytes("1.5e9") == int64_t{1500000000});
+  for (const std::string bad : {"", "lots", "16XB", "-1GiB", "0", "nan", "1e30GiB"}) {
+    INFO("text '", bad, "'");
+    const std::string quoted = "'" + bad + "'";
+    CHECK_THROWS_WITH_AS(fno::offload::parse_bytes(bad), doctest::Contains(quoted.c_str()),
+                         std::invalid_argument);
+  }
+  CHECK(fno::offload::format_bytes(int64_t{3} << 30) == "3.00 GiB");
+}
+
+TEST_CASE("policy plans: blocks:K offloads the first K stages") {
+  std::vector<fno::offload::Stage> stages(6);
+  for (auto& s : stages) s.chunkable = true;
+  const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy("blocks:2"), stages, 4);
+  CHECK(plan.stages[0].level == Level::kOffload);
+  CHECK(plan.stages[1].level == Level::kOffload);
+  CHECK(plan.stages[2].level == Level::kKeep);
+  CHECK(plan.stages[5].chunks == 4);
+}
+
+TEST_CASE("the planner fits a budget at the least estimated time") {
+  // A synthetic profile shaped like the seed FNO at 1024^2, batch 8 (GiB units).
+  constexpr int64_t G = int64_t{1} << 30;
+  fno::offload::Profile p;
+  p.batch = 8;
+  p.base_bytes = G / 8;
+  p.grad_bytes = G / 64;
+  p.d2h_gbps = p.h2d_gbps = 50;
+  p.stages.push_back({"lifting", true, G / 4, G, 2 * G + G / 4, 3 * G, 3 * G, 6, 12});
+  for (int i = 0; i < 4; ++i) {
+    p.stages.push_back({"block." + std::to_string(i), true, G, G, 5 * G / 2, 4 * G, 4 * G, 10, 25});
+  }
+  p.stages.push_back({"projection", true, G, G / 32, 3 * G, 3 * G, 4 * G, 6, 14});
+  const OffloadOptions o;
+  const auto keep_all = fno::offload::plan_for_policy(fno::offload::parse_policy("none"),
+                                                      std::vector<fno::offload::Stage>(6));
+  const auto none = fno::offload::estimate(p, keep_all, o);
+  CHECK(none.peak_bytes > 12 * G);
+  bool fits = false;
+  fno::offload::Estimate e;
+  const auto roomy = fno::offload::plan_for_budget(p, 64 * G, o, &e, &fits);
+  CHECK(fits);
+  for (const auto& sp : roomy.stages) CHECK(sp.level == Level::kKeep);
+  CHECK(e.step_ms == doctest::Approx(none.step_ms));
+  const auto tight = fno::offload::plan_for_budget(p, 8 * G, o, &e, &fits);
+  CHECK(fits);
+  CHECK(e.peak_bytes <= 8 * G);
+  CHECK(e.step_ms > none.step_ms);
+  bool any_moved = false;
+  for (const auto& sp : tight.stages) any_moved |= sp.level != Level::kKeep;
+  CHECK(any_moved);
+  fno::offload::plan_for_budget(p, G / 4, o, &e, &fits);
+  CHECK_FALSE(fits);
+  // The table names every stage.
+  const auto table = p.table();
+  CHECK(table.find("block.3") != std::string::npos);
+}
