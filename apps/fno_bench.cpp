@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")->check(CLI::NonNegativeNumber);
   app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")->check(CLI::NonNegativeNumber);
   app.add_option("--timeline-dir", o.timeline_dir, "write one step's memory timeline per configuration here");
+  app.add_option("--trace", o.trace_path, "write a Chrome trace of one step of the first configuration here");
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--csv", csv_path, "write the results as CSV here");
   try {

@@ -24,6 +24,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--save-on-cpu", action="store_true",
                     help="wrap forward+loss in torch.autograd.graph.save_on_cpu(pin_memory=True)")
+    ap.add_argument("--trace", default="", help="write a Chrome trace of one more step here")
     args = ap.parse_args()
 
     dev = torch.device("cuda")
@@ -56,6 +57,12 @@ def main():
         step()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
+    if args.trace:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(args.trace)
     print(json.dumps({
         "impl": "neuraloperator-2.0.0", "save_on_cpu": args.save_on_cpu,
         "resolution": r, "batch": args.batch, "ms_per_step": statistics.median(times),

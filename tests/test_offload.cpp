@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <map>
+#include <set>
 #include <thread>
 
 #include "golden.h"
@@ -239,19 +241,19 @@ TEST_CASE("prefetch brings tensors back ahead of need") {
   const auto w = torch::rand_like(model->forward(x).detach());
   const auto stages = fno::fno_stages(model, x.sizes().slice(2).vec());
   const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy("all"), stages);
+  std::map<int64_t, int64_t> on_demand;
   for (int64_t depth : {0, 1, 3}) {
     INFO("prefetch depth ", depth);
     Offloader off(sim().prefetch_depth(depth));
     off.exclude(*model);
     const auto s = run_step(model, x, w, &plan, &off).stats;
     CHECK(s.bytes_prefetched + s.bytes_fetched_on_demand == s.bytes_offloaded);
-    if (depth == 0) {
-      // Only the running scope's other tensors come ahead of need.
-      CHECK(s.bytes_fetched_on_demand >= s.bytes_offloaded / 4);
-    } else {
-      CHECK(s.bytes_prefetched > s.bytes_fetched_on_demand);
-    }
+    on_demand[depth] = s.bytes_fetched_on_demand;
+    if (depth > 0) CHECK(s.bytes_prefetched > s.bytes_fetched_on_demand);
   }
+  // Deeper prefetch leaves less to fetch at the moment of need.
+  CHECK(on_demand[0] > on_demand[1]);
+  CHECK(on_demand[1] >= on_demand[3]);
 }
 
 TEST_CASE("without a device the guard does nothing") {
@@ -336,4 +338,34 @@ TEST_CASE("the planner fits a budget at the least estimated time") {
   // The table names every stage.
   const auto table = p.table();
   CHECK(table.find("block.3") != std::string::npos);
+}
+
+TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest first") {
+  constexpr int64_t G = int64_t{1} << 30;
+  constexpr int64_t M = int64_t{1} << 20;
+  // The seed FNO at 1024^2, batch 8, as measured on an H100 (fno_bench's auto table).
+  fno::offload::Profile p;
+  p.batch = 8;
+  p.base_bytes = 147 * M;
+  p.grad_bytes = 5 * M;
+  p.stages.push_back({"lifting", true, 32 * M, 1024 * M, 2176 * M, 5216 * M, 4096 * M, 8.6, 14.6});
+  for (int i = 0; i < 3; ++i) {
+    p.stages.push_back({"block." + std::to_string(i), true, 1024 * M, 1024 * M, 3584 * M, 4118 * M, 3600 * M, 13.8, 29.0});
+  }
+  p.stages.push_back({"block.3", true, 1024 * M, 1024 * M, 2560 * M, 4118 * M, 4619 * M, 12.3, 29.4});
+  p.stages.push_back({"projection", true, 1024 * M, 32 * M, 3072 * M, 4128 * M, 4096 * M, 6.3, 11.8});
+  const OffloadOptions o;
+  const auto ranked = fno::offload::rank_plans(p, 8 * G, o, 6, 1.2);
+  REQUIRE(ranked.size() == 6);
+  std::set<std::vector<int>> seen;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const auto& [plan, e] = ranked[i];
+    CHECK(e.peak_bytes <= static_cast<int64_t>(8 * G * 1.2));
+    if (i > 0) CHECK(e.step_ms >= ranked[i - 1].second.step_ms);
+    std::vector<int> levels;
+    for (const auto& sp : plan.stages) levels.push_back(static_cast<int>(sp.level));
+    CHECK(seen.insert(levels).second);
+    MESSAGE(plan.to_string(std::vector<fno::offload::Stage>(6)), ": ",
+            fno::offload::format_bytes(e.peak_bytes), ", ", e.step_ms, " ms");
+  }
 }

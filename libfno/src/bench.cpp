@@ -6,6 +6,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace fno {
@@ -38,6 +40,7 @@ struct Runner {
   std::unique_ptr<AdamW> optimizer;
   H1Loss loss{H1LossOptions().d(2)};
   std::map<std::string, std::unique_ptr<OffloadedStep>> steps;  // one per policy: its pinned pool persists
+  bool traced = false;
 
   explicit Runner(const BenchOptions& opts) : o(opts) {
     torch::manual_seed(0);
@@ -103,6 +106,19 @@ struct Runner {
         sum.forward_wait_ms += st.forward_wait_ms;
         sum.backward_wait_ms += st.backward_wait_ms;
         if (record) write_timeline(step, policy, res, batch);
+      }
+      if (!o.trace_path.empty() && !traced) {
+        // One more step under the Kineto profiler: CPU ops and CUDA kernels.
+        namespace prof = torch::autograd::profiler;
+        const torch::profiler::impl::ProfilerConfig cfg(torch::profiler::impl::ProfilerState::KINETO);
+        const std::set<torch::profiler::impl::ActivityType> acts{
+            torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
+        prof::prepareProfiler(cfg, acts);
+        prof::enableProfiler(cfg, acts);
+        one();
+        torch::cuda::synchronize();
+        prof::disableProfiler()->save(o.trace_path);
+        traced = true;
       }
       std::sort(ms.begin(), ms.end());
       row.ms_per_step = ms[ms.size() / 2];

@@ -45,8 +45,9 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   auto& conv = *convs[index]->as<SpectralConv>();
   const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
   const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
-  // x1 = SpectralConv(x) + W_skip x, with the spectral bias added by the skip's GEMM.
-  auto y = conv.forward(x, /*add_bias=*/false) + pointwise_linear(x, skip_w, conv.bias);
+  // x1 = SpectralConv(x) + W_skip x: the skip's GEMM adds the spectral output
+  // (which carries the spectral bias in its zero mode) in its epilogue.
+  auto y = pointwise_linear(x, skip_w, torch::Tensor(), false, conv.forward(x, /*add_bias=*/true));
   // x2 = ChannelMLP(GELU(x1)) + g * x; the GELU (not on the last block) runs
   // inside the MLP's first layer, which stores only x1.
   y = torch::addcmul(channel_mlp[index]->as<ChannelMLP>()->forward(y, /*gelu_input=*/!last), gate, x);

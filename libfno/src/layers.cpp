@@ -3,6 +3,9 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace fno {
 
@@ -77,14 +80,20 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
   // With GELU, only the pre-activation x is kept for backward and GELU(x) is
   // recomputed there (one elementwise pass): the activation, as large as x, is
   // never stored. In an FNO that removes one saved tensor per GELU.
+  // r: [B, Cout, N] or none, added by the GEMM (beta = 1); its gradient is gy.
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, const std::optional<torch::Tensor>& b,
-                               bool gelu) {
+                               bool gelu, const std::optional<torch::Tensor>& r) {
     ctx->save_for_backward({x, w});
     ctx->saved_data["has_bias"] = b.has_value();
     ctx->saved_data["gelu"] = gelu;
+    ctx->saved_data["has_residual"] = r.has_value();
     const auto h = gelu ? torch::gelu(x) : x;
     const auto wb = w.unsqueeze(0).expand({x.size(0), -1, -1});
+    if (r.has_value()) {
+      auto y = torch::baddbmm(*r, wb, h);
+      return b.has_value() ? y.add_(b->view({1, -1, 1})) : y;
+    }
     return b.has_value() ? torch::baddbmm(b->view({1, -1, 1}), wb, h) : torch::bmm(wb, h);
   }
 
@@ -122,14 +131,19 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
       gw = torch::bmm(gy, h.transpose(1, 2)).sum(0);
     }
     if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = gy.sum(torch::IntArrayRef{0, 2});
-    return {gx, gw, gb, torch::Tensor()};
+    // needs_input_grad counts the tensors given: x, w, then b and r when present.
+    torch::Tensor gr;
+    const size_t r_edge = ctx->saved_data["has_bias"].toBool() ? 3 : 2;
+    if (ctx->saved_data["has_residual"].toBool() && ctx->needs_input_grad(r_edge)) gr = gy;
+    return {gx, gw, gb, torch::Tensor(), gr};
   }
 };
 
 }  // namespace
 
 torch::Tensor pointwise_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias, bool gelu_input) {
+                               const torch::Tensor& bias, bool gelu_input,
+                               const torch::Tensor& residual) {
   TORCH_CHECK(x.dim() >= 3, "pointwise_linear: expected input [B, C, *S], got shape ", x.sizes());
   TORCH_CHECK(weight.dim() == 3 && weight.size(2) == 1 && x.size(1) == weight.size(1),
               "pointwise_linear: weight ", weight.sizes(), " does not fit input ", x.sizes());
@@ -137,7 +151,13 @@ torch::Tensor pointwise_linear(const torch::Tensor& x, const torch::Tensor& weig
   out_shape[1] = weight.size(0);
   // x: [B, Cin, *S] -> [B, Cin, N] -> [B, Cout, N] -> [B, Cout, *S]
   const auto b = bias.defined() ? std::optional<torch::Tensor>(bias.view({-1})) : std::nullopt;
-  return PointwiseLinearFn::apply(x.flatten(2).contiguous(), weight.squeeze(-1), b, gelu_input)
+  std::optional<torch::Tensor> r;
+  if (residual.defined()) {
+    TORCH_CHECK(residual.sizes() == torch::IntArrayRef(out_shape), "pointwise_linear: residual ",
+                residual.sizes(), " does not match the output ", torch::IntArrayRef(out_shape));
+    r = residual.flatten(2).contiguous();
+  }
+  return PointwiseLinearFn::apply(x.flatten(2).contiguous(), weight.squeeze(-1), b, gelu_input, r)
       .view(out_shape);
 }
 
@@ -271,6 +291,48 @@ void SpectralConvImpl::pretty_print(std::ostream& stream) const {
          << ", n_modes=" << torch::IntArrayRef(options.n_modes()) << ")";
 }
 
+namespace {
+
+// The real DFT of the last dim restricted to its first k modes, as GEMMs, with
+// norm="forward". With an FNO's few modes (k = 9 of 513 at 1024 points) this
+// reads the grid once and writes only the kept modes, where rfft writes the
+// whole spectrum (and irfft reads a zero-filled one): a fraction of the memory
+// traffic, and in backward the same holds for the transposed GEMMs.
+//   analysis  [n, 2k]: x @ A = rfft(x, norm="forward")[:k], re/im interleaved
+//   synthesis [2k, n]: X @ S = irfft(X zero-filled to n//2+1 modes, n, norm="forward")
+struct RealDft {
+  torch::Tensor analysis, synthesis;
+};
+
+RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, RealDft> cache;
+  const auto key = std::make_tuple(n, k, options.device().str(),
+                                   c10::typeMetaToScalarType(options.dtype()));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const auto t = torch::arange(n, torch::TensorOptions().dtype(torch::kLong));
+  const auto j = torch::arange(k, torch::TensorOptions().dtype(torch::kLong));
+  // (j t mod n) exactly in integers, then the angle: accurate for large n.
+  const auto theta = (torch::outer(j, t) % n).to(f64) * (2.0 * M_PI / static_cast<double>(n));
+  const auto c = torch::cos(theta), s = torch::sin(theta);  // [k, n]
+  auto analysis = torch::stack({c, -s}, 1).reshape({2 * k, n}).t() / static_cast<double>(n);
+  // irfft weights: 1 for the zero mode and (n even) the Nyquist mode, 2 for the others.
+  auto weight = torch::full({k}, 2.0, f64);
+  weight[0] = 1.0;
+  if (n % 2 == 0 && k == n / 2 + 1) weight[k - 1] = 1.0;
+  auto synthesis = (torch::stack({c, -s}, 1) * weight.view({k, 1, 1})).reshape({2 * k, n});
+  RealDft out{analysis.contiguous().to(options), synthesis.contiguous().to(options)};
+  cache.emplace(key, out);
+  return out;
+}
+
+// GEMMs for up to this many kept modes of the last dim; cuFFT beyond.
+constexpr int64_t kMaxDftGemmModes = 48;
+
+}  // namespace
+
 torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x) { return forward(x, true); }
 
 torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
@@ -300,7 +362,16 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   // Forward transform, one dim at a time so each FFT only sees modes that are
   // kept: the real FFT along the last dim, truncated, then complex FFTs along
   // the others, gathering the kept corners. Equals rfftn(norm="forward").
-  auto x_ft = torch::fft::rfft(x, c10::nullopt, last, "forward").narrow(last, 0, kept.back());
+  const bool gemm = kept.back() <= kMaxDftGemmModes && x.is_floating_point();
+  RealDft dft;
+  torch::Tensor x_ft;
+  if (gemm) {
+    // x: [B, Cin, *S] -> [B, Cin, *S', 2k] -> [B, Cin, *S', k] complex
+    dft = real_dft(spatial.back(), kept.back(), x.options());
+    x_ft = torch::view_as_complex(torch::matmul(x, dft.analysis).unflatten(-1, {kept.back(), 2}));
+  } else {
+    x_ft = torch::fft::rfft(x, c10::nullopt, last, "forward").narrow(last, 0, kept.back());
+  }
   for (int64_t i = n_dim - 2; i >= 0; --i) {
     const int64_t dim = i + 2;
     const int64_t n = spatial[i];
@@ -314,6 +385,16 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   static const char* kEquations[] = {"bix,iox->box", "bixy,ioxy->boxy",
                                      "bixyz,ioxyz->boxyz"};
   auto out = torch::einsum(kEquations[n_dim - 1], {x_ft, w});
+  if (add_bias && bias.defined()) {
+    // The bias, added to the zero-frequency mode, comes out at every grid point
+    // (the inverse transforms are unnormalized). That mode sits at index kept/2
+    // of each non-last dim (after the negative frequencies) and 0 of the last.
+    out = out.clone();
+    auto dc = out;
+    for (int64_t i = 0; i < n_dim - 1; ++i) dc = dc.narrow(i + 2, kept[i] / 2, 1);
+    dc = dc.narrow(last, 0, 1);
+    dc.add_(bias.to(out.scalar_type()));
+  }
 
   // Inverse, mirroring the forward: scatter each dim's corners back between
   // zeros and inverse-FFT it, then take the real inverse FFT of the last dim.
@@ -332,10 +413,12 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
     parts.push_back(out.narrow(dim, 0, neg));
     out = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "forward");
   }
+  if (gemm) {
+    // [B, Cout, *S', k] complex -> [B, Cout, *S', 2k] -> [B, Cout, *S]
+    return torch::matmul(torch::view_as_real(out).flatten(-2), dft.synthesis);
+  }
   // irfft zero-pads the last dim from k_last to n//2 + 1 modes itself.
-  auto y = torch::fft::irfft(out, spatial.back(), last, "forward");
-  if (add_bias && bias.defined()) y = y + bias;
-  return y;
+  return torch::fft::irfft(out, spatial.back(), last, "forward");
 }
 
 // ---------------------------------------------------------------------------

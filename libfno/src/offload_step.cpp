@@ -4,10 +4,12 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <limits>
 #include <sstream>
+#include <tuple>
 
 namespace fno {
-
 struct OffloadedStep::Impl {
   FNO model{nullptr};
   OffloadSettings settings;
@@ -23,14 +25,32 @@ struct OffloadedStep::Impl {
   offload::StepStats stats;
   bool record_next = false;
 
-  void make_plan(const at::Tensor& x) {
+  // One step under `plan` (gradients discarded): host ms and peak bytes.
+  std::pair<double, int64_t> trial(const offload::Plan& trial_plan, const at::Tensor& x,
+                                   const std::function<at::Tensor(const at::Tensor&)>& loss) {
+    offloader->begin_step();
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      offload::OffloadGuard guard(*offloader, offload::Level::kKeep);
+      loss(offload::run_stages(stages, trial_plan, x, offloader.get())).backward();
+    }
+    if (x.is_cuda()) torch::cuda::synchronize();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto st = offloader->end_step();
+    return {ms, st.peak_allocated};
+  }
+
+  void make_plan(const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& loss) {
     shape = x.sizes().vec();
     stages = fno_stages(model, x.sizes().slice(2).vec());
     if (policy.kind != offload::Policy::Kind::kAuto) {
       plan = offload::plan_for_policy(policy, stages, settings.chunks);
       return;
     }
-    // Profile one batch entry with everything kept, then scale to the batch.
+    // Profile one batch entry with everything kept, scale to the batch, rank
+    // the plans by the model, then measure the best few on the real batch:
+    // the fastest one measured within the budget wins.
     auto one = x.narrow(0, 0, 1);
     profile = offload::measure_profile(
                   stages, one, [](const at::Tensor& y) { return y.pow(2).sum(); },
@@ -38,16 +58,122 @@ struct OffloadedStep::Impl {
                   .scaled_to_batch(x.size(0));
     const int64_t budget =
         settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
-    plan = offload::plan_for_budget(profile, budget, settings.options, &estimate, &fits);
+    std::cerr << profile.table() << "\n";
+    // The model's best few, then the best few of a structured family that the
+    // model may misjudge either way: the first k blocks recompute+offload and
+    // the rest recompute, lifting offloaded or recomputed, projection kept or
+    // recomputed, and uniform recompute plans, at a few chunk counts.
+    auto candidates = offload::rank_plans(profile, budget, settings.options, kCandidates);
+    std::vector<std::pair<offload::Plan, offload::Estimate>> family;
+    const size_t n = stages.size();
+    const int64_t n_blocks = static_cast<int64_t>(n) - 2;
+    for (int64_t k = 0; k <= n_blocks; ++k) {
+      for (auto lift : {offload::Level::kOffload, offload::Level::kRecomputeOffload,
+                        offload::Level::kRecompute}) {
+        for (auto proj : {offload::Level::kKeep, offload::Level::kRecompute}) {
+          for (int64_t edge : {1, 2, 4}) {
+            for (int64_t inner : {1, 2}) {
+              if (edge > x.size(0) || inner > x.size(0)) continue;
+              offload::Plan f;
+              f.stages.resize(n);
+              f.stages[0] = {lift, edge};
+              for (int64_t b = 0; b < n_blocks; ++b) {
+                f.stages[static_cast<size_t>(b + 1)] = {
+                    b < k ? offload::Level::kRecomputeOffload : offload::Level::kRecompute, inner};
+              }
+              f.stages[n - 1] = {proj, edge};
+              family.emplace_back(f, offload::estimate(profile, f, settings.options));
+            }
+          }
+        }
+      }
+    }
+    std::sort(family.begin(), family.end(), [](const auto& a, const auto& b) {
+      return a.second.step_ms < b.second.step_ms;
+    });
+    const auto add = [&](std::pair<offload::Plan, offload::Estimate> f) {
+      for (const auto& c : candidates) {
+        if (c.first.to_string(stages) == f.first.to_string(stages)) return false;
+      }
+      candidates.push_back(std::move(f));
+      return true;
+    };
+    size_t added = 0;
+    for (auto& f : family) {
+      if (added >= kFamilyTrials) break;
+      if (f.second.peak_bytes <= budget * 3 / 2 && add(f)) ++added;
+    }
+    // Always measured: the uniform recompute plans, and the model's plan of
+    // least memory (the fallback when nothing measured fits).
+    for (const char* name : {"recompute", "recompute+offload"}) {
+      for (int64_t chunks : {1, 2, 4}) {
+        if (chunks > x.size(0)) continue;
+        auto f = offload::plan_for_policy(offload::parse_policy(name), stages, chunks);
+        add({f, offload::estimate(profile, f, settings.options)});
+      }
+    }
+    {
+      offload::Estimate e;
+      bool model_fits = false;
+      auto f = offload::plan_for_budget(profile, 1, settings.options, &e, &model_fits);
+      add({f, e});
+    }
     profiled = true;
-    std::cerr << profile.table() << "\n"
-              << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
-              << plan.to_string(stages) << "; estimated peak "
-              << offload::format_bytes(estimate.peak_bytes) << " (" << estimate.peak_at << "), "
-              << estimate.step_ms << " ms/step"
-              << (fits ? "" : "; NOTHING FITS the budget: this is the plan of least memory")
+    fits = false;
+    double best_ms = std::numeric_limits<double>::infinity();
+    int64_t least_peak = std::numeric_limits<int64_t>::max();
+    offload::Plan least_plan;
+    for (const auto& [cand, est] : candidates) {
+      double ms = 0;
+      int64_t peak = 0;
+      std::string status = "ok";
+      try {
+        trial(cand, x, loss);  // warm-up: pinned pool, plans
+        std::tie(ms, peak) = trial(cand, x, loss);
+      } catch (const c10::OutOfMemoryError&) {
+        status = "out of memory";
+      }
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      std::cerr << "offload auto: trial " << cand.to_string(stages) << ": estimated "
+                << offload::format_bytes(est.peak_bytes) << ", " << est.step_ms << " ms; "
+                << (status == "ok" ? "measured " + offload::format_bytes(peak) + ", " +
+                                         std::to_string(ms) + " ms"
+                                   : status)
+                << "\n";
+      if (status != "ok") continue;
+      if (peak <= budget && ms < best_ms) {
+        best_ms = ms;
+        plan = cand;
+        estimate = est;
+        estimate.peak_bytes = peak;
+        estimate.step_ms = ms;
+        fits = true;
+      }
+      if (peak < least_peak) {
+        least_peak = peak;
+        least_plan = cand;
+      }
+    }
+    if (!fits) {
+      // Nothing measured fits: the plan of least measured peak (or, if every
+      // trial failed, the model's plan of least memory).
+      if (!least_plan.stages.empty()) {
+        plan = least_plan;
+        estimate.peak_bytes = least_peak;
+      } else {
+        bool model_fits = false;
+        plan = offload::plan_for_budget(profile, budget, settings.options, &estimate, &model_fits);
+      }
+    }
+    std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
+              << plan.to_string(stages) << "; "
+              << (fits ? "measured peak " + offload::format_bytes(estimate.peak_bytes) + ", " +
+                             std::to_string(estimate.step_ms) + " ms/step"
+                       : std::string("NOTHING FITS the budget: this is the plan of least memory"))
               << "\n";
   }
+  static constexpr size_t kCandidates = 3;
+  static constexpr size_t kFamilyTrials = 8;
 };
 
 OffloadedStep::OffloadedStep(FNO model, OffloadSettings settings) : p_(std::make_unique<Impl>()) {
@@ -79,7 +205,7 @@ at::Tensor OffloadedStep::forward_backward(
     l.backward();
     return l.detach();
   }
-  if (x.sizes().vec() != p.shape) p.make_plan(x);
+  if (x.sizes().vec() != p.shape) p.make_plan(x, loss);
   if (p.record_next) p.offloader->set_record_timeline(true);
   p.offloader->begin_step();
   at::Tensor l;
@@ -104,8 +230,9 @@ std::string OffloadedStep::plan_text() const {
   std::ostringstream o;
   o << p_->plan.to_string(p_->stages);
   if (p_->profiled) {
-    o << " (estimated peak " << offload::format_bytes(p_->estimate.peak_bytes) << ", "
-      << p_->estimate.step_ms << " ms/step" << (p_->fits ? "" : ", over budget") << ")";
+    o << " (auto: " << (p_->fits ? "measured peak " : "estimated peak ")
+      << offload::format_bytes(p_->estimate.peak_bytes) << ", " << p_->estimate.step_ms
+      << " ms/step" << (p_->fits ? "" : ", over budget") << ")";
   }
   return o.str();
 }

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -374,11 +375,12 @@ Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions
   return e;
 }
 
-Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOptions& options,
-                     Estimate* estimate_out, bool* fits) {
+namespace {
+
+// Calls visit(plan, estimate, level_code) for every plan of the search space.
+template <typename Visit>
+void for_each_plan(const Profile& profile, const OffloadOptions& options, Visit&& visit) {
   const auto n = profile.stages.size();
-  TORCH_CHECK(n > 0, "fno offload: an empty profile");
-  TORCH_CHECK(budget > 0, "fno offload: the memory budget must be > 0, got ", budget);
   static constexpr Level kLevels[] = {Level::kKeep, Level::kOffload, Level::kRecompute,
                                       Level::kRecomputeOffload};
   // Batch chunk counts: one choice for the first stage, one for the last and
@@ -400,12 +402,6 @@ Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOption
   }
   size_t level_combos = 1;
   for (size_t i = 0; i < free_stages.size(); ++i) level_combos *= 4;
-
-  Plan best, smallest;
-  Estimate best_e, smallest_e;
-  bool found = false;
-  smallest_e.peak_bytes = std::numeric_limits<int64_t>::max();
-  best_e.step_ms = std::numeric_limits<double>::infinity();
   Plan plan;
   plan.stages.resize(n);
   for (size_t lc = 0; lc < level_combos; ++lc) {
@@ -428,22 +424,59 @@ Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOption
       for (size_t i = 0; i < n; ++i) {
         plan.stages[i].chunks = profile.stages[i].chunkable ? group_chunks[group_of(i)] : 1;
       }
-      const auto e = estimate(profile, plan, options);
-      if (e.peak_bytes <= budget && e.step_ms < best_e.step_ms) {
-        best = plan;
-        best_e = e;
-        found = true;
-      }
-      if (e.peak_bytes < smallest_e.peak_bytes ||
-          (e.peak_bytes == smallest_e.peak_bytes && e.step_ms < smallest_e.step_ms)) {
-        smallest = plan;
-        smallest_e = e;
-      }
+      visit(plan, estimate(profile, plan, options), lc);
     }
   }
+}
+
+}  // namespace
+
+Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOptions& options,
+                     Estimate* estimate_out, bool* fits) {
+  TORCH_CHECK(!profile.stages.empty(), "fno offload: an empty profile");
+  TORCH_CHECK(budget > 0, "fno offload: the memory budget must be > 0, got ", budget);
+  Plan best, smallest;
+  Estimate best_e, smallest_e;
+  bool found = false;
+  smallest_e.peak_bytes = std::numeric_limits<int64_t>::max();
+  best_e.step_ms = std::numeric_limits<double>::infinity();
+  for_each_plan(profile, options, [&](const Plan& plan, const Estimate& e, size_t) {
+    if (e.peak_bytes <= budget && e.step_ms < best_e.step_ms) {
+      best = plan;
+      best_e = e;
+      found = true;
+    }
+    if (e.peak_bytes < smallest_e.peak_bytes ||
+        (e.peak_bytes == smallest_e.peak_bytes && e.step_ms < smallest_e.step_ms)) {
+      smallest = plan;
+      smallest_e = e;
+    }
+  });
   if (fits != nullptr) *fits = found;
   if (estimate_out != nullptr) *estimate_out = found ? best_e : smallest_e;
   return found ? best : smallest;
+}
+
+std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_t budget,
+                                                  const OffloadOptions& options, size_t count,
+                                                  double slack) {
+  TORCH_CHECK(!profile.stages.empty(), "fno offload: an empty profile");
+  TORCH_CHECK(budget > 0, "fno offload: the memory budget must be > 0, got ", budget);
+  const auto limit = static_cast<int64_t>(static_cast<double>(budget) * slack);
+  std::map<size_t, std::pair<Plan, Estimate>> best_per_levels;
+  for_each_plan(profile, options, [&](const Plan& plan, const Estimate& e, size_t levels) {
+    if (e.peak_bytes > limit) return;
+    auto it = best_per_levels.find(levels);
+    if (it == best_per_levels.end() || e.step_ms < it->second.second.step_ms) {
+      best_per_levels[levels] = {plan, e};
+    }
+  });
+  std::vector<std::pair<Plan, Estimate>> out;
+  for (auto& [k, v] : best_per_levels) out.push_back(std::move(v));
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.second.step_ms < b.second.step_ms; });
+  if (out.size() > count) out.resize(count);
+  return out;
 }
 
 }  // namespace fno::offload

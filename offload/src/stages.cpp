@@ -2,6 +2,8 @@
 #include <fno_offload/offload.h>
 
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -38,7 +40,16 @@ struct CheckpointBackward final : public torch::autograd::Node {
       at::AutoGradMode enable(true);
       y = fn(xd);
     }
-    if (grads[0].defined() && y.requires_grad()) torch::autograd::backward({y}, {grads[0]});
+    if (grads[0].defined() && y.requires_grad()) {
+      // Backpropagate from y's graph without keeping y itself: its memory (a
+      // stage output) is not needed by the backward of the ops that made it.
+      auto root = torch::autograd::impl::gradient_edge(y);
+      y = at::Tensor();
+      torch::autograd::Engine::get_default_engine().execute({root}, {grads[0]},
+                                                            /*keep_graph=*/false,
+                                                            /*create_graph=*/false,
+                                                            /*accumulate_grad=*/true);
+    }
     return {input_requires_grad ? xd.grad() : at::Tensor()};
   }
 
@@ -102,7 +113,12 @@ at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Te
       TORCH_CHECK(x.dim() >= 1 && x.size(0) >= sp.chunks, "fno offload: stage ", stage.name,
                   ": ", sp.chunks, " chunks of a batch of ", x.dim() >= 1 ? x.size(0) : 0);
       std::vector<at::Tensor> outs;
-      const auto parts = x.tensor_split(sp.chunks, dim);
+      // split (not tensor_split): one backward node that concatenates the
+      // chunks' gradients once, where per-chunk slices would each expand to a
+      // zero-filled full-size gradient.
+      std::vector<int64_t> sizes(static_cast<size_t>(sp.chunks), x.size(dim) / sp.chunks);
+      for (int64_t c = 0; c < x.size(dim) % sp.chunks; ++c) ++sizes[static_cast<size_t>(c)];
+      const auto parts = x.split_with_sizes(sizes, dim);
       for (size_t c = 0; c < parts.size(); ++c) {
         outs.push_back(run_one(parts[c], stage.name + "#" + std::to_string(c)));
       }

@@ -28,6 +28,7 @@ struct BenchOptions {
   std::vector<int64_t> n_modes{16, 16};
   int64_t hidden = 32;
   std::string timeline_dir;      // write one step's memory timeline per row here
+  std::string trace_path;        // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
 };
 
 struct BenchRow {

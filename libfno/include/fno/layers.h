@@ -17,12 +17,14 @@ namespace fno {
 /// Python's round(): halves go to the even neighbour (round(2.5) == 2).
 int64_t round_half_even(double x);
 
-/// y = W act(x) + b over the channel dim, act = GELU when `gelu_input` (then
-/// only x is stored for backward and GELU(x) is recomputed there).
+/// y = W act(x) + b + r over the channel dim, act = GELU when `gelu_input` (then
+/// only x is stored for backward and GELU(x) is recomputed there); the
+/// residual r, when defined, is added by the GEMM itself (no extra pass).
 /// x: [B, Cin, *S], weight: [Cout, Cin, 1], bias: [Cout] (any shape of Cout
-/// elements) or undefined -> [B, Cout, *S]
+/// elements) or undefined, residual: [B, Cout, *S] or undefined -> [B, Cout, *S]
 torch::Tensor pointwise_linear(const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias, bool gelu_input = false);
+                               const torch::Tensor& bias, bool gelu_input = false,
+                               const torch::Tensor& residual = {});
 
 // ---------------------------------------------------------------------------
 // PointwiseLinear: a 1x1 convolution over the channel dimension, computed as a
@@ -176,6 +178,8 @@ class SpectralConvImpl : public torch::nn::Cloneable<SpectralConvImpl> {
   // x: [B, Cin, *S] -> [B, Cout, *S]
   torch::Tensor forward(const torch::Tensor& x);
   // Same; without the bias when !add_bias (a caller that adds it elsewhere).
+  // The bias is added to the zero-frequency mode before the inverse transform,
+  // which adds it at every grid point at no cost.
   torch::Tensor forward(const torch::Tensor& x, bool add_bias);
 
   /// Shape of the complex weight: [Cin, Cout, m1, ..., m_last//2+1].

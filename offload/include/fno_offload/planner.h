@@ -83,6 +83,13 @@ Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions
 Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOptions& options,
                      Estimate* estimate_out = nullptr, bool* fits = nullptr);
 
+/// Up to `count` plans with distinct per-stage levels (each with its best chunk
+/// counts), estimated peak within `budget * slack`, fastest estimate first: the
+/// candidates that auto then measures, since the estimate is only a model.
+std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_t budget,
+                                                  const OffloadOptions& options, size_t count,
+                                                  double slack = 1.2);
+
 /// The budget `auto` uses when none is given: the current CUDA device's free
 /// memory plus what the caching allocator holds unused; 0 without CUDA.
 int64_t device_free_bytes();
