@@ -1,6 +1,7 @@
 // HDF5 data files (.h5, MATLAB v7.3 .mat) through the HDF5 C API: reading
 // (N, R1, R2) arrays of any numeric type as float32, with strided hyperslab
-// subsampling, and writing tensors atomically (temporary file, fsync, rename).
+// subsampling, and writing tensors atomically (temporary file, fsync, rename),
+// whole (write_hdf5) or a few samples at a time (Hdf5SampleWriter).
 //
 // Every HDF5 handle lives in an RAII Handle; HDF5's automatic error printing is
 // off while we call it, and its error stack supplies the detail of our
@@ -21,10 +22,13 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace fno::data {
@@ -576,15 +580,60 @@ void write_contents(const Context& ctx, const std::string& file_path, const std:
   if (file.close() < 0) ctx.fail_h5("cannot close the file");
 }
 
-}  // namespace
-
-void write_hdf5(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& datasets,
-                const std::vector<Attribute>& attributes) {
-  const Context ctx{path};
+/// The directory and file name of `path`; fails when it names no file.
+std::pair<std::string, std::string> split_path(const Context& ctx, const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty() || base == "." || base == "..") ctx.fail("not a file name");
+  return {dir, base};
+}
+
+/// Creates an empty temporary file ".BASE.tmp.XXXXXX" in `dir`, with mode 0666
+/// less the umask, and returns its path.
+std::string create_temp_file(const Context& ctx, const std::string& dir, const std::string& base) {
+  std::string tmp = dir + "/." + base + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) ctx.fail("cannot create a temporary file in " + dir + ": " + std::strerror(errno));
+  const mode_t mask = ::umask(0);  // mkstemp makes 0600; use 0666 less the umask
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  ::close(fd);
+  return tmp;
+}
+
+/// fsyncs the finished temporary file and renames it to `path` (throws on
+/// failure; the caller removes the temporary file).
+void fsync_and_rename(const Context& ctx, const std::string& tmp, const std::string& path) {
+  const int tfd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (tfd < 0) ctx.fail(std::string("cannot reopen the temporary file: ") + std::strerror(errno));
+  if (::fsync(tfd) != 0) {
+    const int err = errno;
+    ::close(tfd);
+    ctx.fail(std::string("fsync failed: ") + std::strerror(err));
+  }
+  ::close(tfd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    ctx.fail(std::string("rename failed: ") + std::strerror(errno));
+}
+
+/// Makes a rename in `dir` durable.
+void fsync_dir(const std::string& dir) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace
+
+void write_hdf5(const std::string& path,
+                const std::vector<std::pair<std::string, torch::Tensor>>& datasets,
+                const std::vector<Attribute>& attributes) {
+  const Context ctx{path};
+  const auto [dir, base] = split_path(ctx, path);
   for (const auto& a : attributes) {
     if (a.name.empty()) ctx.fail("an attribute has an empty name");
     if (!a.is_number && a.text.find('\0') != std::string::npos) {
@@ -596,34 +645,177 @@ void write_hdf5(const std::string& path, const std::vector<std::pair<std::string
   QuietErrors quiet;
   const std::vector<PreparedDataset> prepared = prepare(ctx, datasets);
 
-  std::string tmp = dir + "/." + base + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) ctx.fail("cannot create a temporary file in " + dir + ": " + std::strerror(errno));
-  const mode_t mask = ::umask(0);  // mkstemp makes 0600; use 0666 less the umask
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  ::close(fd);
+  const std::string tmp = create_temp_file(ctx, dir, base);
   try {
     write_contents(ctx, tmp, prepared, attributes);
-    const int tfd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-    if (tfd < 0) ctx.fail(std::string("cannot reopen the temporary file: ") + std::strerror(errno));
-    if (::fsync(tfd) != 0) {
-      const int err = errno;
-      ::close(tfd);
-      ctx.fail(std::string("fsync failed: ") + std::strerror(err));
-    }
-    ::close(tfd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) ctx.fail(std::string("rename failed: ") + std::strerror(errno));
+    fsync_and_rename(ctx, tmp, path);
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
   }
-  // Make the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  fsync_dir(dir);
+}
+
+// ---------------------------------------------------------------------------
+// Writing sample by sample
+// ---------------------------------------------------------------------------
+
+struct Hdf5SampleWriter::Impl {
+  Context ctx;
+  std::string dir;
+  std::string tmp;
+  Handle file;
+  struct Dataset {
+    Handle id;
+    std::vector<hsize_t> dims;
+  };
+  std::map<std::string, Dataset> datasets;
+  bool done = false;  // committed, or failed past repair
+
+  /// Closes every handle and removes the temporary file; under the HDF5 lock.
+  void discard() {
+    datasets.clear();
+    file.close();
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    tmp.clear();
+    done = true;
   }
+};
+
+Hdf5SampleWriter::Hdf5SampleWriter(
+    const std::string& path,
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.ctx.path = path;
+  const Context& ctx = m.ctx;
+  std::string base;
+  std::tie(m.dir, base) = split_path(ctx, path);
+  if (datasets.empty()) ctx.fail("no datasets to write");
+  for (const auto& [name, shape] : datasets) {
+    if (name.empty()) ctx.fail("a dataset has an empty name");
+    if (shape.size() < 2) ctx.fail("dataset " + single_quoted(name) + " needs a shape (N, *S)");
+    for (int64_t d : shape) {
+      if (d < 1) ctx.fail("dataset " + single_quoted(name) + " has an empty dimension");
+    }
+  }
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  m.tmp = create_temp_file(ctx, m.dir, base);
+  try {
+    Handle fapl = file_access(ctx);
+    m.file = ctx.check(H5Fcreate(m.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+                       "cannot create the HDF5 file");
+    Handle lcpl = ctx.check(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "cannot create link properties");
+    ctx.check(H5Pset_create_intermediate_group(lcpl.get(), 1),
+              "cannot set intermediate group creation");
+    for (const auto& [name, shape] : datasets) {
+      const std::string what = "dataset " + single_quoted(name);
+      std::vector<hsize_t> dims(shape.begin(), shape.end());
+      Handle space =
+          ctx.check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
+                    "cannot create the dataspace of " + what);
+      Handle dcpl =
+          ctx.check(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "cannot create dataset properties");
+      std::vector<hsize_t> one = dims;
+      one[0] = 1;
+      const std::vector<hsize_t> chunk = chunk_shape(one, sizeof(float));
+      ctx.check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
+                "cannot chunk " + what);
+      ctx.check(H5Pset_shuffle(dcpl.get()), "cannot set the shuffle filter on " + what);
+      ctx.check(H5Pset_deflate(dcpl.get(), 4), "cannot set deflate compression on " + what);
+      ctx.check(H5Pset_obj_track_times(dcpl.get(), 0), "cannot turn off timestamps on " + what);
+      Handle ds = ctx.check(H5Dcreate2(m.file.get(), name.c_str(), H5T_IEEE_F32LE, space.get(),
+                                       lcpl.get(), dcpl.get(), H5P_DEFAULT),
+                            H5Dclose, "cannot create " + what);
+      m.datasets[name] = Impl::Dataset{std::move(ds), dims};
+    }
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+}
+
+Hdf5SampleWriter::~Hdf5SampleWriter() {
+  if (!impl_ || impl_->done) return;
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  impl_->discard();
+}
+
+const std::string& Hdf5SampleWriter::path() const { return impl_->ctx.path; }
+
+void Hdf5SampleWriter::write(const std::string& name, int64_t first, const torch::Tensor& data) {
+  Impl& m = *impl_;
+  const Context& ctx = m.ctx;
+  if (m.done) ctx.fail("write after commit");
+  const auto it = m.datasets.find(name);
+  if (it == m.datasets.end()) ctx.fail("no dataset " + single_quoted(name) + " to write");
+  const std::vector<hsize_t>& dims = it->second.dims;
+  const std::string what = "dataset " + single_quoted(name);
+  if (!data.defined() || data.dim() != static_cast<int64_t>(dims.size()) ||
+      !data.is_floating_point()) {
+    ctx.fail(what + ": expected a float tensor of rank " + std::to_string(dims.size()));
+  }
+  for (size_t i = 1; i < dims.size(); ++i) {
+    if (static_cast<hsize_t>(data.size(static_cast<int64_t>(i))) != dims[i]) {
+      ctx.fail(what + ": sample shape does not match " + shape_text(dims));
+    }
+  }
+  const int64_t b = data.size(0);
+  if (first < 0 || b < 0 || static_cast<hsize_t>(first + b) > dims[0]) {
+    ctx.fail(what + ": samples [" + std::to_string(first) + ", " + std::to_string(first + b) +
+             ") outside " + shape_text(dims));
+  }
+  if (b == 0) return;
+  const torch::Tensor host = data.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  std::vector<hsize_t> start(dims.size(), 0), count = dims;
+  start[0] = static_cast<hsize_t>(first);
+  count[0] = static_cast<hsize_t>(b);
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  const hid_t ds = it->second.id.get();
+  Handle file_space =
+      ctx.check(H5Dget_space(ds), H5Sclose, "cannot read the shape of " + single_quoted(name));
+  ctx.check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
+                                count.data(), nullptr),
+            "cannot select samples of " + what);
+  Handle mem_space =
+      ctx.check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose,
+                "cannot create a dataspace");
+  ctx.check(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                     host.data_ptr()),
+            "cannot write " + what);
+}
+
+void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
+  Impl& m = *impl_;
+  const Context& ctx = m.ctx;
+  if (m.done) ctx.fail("commit after commit");
+  for (const auto& a : attributes) {
+    if (a.name.empty()) ctx.fail("an attribute has an empty name");
+    if (!a.is_number && a.text.find('\0') != std::string::npos) {
+      ctx.fail("attribute " + single_quoted(a.name) + " contains a NUL character");
+    }
+  }
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  try {
+    for (auto& [name, d] : m.datasets) {
+      if (d.id.close() < 0) ctx.fail_h5("cannot close dataset " + single_quoted(name));
+    }
+    m.datasets.clear();
+    for (const auto& a : attributes) write_attribute(ctx, m.file.get(), a);
+    ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
+    if (m.file.close() < 0) ctx.fail_h5("cannot close the file");
+    fsync_and_rename(ctx, m.tmp, ctx.path);
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+  m.tmp.clear();
+  m.done = true;
+  fsync_dir(m.dir);
 }
 
 }  // namespace fno::data

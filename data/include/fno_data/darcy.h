@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,33 @@ struct Attribute {
 void write_hdf5(const std::string& path,
                 const std::vector<std::pair<std::string, torch::Tensor>>& datasets,
                 const std::vector<Attribute>& attributes = {});
+
+/// Writes float32 datasets of shape (N, *S) a few samples at a time into a
+/// temporary file beside `path` (chunks of one sample, split when over ~1 MiB;
+/// shuffle + deflate; no object timestamps, so equal contents give equal
+/// bytes). commit() adds root attributes, fsyncs and renames the file to
+/// `path`; destroyed without commit() (an error, an interrupt) it removes the
+/// temporary file, so `path` is never left partial.
+class Hdf5SampleWriter {
+ public:
+  /// `datasets`: names ('/' makes groups) and shapes (N, *S), N >= 1.
+  Hdf5SampleWriter(const std::string& path,
+                   const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets);
+  ~Hdf5SampleWriter();
+  Hdf5SampleWriter(const Hdf5SampleWriter&) = delete;
+  Hdf5SampleWriter& operator=(const Hdf5SampleWriter&) = delete;
+
+  /// Writes samples [first, first + b) of dataset `name`: data [b, *S], any
+  /// float dtype, on any device (converted to float32 on the CPU).
+  void write(const std::string& name, int64_t first, const torch::Tensor& data);
+  /// Root attributes, flush, close, fsync, rename to the path; once.
+  void commit(const std::vector<Attribute>& attributes = {});
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // ---------------------------------------------------------------------------
 // Normalization, as neuraloperator's UnitGaussianNormalizer: channel-wise mean
