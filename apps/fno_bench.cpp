@@ -5,8 +5,8 @@
 #include <fno/bench.h>
 #include <fno_offload/planner.h>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -22,26 +22,40 @@ int fail(int code, const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmarks the FNO training step (forward, H1 loss, backward, AdamW) under offload policies."};
+  CLI::App app{
+      "Benchmarks the FNO training step (forward, H1 loss, backward, AdamW) under offload "
+      "policies."};
   fno::BenchOptions o;
   std::string cap, budget, json_path, csv_path;
-  app.add_option("--resolutions", o.resolutions, "square grid sizes")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--resolutions", o.resolutions, "square grid sizes")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--policies", o.policies,
                  "offload policies: none, all, blocks:K, recompute, recompute+offload, auto")
       ->delimiter(',');
-  app.add_option("--warmup", o.warmup, "untimed steps per configuration")->check(CLI::NonNegativeNumber);
-  app.add_option("--steps", o.steps, "timed steps per configuration (median reported)")->check(CLI::PositiveNumber);
-  app.add_option("--chunks", o.chunks, "batch chunks per stage for the fixed policies")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed steps per configuration")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--steps", o.steps, "timed steps per configuration (median reported)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--chunks", o.chunks, "batch chunks per stage for the fixed policies")
+      ->check(CLI::PositiveNumber);
   app.add_option("--gpu-memory-limit", budget, "budget for auto, e.g. 8GiB (default: free memory)");
-  app.add_option("--cap", cap, "cap the allocator at this much memory (emulates a smaller GPU), e.g. 16GiB");
-  app.add_flag("--find-largest", o.find_largest, "search the largest square grid each policy trains under --cap");
-  app.add_option("--grid-step", o.grid_step, "granularity of that search")->check(CLI::PositiveNumber);
+  app.add_option("--cap", cap,
+                 "cap the allocator at this much memory (emulates a smaller GPU), e.g. 16GiB");
+  app.add_flag("--find-largest", o.find_largest,
+               "search the largest square grid each policy trains under --cap");
+  app.add_option("--grid-step", o.grid_step, "granularity of that search")
+      ->check(CLI::PositiveNumber);
   app.add_option("--grid-max", o.grid_max, "upper end of that search")->check(CLI::PositiveNumber);
-  app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")->check(CLI::NonNegativeNumber);
-  app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")->check(CLI::NonNegativeNumber);
-  app.add_option("--timeline-dir", o.timeline_dir, "write one step's memory timeline per configuration here");
-  app.add_option("--trace", o.trace_path, "write a Chrome trace of one step of the first configuration here");
+  app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeline-dir", o.timeline_dir,
+                 "write one step's memory timeline per configuration here");
+  app.add_option("--trace", o.trace_path,
+                 "write a Chrome trace of one step of the first configuration here");
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--csv", csv_path, "write the results as CSV here");
   try {

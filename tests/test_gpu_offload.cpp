@@ -8,8 +8,8 @@
 #include "golden.h"
 #include "offload_check.h"
 
-using fno::offload::OffloadOptions;
 using fno::offload::Offloader;
+using fno::offload::OffloadOptions;
 using fno::test::rel_err;
 using fno::test::run_step;
 
@@ -33,9 +33,11 @@ TEST_CASE("GPU: every offload policy gives the gradients of no offload (1D, 2D, 
         INFO("policy ", policy, ", chunks ", chunks);
         // min_bytes 0 and a small in-flight window: every saved tensor moves,
         // and forward waits on copies often.
-        Offloader off(OffloadOptions().min_bytes(0).max_inflight_bytes(1 << 16).max_prefetch_bytes(1 << 18));
+        Offloader off(
+            OffloadOptions().min_bytes(0).max_inflight_bytes(1 << 16).max_prefetch_bytes(1 << 18));
         off.exclude(*model);
-        const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy(policy), stages, chunks);
+        const auto plan =
+            fno::offload::plan_for_policy(fno::offload::parse_policy(policy), stages, chunks);
         for (int rep = 0; rep < 3; ++rep) {
           INFO("step ", rep);
           const auto got = run_step(model, x, w, &plan, &off);

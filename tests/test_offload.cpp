@@ -14,8 +14,8 @@
 #include "offload_check.h"
 
 using fno::offload::Level;
-using fno::offload::OffloadGuard;
 using fno::offload::Offloader;
+using fno::offload::OffloadGuard;
 using fno::offload::OffloadOptions;
 using fno::test::rel_err;
 using fno::test::run_step;
@@ -56,7 +56,8 @@ TEST_CASE("every offload policy gives the gradients of no offload (1D, 2D, 3D, C
         INFO("policy ", policy, ", chunks ", chunks);
         Offloader off(sim());
         off.exclude(*model);
-        const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy(policy), stages, chunks);
+        const auto plan =
+            fno::offload::plan_for_policy(fno::offload::parse_policy(policy), stages, chunks);
         const auto got = run_step(model, x, w, &plan, &off);
         if (chunks == 1) {
           // The same kernels on the same bytes: bit-identical.
@@ -201,7 +202,8 @@ TEST_CASE("backward and the recompute inside it may run on another thread") {
       INFO("gradient of ", name);
       CHECK(torch::equal(model->named_parameters()[name].grad(), g));
     }
-    if (policy == "recompute+offload") CHECK(s.offloaded_tensors == static_cast<int64_t>(stages.size()));
+    if (policy == "recompute+offload")
+      CHECK(s.offloaded_tensors == static_cast<int64_t>(stages.size()));
   }
 }
 
@@ -274,7 +276,8 @@ TEST_CASE("offload policies and memory sizes parse, with errors naming the value
   CHECK(fno::offload::parse_policy("blocks:3").blocks == 3);
   CHECK(fno::offload::parse_policy("recompute+offload").kind == Policy::Kind::kRecomputeOffload);
   CHECK_THROWS_WITH_AS(fno::offload::parse_policy("sometimes"),
-                       doctest::Contains("unknown offload policy 'sometimes'"), std::invalid_argument);
+                       doctest::Contains("unknown offload policy 'sometimes'"),
+                       std::invalid_argument);
   CHECK_THROWS_WITH_AS(fno::offload::parse_policy("blocks:x"), doctest::Contains("'blocks:x'"),
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(fno::offload::parse_policy("blocks:-1"), doctest::Contains("'blocks:-1'"),
@@ -295,7 +298,8 @@ TEST_CASE("offload policies and memory sizes parse, with errors naming the value
 TEST_CASE("policy plans: blocks:K offloads the first K stages") {
   std::vector<fno::offload::Stage> stages(6);
   for (auto& s : stages) s.chunkable = true;
-  const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy("blocks:2"), stages, 4);
+  const auto plan =
+      fno::offload::plan_for_policy(fno::offload::parse_policy("blocks:2"), stages, 4);
   CHECK(plan.stages[0].level == Level::kOffload);
   CHECK(plan.stages[1].level == Level::kOffload);
   CHECK(plan.stages[2].level == Level::kKeep);
@@ -350,10 +354,13 @@ TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest
   p.grad_bytes = 5 * M;
   p.stages.push_back({"lifting", true, 32 * M, 1024 * M, 2176 * M, 5216 * M, 4096 * M, 8.6, 14.6});
   for (int i = 0; i < 3; ++i) {
-    p.stages.push_back({"block." + std::to_string(i), true, 1024 * M, 1024 * M, 3584 * M, 4118 * M, 3600 * M, 13.8, 29.0});
+    p.stages.push_back({"block." + std::to_string(i), true, 1024 * M, 1024 * M, 3584 * M, 4118 * M,
+                        3600 * M, 13.8, 29.0});
   }
-  p.stages.push_back({"block.3", true, 1024 * M, 1024 * M, 2560 * M, 4118 * M, 4619 * M, 12.3, 29.4});
-  p.stages.push_back({"projection", true, 1024 * M, 32 * M, 3072 * M, 4128 * M, 4096 * M, 6.3, 11.8});
+  p.stages.push_back(
+      {"block.3", true, 1024 * M, 1024 * M, 2560 * M, 4118 * M, 4619 * M, 12.3, 29.4});
+  p.stages.push_back(
+      {"projection", true, 1024 * M, 32 * M, 3072 * M, 4128 * M, 4096 * M, 6.3, 11.8});
   const OffloadOptions o;
   const auto ranked = fno::offload::rank_plans(p, 8 * G, o, 6, 1.2);
   REQUIRE(ranked.size() == 6);

@@ -39,7 +39,8 @@ struct Runner {
   FNO model{nullptr};
   std::unique_ptr<AdamW> optimizer;
   H1Loss loss{H1LossOptions().d(2)};
-  std::map<std::string, std::unique_ptr<OffloadedStep>> steps;  // one per policy: its pinned pool persists
+  std::map<std::string, std::unique_ptr<OffloadedStep>>
+      steps;  // one per policy: its pinned pool persists
   bool traced = false;
 
   explicit Runner(const BenchOptions& opts) : o(opts) {
@@ -70,7 +71,8 @@ struct Runner {
     c10::cuda::CUDACachingAllocator::emptyCache();
   }
 
-  BenchRow run(const std::string& policy, int64_t res, int64_t batch, int64_t warmup, int64_t timed) {
+  BenchRow run(const std::string& policy, int64_t res, int64_t batch, int64_t warmup,
+               int64_t timed) {
     BenchRow row;
     row.policy = policy;
     row.resolution = res;
@@ -96,7 +98,9 @@ struct Runner {
         const auto t0 = std::chrono::steady_clock::now();
         one();
         torch::cuda::synchronize();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
         const auto& st = step.last_stats();
         sum.bytes_offloaded += st.bytes_offloaded;
         sum.bytes_prefetched += st.bytes_prefetched;
@@ -110,7 +114,8 @@ struct Runner {
       if (!o.trace_path.empty() && !traced) {
         // One more step under the Kineto profiler: CPU ops and CUDA kernels.
         namespace prof = torch::autograd::profiler;
-        const torch::profiler::impl::ProfilerConfig cfg(torch::profiler::impl::ProfilerState::KINETO);
+        const torch::profiler::impl::ProfilerConfig cfg(
+            torch::profiler::impl::ProfilerState::KINETO);
         const std::set<torch::profiler::impl::ActivityType> acts{
             torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
         prof::prepareProfiler(cfg, acts);
@@ -122,7 +127,8 @@ struct Runner {
       }
       std::sort(ms.begin(), ms.end());
       row.ms_per_step = ms[ms.size() / 2];
-      const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+      const auto stats =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
       row.peak_allocated = stats.allocated_bytes[0].peak;
       row.peak_reserved = stats.reserved_bytes[0].peak;
       const double n = static_cast<double>(timed);
@@ -142,7 +148,9 @@ struct Runner {
       row.status = "oom";
     } catch (const c10::Error& e) {
       const std::string what = e.what_without_backtrace();
-      row.status = what.find("out of memory") != std::string::npos ? "oom" : "error: " + what.substr(0, what.find('\n'));
+      row.status = what.find("out of memory") != std::string::npos
+                       ? "oom"
+                       : "error: " + what.substr(0, what.find('\n'));
     } catch (const std::exception& e) {
       row.status = std::string("error: ") + e.what();
     }
@@ -162,14 +170,15 @@ struct Runner {
       << ", batch " << batch << ", " << at::cuda::getCurrentDeviceProperties()->name << "\n";
     f << "t_ms,allocated_bytes,reserved_bytes,phase,event\n";
     for (const auto& m : step.last_stats().timeline) {
-      f << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event << "\n";
+      f << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event
+        << "\n";
     }
   }
 };
 
 void log_row(const BenchRow& r) {
-  std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.resolution << "^2 b"
-            << r.batch << ": " << r.status;
+  std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.resolution
+            << "^2 b" << r.batch << ": " << r.status;
   if (r.status == "ok") {
     std::cerr << std::fixed << std::setprecision(1) << "  " << r.ms_per_step << " ms/step, peak "
               << offload::format_bytes(r.peak_allocated) << ", offloaded "
@@ -224,19 +233,22 @@ BenchResult run_bench(const BenchOptions& o) {
 
 std::string BenchResult::to_json(const std::string& command) const {
   std::ostringstream j;
-  j << std::setprecision(6) << "{\n  \"command\": \"" << json_escape(command) << "\",\n  \"device\": \""
-    << json_escape(device) << "\",\n  \"device_bytes\": " << device_bytes
+  j << std::setprecision(6) << "{\n  \"command\": \"" << json_escape(command)
+    << "\",\n  \"device\": \"" << json_escape(device) << "\",\n  \"device_bytes\": " << device_bytes
     << ",\n  \"memory_cap_bytes\": " << memory_cap << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     j << "    {\"policy\": \"" << json_escape(r.policy) << "\", \"resolution\": " << r.resolution
       << ", \"batch\": " << r.batch << ", \"status\": \"" << json_escape(r.status)
-      << "\", \"ms_per_step\": " << r.ms_per_step << ", \"peak_allocated_bytes\": " << r.peak_allocated
-      << ", \"peak_reserved_bytes\": " << r.peak_reserved << ", \"bytes_offloaded\": " << r.bytes_offloaded
-      << ", \"bytes_prefetched\": " << r.bytes_prefetched << ", \"bytes_fetched_on_demand\": "
-      << r.bytes_on_demand << ", \"d2h_gbps\": " << r.d2h_gbps << ", \"h2d_gbps\": " << r.h2d_gbps
-      << ", \"forward_wait_ms\": " << r.forward_wait_ms << ", \"backward_wait_ms\": "
-      << r.backward_wait_ms << ", \"estimated_peak_bytes\": " << r.estimated_peak << ", \"plan\": \""
+      << "\", \"ms_per_step\": " << r.ms_per_step
+      << ", \"peak_allocated_bytes\": " << r.peak_allocated
+      << ", \"peak_reserved_bytes\": " << r.peak_reserved
+      << ", \"bytes_offloaded\": " << r.bytes_offloaded
+      << ", \"bytes_prefetched\": " << r.bytes_prefetched
+      << ", \"bytes_fetched_on_demand\": " << r.bytes_on_demand << ", \"d2h_gbps\": " << r.d2h_gbps
+      << ", \"h2d_gbps\": " << r.h2d_gbps << ", \"forward_wait_ms\": " << r.forward_wait_ms
+      << ", \"backward_wait_ms\": " << r.backward_wait_ms
+      << ", \"estimated_peak_bytes\": " << r.estimated_peak << ", \"plan\": \""
       << json_escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";
@@ -251,14 +263,15 @@ std::string BenchResult::to_csv() const {
   std::ostringstream c;
   c << std::setprecision(6);
   c << "device,memory_cap_bytes,policy,resolution,batch,status,ms_per_step,peak_allocated_bytes,"
-       "peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_demand,d2h_gbps,h2d_gbps,"
+       "peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_demand,d2h_gbps,h2d_"
+       "gbps,"
        "forward_wait_ms,backward_wait_ms,estimated_peak_bytes,plan\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.resolution << ','
       << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ',' << r.peak_allocated << ','
       << r.peak_reserved << ',' << r.bytes_offloaded << ',' << r.bytes_prefetched << ','
-      << r.bytes_on_demand << ',' << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.forward_wait_ms << ','
-      << r.backward_wait_ms << ',' << r.estimated_peak << ",\"" << r.plan << "\"\n";
+      << r.bytes_on_demand << ',' << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.forward_wait_ms
+      << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ",\"" << r.plan << "\"\n";
   }
   return c.str();
 }

@@ -52,10 +52,10 @@ struct OffloadedStep::Impl {
     // the plans by the model, then measure the best few on the real batch:
     // the fastest one measured within the budget wins.
     auto one = x.narrow(0, 0, 1);
-    profile = offload::measure_profile(
-                  stages, one, [](const at::Tensor& y) { return y.pow(2).sum(); },
-                  model->parameters())
-                  .scaled_to_batch(x.size(0));
+    profile =
+        offload::measure_profile(
+            stages, one, [](const at::Tensor& y) { return y.pow(2).sum(); }, model->parameters())
+            .scaled_to_batch(x.size(0));
     const int64_t budget =
         settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
     std::cerr << profile.table() << "\n";
@@ -88,9 +88,8 @@ struct OffloadedStep::Impl {
         }
       }
     }
-    std::sort(family.begin(), family.end(), [](const auto& a, const auto& b) {
-      return a.second.step_ms < b.second.step_ms;
-    });
+    std::sort(family.begin(), family.end(),
+              [](const auto& a, const auto& b) { return a.second.step_ms < b.second.step_ms; });
     const auto add = [&](std::pair<offload::Plan, offload::Estimate> f) {
       for (const auto& c : candidates) {
         if (c.first.to_string(stages) == f.first.to_string(stages)) return false;
@@ -259,7 +258,8 @@ std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSetti
   std::ostringstream o;
   o << profile.table() << "\n";
   for (const std::string name : {"none", "all", "blocks:2", "recompute", "recompute+offload"}) {
-    const auto plan = offload::plan_for_policy(offload::parse_policy(name), stages, settings.chunks);
+    const auto plan =
+        offload::plan_for_policy(offload::parse_policy(name), stages, settings.chunks);
     const auto e = offload::estimate(profile, plan, settings.options);
     o << "  " << name << ": estimated peak " << offload::format_bytes(e.peak_bytes) << " ("
       << e.peak_at << "), " << e.step_ms << " ms/step\n";
@@ -270,8 +270,8 @@ std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSetti
   bool fits = false;
   const auto plan = offload::plan_for_budget(profile, budget, settings.options, &e, &fits);
   o << "  auto (budget " << offload::format_bytes(budget) << "): " << plan.to_string(stages)
-    << "; estimated peak " << offload::format_bytes(e.peak_bytes) << ", " << e.step_ms
-    << " ms/step" << (fits ? "" : " (does not fit)") << "\n";
+    << "; estimated peak " << offload::format_bytes(e.peak_bytes) << ", " << e.step_ms << " ms/step"
+    << (fits ? "" : " (does not fit)") << "\n";
   return o.str();
 }
 

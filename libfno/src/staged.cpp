@@ -5,8 +5,8 @@
 namespace fno {
 
 std::vector<offload::Stage> fno_stages(FNO model, std::vector<int64_t> spatial) {
-  TORCH_CHECK(static_cast<int64_t>(spatial.size()) == model->n_dim(), "fno_stages: ",
-              model->n_dim(), "-d FNO, but ", spatial.size(), " spatial sizes");
+  TORCH_CHECK(static_cast<int64_t>(spatial.size()) == model->n_dim(),
+              "fno_stages: ", model->n_dim(), "-d FNO, but ", spatial.size(), " spatial sizes");
   const std::shared_ptr<FNOImpl> m = model.ptr();
   std::vector<offload::Stage> stages;
   // x: [B, Cin, *S] -> [B, hidden, *S']
@@ -18,9 +18,7 @@ std::vector<offload::Stage> fno_stages(FNO model, std::vector<int64_t> spatial) 
   }
   // x: [B, hidden, *S'] -> [B, Cout, *S]
   stages.push_back({"projection",
-                    [m, spatial](const at::Tensor& x) {
-                      return m->forward_project(x, spatial);
-                    },
+                    [m, spatial](const at::Tensor& x) { return m->forward_project(x, spatial); },
                     true});
   return stages;
 }

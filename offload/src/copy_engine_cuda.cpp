@@ -45,7 +45,8 @@ class EventPool {
       return e;
     }
     cudaEvent_t e;
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    C10_CUDA_CHECK(
+        cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     return e;
   }
   void put(cudaEvent_t e, bool timing) { (timing ? timing_ : plain_).push_back(e); }
@@ -244,15 +245,15 @@ class CudaCopyEngine final : public CopyEngine {
                                c10::cuda::getStreamFromPool(false, device.index()),
                                device.index()});
     }
-    TORCH_CHECK(streams_->device == device.index(), "fno offload: tensors on cuda:",
-                device.index(), " but the offloader serves cuda:", streams_->device,
+    TORCH_CHECK(streams_->device == device.index(), "fno offload: tensors on cuda:", device.index(),
+                " but the offloader serves cuda:", streams_->device,
                 "; use one Offloader per device");
     return *streams_;
   }
 
   std::shared_ptr<CudaTicket> start_copy(int64_t bytes, bool to_host, cudaStream_t stream) {
-    auto ticket = std::make_shared<CudaTicket>(bytes, to_host, events_.get(true), events_.get(true),
-                                               &step_);
+    auto ticket =
+        std::make_shared<CudaTicket>(bytes, to_host, events_.get(true), events_.get(true), &step_);
     ticket->pool_ = &events_;
     C10_CUDA_CHECK(cudaEventRecord(ticket->start_, stream));
     step_.copies.push_back(ticket);
@@ -282,8 +283,7 @@ bool cuda_available() { return c10::cuda::device_count() > 0; }
 AllocatorStats allocator_stats() {
   AllocatorStats out;
   if (!cuda_available()) return out;
-  const auto stats =
-      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
   constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
   out.allocated = stats.allocated_bytes[kAll].current;
   out.reserved = stats.reserved_bytes[kAll].current;
@@ -293,7 +293,8 @@ AllocatorStats allocator_stats() {
 }
 
 void reset_peak_stats() {
-  if (cuda_available()) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+  if (cuda_available())
+    c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
 }
 
 void device_synchronize() {

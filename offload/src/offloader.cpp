@@ -39,10 +39,14 @@ namespace fno::offload {
 
 std::string to_string(Level level) {
   switch (level) {
-    case Level::kKeep: return "keep";
-    case Level::kOffload: return "offload";
-    case Level::kRecompute: return "recompute";
-    case Level::kRecomputeOffload: return "recompute+offload";
+    case Level::kKeep:
+      return "keep";
+    case Level::kOffload:
+      return "offload";
+    case Level::kRecompute:
+      return "recompute";
+    case Level::kRecomputeOffload:
+      return "recompute+offload";
   }
   return "?";
 }
@@ -57,14 +61,16 @@ std::string StepStats::to_json() const {
     << ", \"offloaded_tensors\": " << offloaded_tensors << ", \"dedup_hits\": " << dedup_hits
     << ", \"kept_small\": " << kept_small << ", \"kept_parameter\": " << kept_parameter
     << ", \"kept_level\": " << kept_level << ", \"kept_degraded\": " << kept_degraded
-    << ", \"bytes_offloaded\": " << bytes_offloaded << ", \"bytes_prefetched\": " << bytes_prefetched
+    << ", \"bytes_offloaded\": " << bytes_offloaded
+    << ", \"bytes_prefetched\": " << bytes_prefetched
     << ", \"bytes_fetched_on_demand\": " << bytes_fetched_on_demand
     << ", \"bytes_reused_on_device\": " << bytes_reused_on_device
     << ", \"d2h_seconds\": " << d2h_seconds << ", \"h2d_seconds\": " << h2d_seconds
     << ", \"d2h_gbps\": " << d2h_gbps << ", \"h2d_gbps\": " << h2d_gbps
-    << ", \"forward_wait_ms\": " << forward_wait_ms << ", \"backward_wait_ms\": " << backward_wait_ms
-    << ", \"peak_allocated\": " << peak_allocated << ", \"peak_reserved\": " << peak_reserved
-    << ", \"host_pinned_bytes\": " << host_pinned_bytes << "}";
+    << ", \"forward_wait_ms\": " << forward_wait_ms
+    << ", \"backward_wait_ms\": " << backward_wait_ms << ", \"peak_allocated\": " << peak_allocated
+    << ", \"peak_reserved\": " << peak_reserved << ", \"host_pinned_bytes\": " << host_pinned_bytes
+    << "}";
   return o.str();
 }
 
@@ -113,11 +119,11 @@ struct Offloader::State {
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> excluded_pins;
 
   std::unordered_map<const c10::StorageImpl*, std::weak_ptr<Entry>> by_storage;
-  std::vector<std::weak_ptr<Entry>> order;      // this step's entries, pack order
+  std::vector<std::weak_ptr<Entry>> order;  // this step's entries, pack order
   std::deque<std::shared_ptr<Entry>> copying_out;
   int64_t inflight_bytes = 0;
   int64_t unconsumed_prefetch_bytes = 0;
-  int64_t cursor = -1;  // next entry (downwards) the prefetcher looks at
+  int64_t cursor = -1;         // next entry (downwards) the prefetcher looks at
   int64_t backward_scope = 0;  // lowest scope unpacked so far in this backward
   int64_t live_entries = 0;
   bool in_backward = false;
@@ -153,7 +159,8 @@ struct Offloader::State {
     const auto a = detail::allocator_stats();
     static const char* kPhase[] = {"idle", "forward", "backward"};
     std::lock_guard<std::mutex> lock(timeline_mu);
-    timeline.push_back({ms_since(step_start), a.allocated, a.reserved, kPhase[phase.load()], event});
+    timeline.push_back(
+        {ms_since(step_start), a.allocated, a.reserved, kPhase[phase.load()], event});
   }
   void start_sampler() {
     if (!record_timeline.load() || !detail::cuda_available() || sampling.load()) return;
@@ -225,8 +232,7 @@ class OffloadHooks final : public torch::autograd::SavedVariableHooks {
 // The autograd engine with our default hooks. Never destroyed: its worker
 // threads outlive static destruction.
 struct OffloadEngine final : torch::autograd::Engine {
-  std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks()
-      override {
+  std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks() override {
     if (!g_any_active.load(std::memory_order_acquire)) return nullptr;
     std::lock_guard<std::mutex> lock(g_active_mu);
     if (!g_active) return nullptr;
@@ -267,9 +273,8 @@ std::shared_ptr<Entry> Offloader::State::pack(const at::Tensor& t, bool* keep) {
   const auto* impl = storage.unsafeGetStorageImpl();
   // Parameters come as themselves or as views (weight.t()): by storage when
   // excluded, else as a leaf that requires grad, or a view of one.
-  const bool parameter_like =
-      (t.is_leaf() && t.requires_grad()) ||
-      (t.is_view() && t._base().is_leaf() && t._base().requires_grad());
+  const bool parameter_like = (t.is_leaf() && t.requires_grad()) ||
+                              (t.is_view() && t._base().is_leaf() && t._base().requires_grad());
   if (excluded.count(impl) || parameter_like) {
     ++stats.kept_parameter;
     return nullptr;
@@ -443,9 +448,11 @@ Offloader::Offloader(OffloadOptions options) : s_(std::make_shared<State>(std::m
   TORCH_CHECK(s_->options.prefetch_depth() >= 0, "fno offload: prefetch_depth must be >= 0, got ",
               s_->options.prefetch_depth());
   TORCH_CHECK(s_->options.max_inflight_bytes() > 0,
-              "fno offload: max_inflight_bytes must be > 0, got ", s_->options.max_inflight_bytes());
+              "fno offload: max_inflight_bytes must be > 0, got ",
+              s_->options.max_inflight_bytes());
   TORCH_CHECK(s_->options.max_prefetch_bytes() > 0,
-              "fno offload: max_prefetch_bytes must be > 0, got ", s_->options.max_prefetch_bytes());
+              "fno offload: max_prefetch_bytes must be > 0, got ",
+              s_->options.max_prefetch_bytes());
   TORCH_CHECK(s_->options.slab_bytes() > 0, "fno offload: slab_bytes must be > 0, got ",
               s_->options.slab_bytes());
   (void)kEngineInstalled;
@@ -516,7 +523,8 @@ StepStats Offloader::end_step() {
     s_->stats = StepStats();
     if (s_->engine) out.host_pinned_bytes = s_->engine->host_capacity();
   }
-  if (out.d2h_seconds > 0) out.d2h_gbps = static_cast<double>(out.bytes_offloaded) / out.d2h_seconds / 1e9;
+  if (out.d2h_seconds > 0)
+    out.d2h_gbps = static_cast<double>(out.bytes_offloaded) / out.d2h_seconds / 1e9;
   const double in_bytes = static_cast<double>(out.bytes_prefetched + out.bytes_fetched_on_demand);
   if (out.h2d_seconds > 0) out.h2d_gbps = in_bytes / out.h2d_seconds / 1e9;
   const auto a = detail::allocator_stats();

@@ -72,18 +72,29 @@ int64_t parse_bytes(const std::string& text) {
   std::string unit = text.substr(used);
   unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
   std::string lower;
-  for (char c : unit) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (char c : unit)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   double scale = 0;
-  if (lower.empty() || lower == "b") scale = 1;
-  else if (lower == "kb") scale = 1e3;
-  else if (lower == "mb") scale = 1e6;
-  else if (lower == "gb") scale = 1e9;
-  else if (lower == "tb") scale = 1e12;
-  else if (lower == "kib" || lower == "k") scale = 1024.0;
-  else if (lower == "mib" || lower == "m") scale = 1024.0 * 1024;
-  else if (lower == "gib" || lower == "g") scale = 1024.0 * 1024 * 1024;
-  else if (lower == "tib" || lower == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else throw bad("unknown unit '" + unit + "'");
+  if (lower.empty() || lower == "b")
+    scale = 1;
+  else if (lower == "kb")
+    scale = 1e3;
+  else if (lower == "mb")
+    scale = 1e6;
+  else if (lower == "gb")
+    scale = 1e9;
+  else if (lower == "tb")
+    scale = 1e12;
+  else if (lower == "kib" || lower == "k")
+    scale = 1024.0;
+  else if (lower == "mib" || lower == "m")
+    scale = 1024.0 * 1024;
+  else if (lower == "gib" || lower == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (lower == "tib" || lower == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw bad("unknown unit '" + unit + "'");
   const double bytes = value * scale;
   if (!std::isfinite(bytes) || bytes <= 0 || bytes > 9.0e18) throw bad("must be > 0");
   return static_cast<int64_t>(bytes);
@@ -110,14 +121,23 @@ Plan plan_for_policy(const Policy& policy, const std::vector<Stage>& stages, int
   for (size_t i = 0; i < stages.size(); ++i) {
     StagePlan sp;
     switch (policy.kind) {
-      case Policy::Kind::kNone: sp.level = Level::kKeep; break;
-      case Policy::Kind::kAll: sp.level = Level::kOffload; break;
+      case Policy::Kind::kNone:
+        sp.level = Level::kKeep;
+        break;
+      case Policy::Kind::kAll:
+        sp.level = Level::kOffload;
+        break;
       case Policy::Kind::kBlocks:
         sp.level = static_cast<int64_t>(i) < policy.blocks ? Level::kOffload : Level::kKeep;
         break;
-      case Policy::Kind::kRecompute: sp.level = Level::kRecompute; break;
-      case Policy::Kind::kRecomputeOffload: sp.level = Level::kRecomputeOffload; break;
-      case Policy::Kind::kAuto: break;
+      case Policy::Kind::kRecompute:
+        sp.level = Level::kRecompute;
+        break;
+      case Policy::Kind::kRecomputeOffload:
+        sp.level = Level::kRecomputeOffload;
+        break;
+      case Policy::Kind::kAuto:
+        break;
     }
     sp.chunks = stages[i].chunkable ? chunks : 1;
     plan.stages.push_back(sp);
@@ -132,7 +152,9 @@ Profile Profile::scaled_to_batch(int64_t b) const {
   TORCH_CHECK(b >= 1, "fno offload: batch must be >= 1, got ", b);
   Profile p = *this;
   const double f = static_cast<double>(b) / static_cast<double>(batch);
-  const auto scale = [f](int64_t v) { return static_cast<int64_t>(std::llround(static_cast<double>(v) * f)); };
+  const auto scale = [f](int64_t v) {
+    return static_cast<int64_t>(std::llround(static_cast<double>(v) * f));
+  };
   for (auto& s : p.stages) {
     s.input_bytes = scale(s.input_bytes);
     s.output_bytes = scale(s.output_bytes);
@@ -266,9 +288,9 @@ namespace {
 struct StageCost {
   int64_t fwd_peak_extra;  // forward transient under this level/chunks
   int64_t bwd_peak_extra;
-  int64_t held;            // kept on the GPU until its backward
-  int64_t offloaded;       // moved to the host
-  int64_t restored;        // on the GPU during its own backward, beyond `held`
+  int64_t held;       // kept on the GPU until its backward
+  int64_t offloaded;  // moved to the host
+  int64_t restored;   // on the GPU during its own backward, beyond `held`
   double fwd_ms, bwd_ms;
 };
 
@@ -294,7 +316,8 @@ StageCost stage_cost(const StageProfile& s, const StagePlan& sp, const OffloadOp
       c.bwd_peak_extra = bwd;
       break;
     case Level::kOffload:
-      c.fwd_peak_extra = std::max(fwd_nograd, fwd_keep - std::max<int64_t>(0, saved - o.max_inflight_bytes()));
+      c.fwd_peak_extra =
+          std::max(fwd_nograd, fwd_keep - std::max<int64_t>(0, saved - o.max_inflight_bytes()));
       c.offloaded = saved;
       c.restored = saved;
       c.bwd_peak_extra = bwd;
@@ -352,8 +375,8 @@ Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions
       prefetch += cost[j].offloaded;
     }
     prefetch = std::min(prefetch, options.max_prefetch_bytes());
-    const int64_t at_start = below + profile.grad_bytes + cost[k].held + cost[k].restored +
-                             s.output_bytes + prefetch;
+    const int64_t at_start =
+        below + profile.grad_bytes + cost[k].held + cost[k].restored + s.output_bytes + prefetch;
     note(at_start + cost[k].bwd_peak_extra, "backward", k);
     bwd_ms += cost[k].bwd_ms;
   }
@@ -371,7 +394,8 @@ Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions
     }
     if (cost[k].bwd_ms + cost[k].fwd_ms > 0) break;
   }
-  e.step_ms = std::max(fwd_ms, d2h) + std::max(bwd_ms, h2d) + std::min(tail, std::max(0.0, d2h - fwd_ms) + tail);
+  e.step_ms = std::max(fwd_ms, d2h) + std::max(bwd_ms, h2d) +
+              std::min(tail, std::max(0.0, d2h - fwd_ms) + tail);
   return e;
 }
 

@@ -3,10 +3,10 @@
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <ATen/ATen.h>
 
@@ -92,8 +92,8 @@ std::string Plan::to_string(const std::vector<Stage>& stage_list) const {
 
 at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Tensor x,
                       Offloader* offloader) {
-  TORCH_CHECK(plan.stages.size() == stages.size(), "fno offload: the plan has ",
-              plan.stages.size(), " entries for ", stages.size(), " stages");
+  TORCH_CHECK(plan.stages.size() == stages.size(), "fno offload: the plan has ", plan.stages.size(),
+              " entries for ", stages.size(), " stages");
   for (size_t i = 0; i < stages.size(); ++i) {
     const auto& stage = stages[i];
     const auto& sp = plan.stages[i];
@@ -110,8 +110,8 @@ at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Te
     if (sp.chunks > 1) {
       // x: [B, ...] -> chunks of [B/chunks, ...] (the first ones one larger when uneven)
       const int64_t dim = 0;
-      TORCH_CHECK(x.dim() >= 1 && x.size(0) >= sp.chunks, "fno offload: stage ", stage.name,
-                  ": ", sp.chunks, " chunks of a batch of ", x.dim() >= 1 ? x.size(0) : 0);
+      TORCH_CHECK(x.dim() >= 1 && x.size(0) >= sp.chunks, "fno offload: stage ", stage.name, ": ",
+                  sp.chunks, " chunks of a batch of ", x.dim() >= 1 ? x.size(0) : 0);
       std::vector<at::Tensor> outs;
       // split (not tensor_split): one backward node that concatenates the
       // chunks' gradients once, where per-chunk slices would each expand to a
@@ -128,7 +128,8 @@ at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Te
     }
     if (offloader != nullptr && y.requires_grad()) {
       const std::string name = stage.name;
-      y.register_hook([offloader, name](const at::Tensor&) { offloader->mark("backward " + name); });
+      y.register_hook(
+          [offloader, name](const at::Tensor&) { offloader->mark("backward " + name); });
     }
     x = std::move(y);
   }

@@ -13,22 +13,22 @@ struct BenchOptions {
   std::vector<int64_t> resolutions{256, 512, 1024};
   std::vector<int64_t> batches{8};
   std::vector<std::string> policies{"none", "all", "recompute+offload", "auto"};
-  int64_t warmup = 2;  // untimed steps per configuration (plans, pinned pool)
-  int64_t steps = 5;   // timed steps; the median is reported
-  int64_t chunks = 1;  // batch chunks for the fixed policies
+  int64_t warmup = 2;            // untimed steps per configuration (plans, pinned pool)
+  int64_t steps = 5;             // timed steps; the median is reported
+  int64_t chunks = 1;            // batch chunks for the fixed policies
   int64_t gpu_memory_limit = 0;  // auto's budget (0: free memory)
   int64_t memory_cap = 0;        // allocator cap in bytes (0: none)
   int64_t min_bytes = int64_t{1} << 20;
   int64_t prefetch_depth = 1;
   int64_t max_inflight_bytes = int64_t{1} << 30;
   int64_t max_prefetch_bytes = int64_t{3} << 30;
-  bool find_largest = false;     // search the largest grid per policy (needs a cap)
-  int64_t grid_step = 64;        // the search's granularity
+  bool find_largest = false;  // search the largest grid per policy (needs a cap)
+  int64_t grid_step = 64;     // the search's granularity
   int64_t grid_max = 4096;
   std::vector<int64_t> n_modes{16, 16};
   int64_t hidden = 32;
-  std::string timeline_dir;      // write one step's memory timeline per row here
-  std::string trace_path;        // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
+  std::string timeline_dir;  // write one step's memory timeline per row here
+  std::string trace_path;  // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
 };
 
 struct BenchRow {

@@ -42,8 +42,8 @@ namespace fno::offload {
 /// What happens to the activations a stage saves for backward.
 enum class Level { kKeep, kOffload, kRecompute, kRecomputeOffload };
 std::string to_string(Level level);
-bool offloads(Level level);   // kOffload, kRecomputeOffload
-bool recomputes(Level level); // kRecompute, kRecomputeOffload
+bool offloads(Level level);    // kOffload, kRecomputeOffload
+bool recomputes(Level level);  // kRecompute, kRecomputeOffload
 
 struct OffloadOptions {
   /// Saved tensors whose storage is smaller than this many bytes stay on the GPU.
@@ -66,35 +66,35 @@ struct OffloadOptions {
 
 /// One point of the memory timeline.
 struct MemorySample {
-  double t_ms = 0;            // since the step began (host clock)
-  int64_t allocated = 0;      // bytes held by tensors (caching allocator)
-  int64_t reserved = 0;       // bytes the caching allocator holds from the driver
-  std::string phase;          // "forward" | "backward" | "idle"
-  std::string event;          // "" for periodic samples, else e.g. "begin block.2"
+  double t_ms = 0;        // since the step began (host clock)
+  int64_t allocated = 0;  // bytes held by tensors (caching allocator)
+  int64_t reserved = 0;   // bytes the caching allocator holds from the driver
+  std::string phase;      // "forward" | "backward" | "idle"
+  std::string event;      // "" for periodic samples, else e.g. "begin block.2"
 };
 
 /// What one training step moved and waited for.
 struct StepStats {
-  int64_t saved_tensors = 0;       // pack calls
-  int64_t offloaded_tensors = 0;   // storages copied to the host
-  int64_t dedup_hits = 0;          // saves whose storage was already offloaded
-  int64_t kept_small = 0;          // below min_bytes
-  int64_t kept_parameter = 0;      // parameters, buffers and their views
-  int64_t kept_level = 0;          // the scope's level keeps them
-  int64_t kept_degraded = 0;       // no pinned memory to be had: kept on the GPU
-  int64_t bytes_offloaded = 0;     // device -> host
-  int64_t bytes_prefetched = 0;    // host -> device, issued ahead of need
+  int64_t saved_tensors = 0;            // pack calls
+  int64_t offloaded_tensors = 0;        // storages copied to the host
+  int64_t dedup_hits = 0;               // saves whose storage was already offloaded
+  int64_t kept_small = 0;               // below min_bytes
+  int64_t kept_parameter = 0;           // parameters, buffers and their views
+  int64_t kept_level = 0;               // the scope's level keeps them
+  int64_t kept_degraded = 0;            // no pinned memory to be had: kept on the GPU
+  int64_t bytes_offloaded = 0;          // device -> host
+  int64_t bytes_prefetched = 0;         // host -> device, issued ahead of need
   int64_t bytes_fetched_on_demand = 0;  // host -> device, issued at the moment of need
   int64_t bytes_reused_on_device = 0;   // unpacked before the copy released the GPU copy
-  double d2h_seconds = 0;          // copy-engine busy time, device -> host
-  double h2d_seconds = 0;          // copy-engine busy time, host -> device
-  double d2h_gbps = 0;             // bytes_offloaded / d2h_seconds / 1e9
+  double d2h_seconds = 0;               // copy-engine busy time, device -> host
+  double h2d_seconds = 0;               // copy-engine busy time, host -> device
+  double d2h_gbps = 0;                  // bytes_offloaded / d2h_seconds / 1e9
   double h2d_gbps = 0;
-  double forward_wait_ms = 0;      // host time forward was held back by back-pressure
-  double backward_wait_ms = 0;     // GPU time the compute stream waited for reloads
-  int64_t peak_allocated = 0;      // max bytes held by tensors during the step
-  int64_t peak_reserved = 0;       // max bytes the caching allocator held
-  int64_t host_pinned_bytes = 0;   // the pinned pool's size
+  double forward_wait_ms = 0;     // host time forward was held back by back-pressure
+  double backward_wait_ms = 0;    // GPU time the compute stream waited for reloads
+  int64_t peak_allocated = 0;     // max bytes held by tensors during the step
+  int64_t peak_reserved = 0;      // max bytes the caching allocator held
+  int64_t host_pinned_bytes = 0;  // the pinned pool's size
   std::vector<MemorySample> timeline;
   /// One JSON object, without the timeline.
   std::string to_json() const;
@@ -172,8 +172,8 @@ at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn, co
 
 /// One step of a feed-forward model, as the planner sees it.
 struct Stage {
-  std::string name;                                   // "lifting", "block.0", ...
-  std::function<at::Tensor(const at::Tensor&)> fn;    // x -> y
+  std::string name;                                 // "lifting", "block.0", ...
+  std::function<at::Tensor(const at::Tensor&)> fn;  // x -> y
   /// fn treats each batch entry alone: it may run on chunks of the batch.
   bool chunkable = false;
 };

@@ -51,10 +51,10 @@ struct StageProfile {
 
 struct Profile {
   std::vector<StageProfile> stages;
-  int64_t batch = 1;             // the batch the numbers are for
-  int64_t base_bytes = 0;        // held outside the stages: parameters, optimizer state, data
-  int64_t grad_bytes = 0;        // parameter gradients, made in backward
-  double d2h_gbps = 50;          // copy bandwidth assumed for estimates
+  int64_t batch = 1;       // the batch the numbers are for
+  int64_t base_bytes = 0;  // held outside the stages: parameters, optimizer state, data
+  int64_t grad_bytes = 0;  // parameter gradients, made in backward
+  double d2h_gbps = 50;    // copy bandwidth assumed for estimates
   double h2d_gbps = 50;
   /// The same profile for another batch size (activations and times scale linearly).
   Profile scaled_to_batch(int64_t batch) const;
