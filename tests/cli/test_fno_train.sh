@@ -43,6 +43,10 @@ expect 2 "model.n_modes: expected an integer >= 1, got -2" -- --config "$small" 
 expect 2 "unknown value 'warp'" -- --config "$small" --set scheduler.name=warp
 expect 3 "garbage.pt: neither a torch.save" -- --config "$small" --set "data.train_file=$work/garbage.pt" --out "$work/r0"
 expect 3 "missing.pt: cannot open" -- --config "$small" --set "data.train_file=$work/missing.pt" --out "$work/r0"
+expect 3 "regression-libhdf5-segv.h5: the HDF5 library crashed reading this file" -- --config "$small" \
+  --set "data.train_file=$src/tests/fuzz/seeds/hdf5/regression-libhdf5-segv.h5" --out "$work/r0"
+expect 2 "unknown offload policy 'sometimes'" -- --config "$small" --offload sometimes
+expect 2 "bad memory size '12XB'" -- --config "$small" --gpu-memory-limit 12XB
 expect 3 "cannot create the run directory" -- --config "$small" --out /proc/fno_cannot_write
 expect 2 "not a run directory" -- --resume "$work/nowhere"
 

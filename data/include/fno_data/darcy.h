@@ -51,7 +51,9 @@ FieldPairs load_torch_file(const std::string& path, const LoadOptions& options =
 
 /// HDF5 with arrays (N, R, R), any numeric dtype. MATLAB v7.3 files store arrays
 /// column-major, so their dims appear reversed (R, R, N) and are transposed back.
-/// Subsampling reads only the kept points (a strided hyperslab).
+/// Subsampling reads only the kept points (a strided hyperslab). The file is read
+/// once in a forked child first, so that a crash inside libhdf5 on a damaged file
+/// becomes an error naming it (the price: the file is read twice).
 FieldPairs load_hdf5(const std::string& path, const LoadOptions& options = {});
 
 /// Checks shapes, dtypes and finiteness; throws naming `what` (the file) otherwise.
