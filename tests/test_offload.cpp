@@ -376,3 +376,28 @@ TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest
             fno::offload::format_bytes(e.peak_bytes), ", ", e.step_ms, " ms");
   }
 }
+
+TEST_CASE("out-of-memory advice names the need and a policy that fits, on one line") {
+  constexpr int64_t G = int64_t{1} << 30;
+  constexpr int64_t M = int64_t{1} << 20;
+  fno::offload::Profile p;
+  p.batch = 8;
+  p.base_bytes = 147 * M;
+  p.grad_bytes = 5 * M;
+  p.stages.push_back({"lifting", true, 32 * M, 1024 * M, 2176 * M, 5216 * M, 4096 * M, 8.6, 14.6});
+  for (int i = 0; i < 4; ++i) {
+    p.stages.push_back({"block." + std::to_string(i), true, 1024 * M, 1024 * M, 3584 * M, 4118 * M, 3600 * M, 13.8, 29.0});
+  }
+  p.stages.push_back({"projection", true, 1024 * M, 32 * M, 3072 * M, 4128 * M, 4096 * M, 6.3, 11.8});
+  const OffloadOptions o;
+  const auto advice = fno::offload::out_of_memory_advice(p, "none", 16 * G, o);
+  MESSAGE(advice);
+  CHECK(advice.find('\n') == std::string::npos);
+  CHECK(advice.find("policy none needs about") == 0);
+  CHECK(advice.find("the device has 16.00 GiB") != std::string::npos);
+  CHECK(advice.find("try --offload ") != std::string::npos);
+  const auto hopeless = fno::offload::out_of_memory_advice(p, "", G / 2, o);
+  MESSAGE(hopeless);
+  CHECK(hopeless.find("no policy is estimated to fit") != std::string::npos);
+  CHECK(hopeless.find("lower data.batch_size") != std::string::npos);
+}

@@ -2,6 +2,7 @@
 
 #include <fno/staged.h>
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -247,6 +248,28 @@ const offload::StepStats& OffloadedStep::last_stats() const { return p_->stats; 
 const offload::Profile& OffloadedStep::profile() const { return p_->profile; }
 const offload::Estimate& OffloadedStep::estimate() const { return p_->estimate; }
 void OffloadedStep::record_next_timeline() { p_->record_next = true; }
+
+std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
+  auto& p = *p_;
+  for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
+  if (x.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+  const int64_t batch = x.size(0);
+  try {
+    const auto stages = fno_stages(p.model, x.sizes().slice(2).vec());
+    const auto profile = offload::measure_profile(
+                             stages, x.narrow(0, 0, 1),
+                             [](const at::Tensor& y) { return y.pow(2).sum(); }, p.model->parameters())
+                             .scaled_to_batch(batch);
+    const int64_t capacity =
+        p.settings.gpu_memory_limit > 0 ? p.settings.gpu_memory_limit : offload::device_total_bytes();
+    return offload::out_of_memory_advice(profile, p.settings.policy, capacity, p.settings.options);
+  } catch (const std::exception&) {
+    for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
+    return "even one batch entry does not fit to be measured; try --offload recompute+offload "
+           "--set offload.chunks=" +
+           std::to_string(batch) + ", or lower data.batch_size or the grid";
+  }
+}
 
 std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSettings& settings) {
   const auto stages = fno_stages(model, x.sizes().slice(2).vec());

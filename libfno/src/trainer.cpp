@@ -526,7 +526,18 @@ std::map<std::string, double> Trainer::train() {
       const bool record = timeline_step == global_step;
       if (record) s.step->record_next_timeline();
       const auto step_t0 = Clock::now();
-      auto loss = s.step->forward_backward(x, [&](const torch::Tensor& out) { return train_loss(out, y); });
+      torch::Tensor loss;
+      try {
+        loss = s.step->forward_backward(x, [&](const torch::Tensor& out) { return train_loss(out, y); });
+      } catch (const c10::OutOfMemoryError&) {
+        if (bar) std::fprintf(stderr, "\n");
+        const std::string advice = s.step->out_of_memory_advice(x);
+        throw TrainingError("CUDA out of memory in a training step on a batch " + c10::str(x.sizes()) +
+                            ": " + advice +
+                            (file_exists(s.path("checkpoint_latest.pt"))
+                                 ? "; the last checkpoint is " + s.path("checkpoint_latest.pt")
+                                 : std::string("")));
+      }
       s.optimizer->step();
       if (s.step->offloading()) {
         JsonObject t;

@@ -503,4 +503,50 @@ std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_
   return out;
 }
 
+std::string out_of_memory_advice(const Profile& profile, const std::string& current, int64_t capacity,
+                                 const OffloadOptions& options) {
+  std::vector<Stage> stages(profile.stages.size());
+  for (size_t i = 0; i < stages.size(); ++i) {
+    stages[i].name = profile.stages[i].name;
+    stages[i].chunkable = profile.stages[i].chunkable;
+  }
+  std::ostringstream o;
+  if (!current.empty() && current != "auto") {
+    const auto e = estimate(profile, plan_for_policy(parse_policy(current), stages), options);
+    o << "policy " << current << " needs about " << format_bytes(e.peak_bytes) << " (estimated), ";
+  }
+  o << "the device has " << format_bytes(capacity) << "; ";
+  // Fastest first among the fixed policies that fit, at a few chunk counts.
+  struct Option {
+    std::string flags;
+    Estimate e;
+  };
+  std::vector<Option> fitting;
+  Option least{"", {}};
+  least.e.peak_bytes = std::numeric_limits<int64_t>::max();
+  for (const char* name : {"none", "recompute", "all", "recompute+offload"}) {
+    for (int64_t chunks = 1; chunks <= profile.batch; chunks *= 2) {
+      const auto e = estimate(profile, plan_for_policy(parse_policy(name), stages, chunks), options);
+      std::string flags = std::string("--offload ") + name;
+      if (chunks > 1) flags += " --set offload.chunks=" + std::to_string(chunks);
+      if (e.peak_bytes < least.e.peak_bytes) least = {flags, e};
+      // A tenth of headroom: the estimate is a model.
+      if (static_cast<double>(e.peak_bytes) <= 0.9 * static_cast<double>(capacity)) {
+        fitting.push_back({flags, e});
+      }
+    }
+  }
+  if (!fitting.empty()) {
+    const auto best = std::min_element(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) {
+      return a.e.step_ms < b.e.step_ms;
+    });
+    o << "try " << best->flags << " (estimated peak " << format_bytes(best->e.peak_bytes)
+      << ") or --offload auto";
+  } else {
+    o << "no policy is estimated to fit (the least is " << least.flags << ", about "
+      << format_bytes(least.e.peak_bytes) << "): lower data.batch_size or the grid";
+  }
+  return o.str();
+}
+
 }  // namespace fno::offload

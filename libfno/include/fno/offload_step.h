@@ -47,6 +47,10 @@ class OffloadedStep {
   const offload::Estimate& estimate() const;
   /// Record the next step's memory timeline (in last_stats().timeline).
   void record_next_timeline();
+  /// After a CUDA out-of-memory error in forward_backward(x, ...): one line of
+  /// advice (estimated need, and the policy that would fit) from a profile of
+  /// one batch entry; gradients are dropped and the allocator's cache emptied first.
+  std::string out_of_memory_advice(const at::Tensor& x);
 
  private:
   struct Impl;

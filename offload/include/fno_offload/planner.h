@@ -90,6 +90,12 @@ std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_
                                                   const OffloadOptions& options, size_t count,
                                                   double slack = 1.2);
 
+/// One line for a step that ran out of `capacity` bytes: the estimated peak of
+/// `current` (a policy name; "" or "auto" to skip it) and the fastest fixed policy
+/// and batch-chunk count estimated to fit, or, when none does, the least memory.
+std::string out_of_memory_advice(const Profile& profile, const std::string& current, int64_t capacity,
+                                 const OffloadOptions& options);
+
 /// The budget `auto` uses when none is given: the current CUDA device's free
 /// memory plus what the caching allocator holds unused; 0 without CUDA.
 int64_t device_free_bytes();
