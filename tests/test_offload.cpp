@@ -62,14 +62,20 @@ TEST_CASE("every offload policy gives the gradients of no offload (1D, 2D, 3D, C
         if (chunks == 1) {
           // The same kernels on the same bytes: bit-identical.
           CHECK(torch::equal(got.output, ref.output));
-          for (const auto& [name, g] : ref.grads) {
+          for (const auto& kv : ref.grads) {
+            // (no structured binding: clang 14 cannot capture one in INFO)
+            const auto& name = kv.first;
+            const auto& g = kv.second;
             INFO("gradient of ", name);
             CHECK(torch::equal(got.grads.at(name), g));
           }
         } else {
           // Batch chunks sum the weight gradients in another order.
           CHECK(rel_err(got.output, ref.output) <= 1e-6);
-          for (const auto& [name, g] : ref.grads) {
+          for (const auto& kv : ref.grads) {
+            // (no structured binding: clang 14 cannot capture one in INFO)
+            const auto& name = kv.first;
+            const auto& g = kv.second;
             INFO("gradient of ", name);
             CHECK(rel_err(got.grads.at(name), g) <= 1e-5);
           }
@@ -198,7 +204,10 @@ TEST_CASE("backward and the recompute inside it may run on another thread") {
     std::thread t([&loss] { loss.backward(); });
     t.join();
     const auto s = off.end_step();
-    for (const auto& [name, g] : ref.grads) {
+    for (const auto& kv : ref.grads) {
+      // (no structured binding: clang 14 cannot capture one in INFO)
+      const auto& name = kv.first;
+      const auto& g = kv.second;
       INFO("gradient of ", name);
       CHECK(torch::equal(model->named_parameters()[name].grad(), g));
     }
