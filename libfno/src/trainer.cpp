@@ -502,6 +502,7 @@ std::map<std::string, double> Trainer::train() {
   };
   for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
     const auto t0 = Clock::now();
+    int64_t epoch_step_peak = 0;
     if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
     s.model->train();
     const double lr = s.optimizer->param_groups()[0].options().get_lr();
@@ -540,6 +541,7 @@ std::map<std::string, double> Trainer::train() {
       }
       s.optimizer->step();
       if (s.step->offloading()) {
+        epoch_step_peak = std::max(epoch_step_peak, s.step->last_stats().peak_allocated);
         JsonObject t;
         t.integer("epoch", epoch).integer("step", global_step)
             .num("host_ms", std::chrono::duration<double, std::milli>(Clock::now() - step_t0).count())
@@ -584,7 +586,10 @@ std::map<std::string, double> Trainer::train() {
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     int64_t peak = 0;
     if (s.device.is_cuda()) {
-      peak = c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index()).allocated_bytes[0].peak;
+      // The offloader resets the allocator's peak at every step it runs: keep
+      // the largest step peak too.
+      peak = std::max(epoch_step_peak,
+                      c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index()).allocated_bytes[0].peak);
     }
     JsonObject line;
     line.integer("epoch", epoch).num("lr", lr).num("train_loss", train_loss_value);
