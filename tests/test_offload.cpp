@@ -353,10 +353,9 @@ TEST_CASE("the planner fits a budget at the least estimated time") {
   CHECK(table.find("block.3") != std::string::npos);
 }
 
-TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest first") {
-  constexpr int64_t G = int64_t{1} << 30;
+// The seed FNO at 1024^2, batch 8, as measured on an H100 (fno_bench's auto table).
+static fno::offload::Profile h100_seed_profile() {
   constexpr int64_t M = int64_t{1} << 20;
-  // The seed FNO at 1024^2, batch 8, as measured on an H100 (fno_bench's auto table).
   fno::offload::Profile p;
   p.batch = 8;
   p.base_bytes = 147 * M;
@@ -370,6 +369,12 @@ TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest
       {"block.3", true, 1024 * M, 1024 * M, 2560 * M, 4118 * M, 4619 * M, 12.3, 29.4});
   p.stages.push_back(
       {"projection", true, 1024 * M, 32 * M, 3072 * M, 4128 * M, 4096 * M, 6.3, 11.8});
+  return p;
+}
+
+TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest first") {
+  constexpr int64_t G = int64_t{1} << 30;
+  const auto p = h100_seed_profile();
   const OffloadOptions o;
   const auto ranked = fno::offload::rank_plans(p, 8 * G, o, 6, 1.2);
   REQUIRE(ranked.size() == 6);
@@ -388,16 +393,7 @@ TEST_CASE("rank_plans: distinct level choices within the budget's slack, fastest
 
 TEST_CASE("out-of-memory advice names the need and a policy that fits, on one line") {
   constexpr int64_t G = int64_t{1} << 30;
-  constexpr int64_t M = int64_t{1} << 20;
-  fno::offload::Profile p;
-  p.batch = 8;
-  p.base_bytes = 147 * M;
-  p.grad_bytes = 5 * M;
-  p.stages.push_back({"lifting", true, 32 * M, 1024 * M, 2176 * M, 5216 * M, 4096 * M, 8.6, 14.6});
-  for (int i = 0; i < 4; ++i) {
-    p.stages.push_back({"block." + std::to_string(i), true, 1024 * M, 1024 * M, 3584 * M, 4118 * M, 3600 * M, 13.8, 29.0});
-  }
-  p.stages.push_back({"projection", true, 1024 * M, 32 * M, 3072 * M, 4128 * M, 4096 * M, 6.3, 11.8});
+  const auto p = h100_seed_profile();
   const OffloadOptions o;
   const auto advice = fno::offload::out_of_memory_advice(p, "none", 16 * G, o);
   MESSAGE(advice);

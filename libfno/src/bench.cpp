@@ -166,13 +166,11 @@ struct Runner {
                       std::to_string(batch) + ".csv";
     std::ofstream f(path);
     if (!f) throw std::runtime_error(path + ": cannot open for writing");
-    f << "# GPU memory of one training step; policy " << policy << ", " << res << "x" << res
-      << ", batch " << batch << ", " << at::cuda::getCurrentDeviceProperties()->name << "\n";
-    f << "t_ms,allocated_bytes,reserved_bytes,phase,event\n";
-    for (const auto& m : step.last_stats().timeline) {
-      f << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event
-        << "\n";
-    }
+    f << offload::timeline_csv(step.last_stats().timeline,
+                               "GPU memory of one training step; policy " + policy + ", " +
+                                   std::to_string(res) + "x" + std::to_string(res) + ", batch " +
+                                   std::to_string(batch) + ", " +
+                                   at::cuda::getCurrentDeviceProperties()->name);
   }
 };
 

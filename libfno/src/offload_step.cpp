@@ -11,6 +11,19 @@
 #include <tuple>
 
 namespace fno {
+namespace {
+
+// The per-stage profile of one batch entry of x (everything kept), scaled to x's batch.
+offload::Profile profile_batch(FNO& model, const std::vector<offload::Stage>& stages,
+                               const at::Tensor& x) {
+  return offload::measure_profile(
+             stages, x.narrow(0, 0, 1), [](const at::Tensor& y) { return y.pow(2).sum(); },
+             model->parameters())
+      .scaled_to_batch(x.size(0));
+}
+
+}  // namespace
+
 struct OffloadedStep::Impl {
   FNO model{nullptr};
   OffloadSettings settings;
@@ -52,11 +65,7 @@ struct OffloadedStep::Impl {
     // Profile one batch entry with everything kept, scale to the batch, rank
     // the plans by the model, then measure the best few on the real batch:
     // the fastest one measured within the budget wins.
-    auto one = x.narrow(0, 0, 1);
-    profile =
-        offload::measure_profile(
-            stages, one, [](const at::Tensor& y) { return y.pow(2).sum(); }, model->parameters())
-            .scaled_to_batch(x.size(0));
+    profile = profile_batch(model, stages, x);
     const int64_t budget =
         settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
     std::cerr << profile.table() << "\n";
@@ -256,12 +265,9 @@ std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   const int64_t batch = x.size(0);
   try {
     const auto stages = fno_stages(p.model, x.sizes().slice(2).vec());
-    const auto profile = offload::measure_profile(
-                             stages, x.narrow(0, 0, 1),
-                             [](const at::Tensor& y) { return y.pow(2).sum(); }, p.model->parameters())
-                             .scaled_to_batch(batch);
-    const int64_t capacity =
-        p.settings.gpu_memory_limit > 0 ? p.settings.gpu_memory_limit : offload::device_total_bytes();
+    const auto profile = profile_batch(p.model, stages, x);
+    const int64_t capacity = p.settings.gpu_memory_limit > 0 ? p.settings.gpu_memory_limit
+                                                             : offload::device_total_bytes();
     return offload::out_of_memory_advice(profile, p.settings.policy, capacity, p.settings.options);
   } catch (const std::exception&) {
     for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
@@ -273,10 +279,7 @@ std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
 
 std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSettings& settings) {
   const auto stages = fno_stages(model, x.sizes().slice(2).vec());
-  const auto profile = offload::measure_profile(
-                           stages, x.narrow(0, 0, 1),
-                           [](const at::Tensor& y) { return y.pow(2).sum(); }, model->parameters())
-                           .scaled_to_batch(x.size(0));
+  const auto profile = profile_batch(model, stages, x);
   for (const auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
   std::ostringstream o;
   o << profile.table() << "\n";

@@ -491,14 +491,10 @@ std::map<std::string, double> Trainer::train() {
   const int64_t timeline_step =
       (c.offload_timeline && s.device.is_cuda()) ? std::min<int64_t>(2, steps_per_epoch * c.epochs - 1) : -1;
   auto write_timeline = [&](const std::vector<offload::MemorySample>& samples) {
-    std::ostringstream csv;
-    csv << "# GPU memory of one training step; policy " << c.offload_policy << ", device "
-        << s.device.str() << ", batch " << c.batch_size << "\n";
-    csv << "t_ms,allocated_bytes,reserved_bytes,phase,event\n";
-    for (const auto& m : samples) {
-      csv << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event << "\n";
-    }
-    write_text_atomic(s.path("memory_timeline.csv"), csv.str());
+    write_text_atomic(s.path("memory_timeline.csv"),
+                      offload::timeline_csv(samples, "GPU memory of one training step; policy " +
+                                                         c.offload_policy + ", device " + s.device.str() +
+                                                         ", batch " + std::to_string(c.batch_size)));
   };
   for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
     const auto t0 = Clock::now();

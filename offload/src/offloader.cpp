@@ -55,6 +55,17 @@ bool recomputes(Level level) {
   return level == Level::kRecompute || level == Level::kRecomputeOffload;
 }
 
+std::string timeline_csv(const std::vector<MemorySample>& samples, const std::string& comment) {
+  std::ostringstream csv;
+  csv << "# " << comment << "\n"
+      << "t_ms,allocated_bytes,reserved_bytes,phase,event\n";
+  for (const auto& m : samples) {
+    csv << m.t_ms << ',' << m.allocated << ',' << m.reserved << ',' << m.phase << ',' << m.event
+        << "\n";
+  }
+  return csv.str();
+}
+
 std::string StepStats::to_json() const {
   std::ostringstream o;
   o << std::setprecision(6) << "{\"saved_tensors\": " << saved_tensors

@@ -394,8 +394,7 @@ Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions
     }
     if (cost[k].bwd_ms + cost[k].fwd_ms > 0) break;
   }
-  e.step_ms = std::max(fwd_ms, d2h) + std::max(bwd_ms, h2d) +
-              std::min(tail, std::max(0.0, d2h - fwd_ms) + tail);
+  e.step_ms = std::max(fwd_ms, d2h) + std::max(bwd_ms, h2d) + tail;
   return e;
 }
 
@@ -503,8 +502,8 @@ std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_
   return out;
 }
 
-std::string out_of_memory_advice(const Profile& profile, const std::string& current, int64_t capacity,
-                                 const OffloadOptions& options) {
+std::string out_of_memory_advice(const Profile& profile, const std::string& current,
+                                 int64_t capacity, const OffloadOptions& options) {
   std::vector<Stage> stages(profile.stages.size());
   for (size_t i = 0; i < stages.size(); ++i) {
     stages[i].name = profile.stages[i].name;
@@ -526,7 +525,8 @@ std::string out_of_memory_advice(const Profile& profile, const std::string& curr
   least.e.peak_bytes = std::numeric_limits<int64_t>::max();
   for (const char* name : {"none", "recompute", "all", "recompute+offload"}) {
     for (int64_t chunks = 1; chunks <= profile.batch; chunks *= 2) {
-      const auto e = estimate(profile, plan_for_policy(parse_policy(name), stages, chunks), options);
+      const auto e =
+          estimate(profile, plan_for_policy(parse_policy(name), stages, chunks), options);
       std::string flags = std::string("--offload ") + name;
       if (chunks > 1) flags += " --set offload.chunks=" + std::to_string(chunks);
       if (e.peak_bytes < least.e.peak_bytes) least = {flags, e};
@@ -537,9 +537,9 @@ std::string out_of_memory_advice(const Profile& profile, const std::string& curr
     }
   }
   if (!fitting.empty()) {
-    const auto best = std::min_element(fitting.begin(), fitting.end(), [](const auto& a, const auto& b) {
-      return a.e.step_ms < b.e.step_ms;
-    });
+    const auto best =
+        std::min_element(fitting.begin(), fitting.end(),
+                         [](const auto& a, const auto& b) { return a.e.step_ms < b.e.step_ms; });
     o << "try " << best->flags << " (estimated peak " << format_bytes(best->e.peak_bytes)
       << ") or --offload auto";
   } else {

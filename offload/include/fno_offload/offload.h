@@ -73,6 +73,10 @@ struct MemorySample {
   std::string event;      // "" for periodic samples, else e.g. "begin block.2"
 };
 
+/// A memory timeline as CSV: a "# comment" line, then t_ms,allocated_bytes,
+/// reserved_bytes,phase,event (what fno_train and fno_bench write, notebooks read).
+std::string timeline_csv(const std::vector<MemorySample>& samples, const std::string& comment);
+
 /// What one training step moved and waited for.
 struct StepStats {
   int64_t saved_tensors = 0;            // pack calls
