@@ -32,13 +32,16 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--policies", o.policies,
-                 "offload policies: none, all, blocks:K, recompute, recompute+offload, auto")
+                 "offload policies: none, slim, all, blocks:K, recompute, recompute+offload, auto")
       ->delimiter(',');
   app.add_option("--warmup", o.warmup, "untimed steps per configuration")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--steps", o.steps, "timed steps per configuration (median reported)")
       ->check(CLI::PositiveNumber);
   app.add_option("--chunks", o.chunks, "batch chunks per stage for the fixed policies")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batches", o.micro_batches,
+                 "run each step as this many micro-batches for the fixed policies")
       ->check(CLI::PositiveNumber);
   app.add_option("--gpu-memory-limit", budget, "budget for auto, e.g. 8GiB (default: free memory)");
   app.add_option("--cap", cap,
@@ -50,8 +53,17 @@ int main(int argc, char** argv) {
   app.add_option("--grid-max", o.grid_max, "upper end of that search")->check(CLI::PositiveNumber);
   app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")
       ->check(CLI::NonNegativeNumber);
+  int64_t inflight_mib = o.max_inflight_bytes >> 20;
+  app.add_option("--max-inflight-mib", inflight_mib,
+                 "device-to-host MiB in flight before forward waits (back-pressure)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--compress", o.compress,
+                 "host storage of offloaded float32 activations: none (lossless) or bf16");
+  app.add_option(
+      "--plan-cache", o.plan_cache_dir,
+      "auto reuses (and keeps) its plans in this directory (default: search every time)");
   app.add_option("--timeline-dir", o.timeline_dir,
                  "write one step's memory timeline per configuration here");
   app.add_option("--trace", o.trace_path,
@@ -67,6 +79,8 @@ int main(int argc, char** argv) {
   }
   try {
     for (const auto& p : o.policies) fno::offload::parse_policy(p);
+    fno::offload::parse_compress(o.compress);
+    o.max_inflight_bytes = inflight_mib << 20;
     if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
     if (!budget.empty()) o.gpu_memory_limit = fno::offload::parse_bytes(budget);
   } catch (const std::invalid_argument& e) {

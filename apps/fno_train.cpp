@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_flag("--print-schema", print_schema, "print the config reference (Markdown) and exit");
   std::string offload_policy, gpu_memory_limit;
   app.add_option("--offload", offload_policy,
-                 "offload saved activations: all (the default when given alone), none, blocks:K, "
+                 "offload saved activations: all (the default when given alone), none, slim, blocks:K, "
                  "recompute, recompute+offload, auto; sets offload.policy")
       ->expected(0, 1)
       ->default_str("all");

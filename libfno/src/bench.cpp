@@ -56,11 +56,14 @@ struct Runner {
       OffloadSettings st;
       st.policy = policy;
       st.chunks = o.chunks;
+      st.micro_batches = o.micro_batches;
       st.gpu_memory_limit = o.gpu_memory_limit;
       st.options.min_bytes(o.min_bytes)
           .prefetch_depth(o.prefetch_depth)
           .max_inflight_bytes(o.max_inflight_bytes)
-          .max_prefetch_bytes(o.max_prefetch_bytes);
+          .max_prefetch_bytes(o.max_prefetch_bytes)
+          .compress(offload::parse_compress(o.compress));
+      st.plan_cache_dir = o.plan_cache_dir;
       s = std::make_unique<OffloadedStep>(model, st);
     }
     return *s;
@@ -84,10 +87,13 @@ struct Runner {
       const auto y = torch::randn({batch, 1, res, res}, torch::kCUDA);
       auto one = [&] {
         optimizer->zero_grad();
-        step.forward_backward(x, [&](const torch::Tensor& out) { return loss(out, y); });
+        // H1Loss adds over batch entries: auto may use micro-batches.
+        step.forward_backward(
+            x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) { return loss(out, yy); });
         optimizer->step();
       };
       for (int64_t i = 0; i < warmup; ++i) one();
+      row.plan_seconds = step.plan_seconds();
       torch::cuda::synchronize();
       c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
       std::vector<double> ms;
@@ -105,6 +111,7 @@ struct Runner {
         sum.bytes_offloaded += st.bytes_offloaded;
         sum.bytes_prefetched += st.bytes_prefetched;
         sum.bytes_fetched_on_demand += st.bytes_fetched_on_demand;
+        sum.bytes_reused_on_device += st.bytes_reused_on_device;
         sum.d2h_seconds += st.d2h_seconds;
         sum.h2d_seconds += st.h2d_seconds;
         sum.forward_wait_ms += st.forward_wait_ms;
@@ -135,6 +142,9 @@ struct Runner {
       row.bytes_offloaded = static_cast<int64_t>(sum.bytes_offloaded / n);
       row.bytes_prefetched = static_cast<int64_t>(sum.bytes_prefetched / n);
       row.bytes_on_demand = static_cast<int64_t>(sum.bytes_fetched_on_demand / n);
+      row.bytes_reused_on_device = static_cast<int64_t>(sum.bytes_reused_on_device / n);
+      row.d2h_busy_ms = sum.d2h_seconds * 1e3 / n;
+      row.h2d_busy_ms = sum.h2d_seconds * 1e3 / n;
       if (sum.d2h_seconds > 0) row.d2h_gbps = sum.bytes_offloaded / sum.d2h_seconds / 1e9;
       if (sum.h2d_seconds > 0) {
         row.h2d_gbps = (sum.bytes_prefetched + sum.bytes_fetched_on_demand) / sum.h2d_seconds / 1e9;
@@ -146,6 +156,8 @@ struct Runner {
       row.status = "ok";
     } catch (const c10::OutOfMemoryError&) {
       row.status = "oom";
+    } catch (const offload::BudgetError& e) {
+      row.status = std::string("over budget: ") + e.what();
     } catch (const c10::Error& e) {
       const std::string what = e.what_without_backtrace();
       row.status = what.find("out of memory") != std::string::npos
@@ -180,9 +192,13 @@ void log_row(const BenchRow& r) {
   if (r.status == "ok") {
     std::cerr << std::fixed << std::setprecision(1) << "  " << r.ms_per_step << " ms/step, peak "
               << offload::format_bytes(r.peak_allocated) << ", offloaded "
-              << offload::format_bytes(r.bytes_offloaded) << ", d2h " << r.d2h_gbps << " GB/s, h2d "
-              << r.h2d_gbps << " GB/s, waits " << r.forward_wait_ms << "/" << r.backward_wait_ms
+              << offload::format_bytes(r.bytes_offloaded) << " (prefetched "
+              << offload::format_bytes(r.bytes_prefetched) << ", on demand "
+              << offload::format_bytes(r.bytes_on_demand) << "), d2h " << r.d2h_gbps
+              << " GB/s busy " << r.d2h_busy_ms << " ms, h2d " << r.h2d_gbps << " GB/s busy "
+              << r.h2d_busy_ms << " ms, waits " << r.forward_wait_ms << "/" << r.backward_wait_ms
               << " ms; plan " << r.plan;
+    if (r.plan_seconds > 0) std::cerr << "; plan search " << r.plan_seconds << " s";
   }
   std::cerr << std::endl;
 }
@@ -243,11 +259,15 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"peak_reserved_bytes\": " << r.peak_reserved
       << ", \"bytes_offloaded\": " << r.bytes_offloaded
       << ", \"bytes_prefetched\": " << r.bytes_prefetched
-      << ", \"bytes_fetched_on_demand\": " << r.bytes_on_demand << ", \"d2h_gbps\": " << r.d2h_gbps
-      << ", \"h2d_gbps\": " << r.h2d_gbps << ", \"forward_wait_ms\": " << r.forward_wait_ms
+      << ", \"bytes_fetched_on_demand\": " << r.bytes_on_demand
+      << ", \"bytes_reused_on_device\": " << r.bytes_reused_on_device
+      << ", \"d2h_gbps\": " << r.d2h_gbps << ", \"h2d_gbps\": " << r.h2d_gbps
+      << ", \"d2h_busy_ms\": " << r.d2h_busy_ms << ", \"h2d_busy_ms\": " << r.h2d_busy_ms
+      << ", \"forward_wait_ms\": " << r.forward_wait_ms
       << ", \"backward_wait_ms\": " << r.backward_wait_ms
-      << ", \"estimated_peak_bytes\": " << r.estimated_peak << ", \"plan\": \""
-      << json_escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+      << ", \"estimated_peak_bytes\": " << r.estimated_peak
+      << ", \"plan_seconds\": " << r.plan_seconds << ", \"plan\": \"" << json_escape(r.plan)
+      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";
   for (size_t i = 0; i < largest.size(); ++i) {
@@ -261,15 +281,17 @@ std::string BenchResult::to_csv() const {
   std::ostringstream c;
   c << std::setprecision(6);
   c << "device,memory_cap_bytes,policy,resolution,batch,status,ms_per_step,peak_allocated_bytes,"
-       "peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_demand,d2h_gbps,h2d_"
-       "gbps,"
-       "forward_wait_ms,backward_wait_ms,estimated_peak_bytes,plan\n";
+       "peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_demand,"
+       "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
+       "backward_wait_ms,estimated_peak_bytes,plan_seconds,plan\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.resolution << ','
       << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ',' << r.peak_allocated << ','
       << r.peak_reserved << ',' << r.bytes_offloaded << ',' << r.bytes_prefetched << ','
-      << r.bytes_on_demand << ',' << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.forward_wait_ms
-      << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ",\"" << r.plan << "\"\n";
+      << r.bytes_on_demand << ',' << r.bytes_reused_on_device << ',' << r.d2h_gbps << ','
+      << r.h2d_gbps << ',' << r.d2h_busy_ms << ',' << r.h2d_busy_ms << ',' << r.forward_wait_ms
+      << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ',' << r.plan_seconds << ",\""
+      << r.plan << "\"\n";
   }
   return c.str();
 }

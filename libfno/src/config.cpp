@@ -118,15 +118,18 @@ const std::vector<Entry>& schema() {
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
       // offload
-      {"offload.policy", Kind::kString, "none", "activation memory policy: none, all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
+      {"offload.policy", Kind::kString, "none", "activation memory policy: none, slim (recompute cheap activations), all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
       {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB, 8GB ('': the device's free memory)"},
       {"offload.chunks", Kind::kInt, "1", "batch chunks per stage for the fixed policies (lowers the transient peak)", 1},
+      {"offload.micro_batches", Kind::kInt, "1", "run each step as this many micro-batches whose gradients add up (the fixed policies; auto picks its own)", 1},
       {"offload.min_bytes", Kind::kInt, "1048576", "saved tensors smaller than this stay on the GPU", 0},
       {"offload.prefetch_depth", Kind::kInt, "1", "backward prefetches this many stages ahead", 0},
       {"offload.max_inflight_mib", Kind::kInt, "1024", "device-to-host MiB in flight before forward waits", 1},
       {"offload.max_prefetch_mib", Kind::kInt, "3072", "prefetched, not yet used MiB at most", 1},
       {"offload.host_memory_limit", Kind::kString, "''", "pinned host memory at most, e.g. 64GiB ('': no limit); beyond it activations stay on the GPU"},
       {"offload.timeline", Kind::kBool, "true", "write memory_timeline.csv: the GPU memory of one training step"},
+      {"offload.compress", Kind::kString, "none", "host storage of offloaded float32 activations: none (lossless) or bf16 (half the PCIe bytes; rounded to bfloat16)"},
+      {"offload.plan_cache", Kind::kString, "''", "directory where auto keeps its chosen plans for reuse by later runs ('': $FNO_PLAN_CACHE, else ~/.cache/fno/plans; none: no cache)"},
       // output
       {"output.dir", Kind::kString, "runs/darcy", "run directory (relative to the working directory); --out overrides"},
       {"output.progress", Kind::kString, "auto", "progress display: bar on a terminal, plain log lines, or none", -kInf, kInf, false, false, {"auto", "bar", "plain", "none"}},
@@ -480,11 +483,19 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.gpu_memory_limit = bytes_key("offload.gpu_memory_limit");
   cfg.host_memory_limit = bytes_key("offload.host_memory_limit");
   cfg.offload_chunks = r("offload.chunks").as<int64_t>();
+  cfg.micro_batches = r("offload.micro_batches").as<int64_t>();
   cfg.offload_min_bytes = r("offload.min_bytes").as<int64_t>();
   cfg.prefetch_depth = r("offload.prefetch_depth").as<int64_t>();
   cfg.max_inflight_mib = r("offload.max_inflight_mib").as<int64_t>();
   cfg.max_prefetch_mib = r("offload.max_prefetch_mib").as<int64_t>();
   cfg.offload_timeline = r("offload.timeline").as<bool>();
+  cfg.offload_compress = r("offload.compress").as<std::string>();
+  try {
+    fno::offload::parse_compress(cfg.offload_compress);
+  } catch (const std::invalid_argument& e) {
+    error(value(*find_entry("offload.compress")).where, "offload.compress", e.what());
+  }
+  cfg.plan_cache = r("offload.plan_cache").as<std::string>();
 
   YAML::Emitter emitter;
   emitter << resolved;

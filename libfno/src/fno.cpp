@@ -41,18 +41,30 @@ void FNOBlocksImpl::reset() {
 torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   TORCH_CHECK(index >= 0 && index < n_layers, "FNOBlocks: block index ", index,
               " out of range [0, ", n_layers, ")");
+  // Blocks pass pre-activations: the GELU that neuraloperator applies at the
+  // end of block i-1 runs at the start of block i, so a block that stores its
+  // input stores one tensor for both (see recompute_cheap()).
+  // x: [B, C, *S] (block 0: the lifting's output; else block i-1's z) -> z: [B, C, *S]
+  const bool first = index == 0;
   const bool last = index == n_layers - 1;
   auto& conv = *convs[index]->as<SpectralConv>();
   const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
   const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
-  // x1 = SpectralConv(x) + W_skip x: the skip's GEMM adds the spectral output
-  // (which carries the spectral bias in its zero mode) in its epilogue.
-  auto y = pointwise_linear(x, skip_w, torch::Tensor(), false, conv.forward(x, /*add_bias=*/true));
-  // x2 = ChannelMLP(GELU(x1)) + g * x; the GELU (not on the last block) runs
-  // inside the MLP's first layer, which stores only x1.
-  y = torch::addcmul(channel_mlp[index]->as<ChannelMLP>()->forward(y, /*gelu_input=*/!last), gate, x);
-  if (!last) y = torch::gelu(y);
-  return y;
+  const auto a = first ? x : torch::gelu(x);
+  // The spectral conv carries its bias in its zero mode.
+  const auto s = conv.forward(a, /*add_bias=*/true);
+  auto& mlp = *channel_mlp[index]->as<ChannelMLP>();
+  if (recompute_cheap() && mlp.fcs->size() == 2) {
+    const auto& fc0 = *mlp.fcs[0]->as<PointwiseLinear>();
+    const auto& fc1 = *mlp.fcs[1]->as<PointwiseLinear>();
+    return block_tail(x, a, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate,
+                      /*gelu_input=*/!first, /*gelu_mid=*/!last);
+  }
+  // y1 = SpectralConv(a) + W_skip a: the skip's GEMM adds the spectral output
+  // in its epilogue. z = ChannelMLP(GELU(y1)) + g * a; the GELU (not on the
+  // last block) runs inside the MLP's first layer, which stores only y1.
+  const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
+  return torch::addcmul(mlp.forward(y1, /*gelu_input=*/!last), gate, a);
 }
 
 // ---------------------------------------------------------------------------
@@ -92,18 +104,19 @@ void FNOImpl::reset() {
   if (options.positional_embedding()) {
     positional_embedding = register_module("positional_embedding", GridEmbedding(n));
   }
-  fno_blocks = register_module(
-      "fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(), options.n_layers(),
-                              options.channel_mlp_expansion()));
+  fno_blocks =
+      register_module("fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(),
+                                              options.n_layers(), options.channel_mlp_expansion()));
   const int64_t lift_in = options.in_channels() + (options.positional_embedding() ? n : 0);
   if (lifting_channels() > 0) {
-    lifting = register_module("lifting", ChannelMLP(ChannelMLPOptions(
-                                             lift_in, options.hidden_channels(), lifting_channels())));
+    lifting = register_module(
+        "lifting",
+        ChannelMLP(ChannelMLPOptions(lift_in, options.hidden_channels(), lifting_channels())));
   } else {
     lifting = register_module(
-        "lifting", ChannelMLP(ChannelMLPOptions(lift_in, options.hidden_channels(),
-                                                options.hidden_channels())
-                                  .n_layers(1)));
+        "lifting",
+        ChannelMLP(ChannelMLPOptions(lift_in, options.hidden_channels(), options.hidden_channels())
+                       .n_layers(1)));
   }
   projection = register_module(
       "projection", ChannelMLP(ChannelMLPOptions(options.hidden_channels(), options.out_channels(),
@@ -132,8 +145,8 @@ std::vector<int64_t> FNOImpl::padding_for(torch::IntArrayRef spatial) const {
 }
 
 torch::Tensor FNOImpl::forward_lift(torch::Tensor x) {
-  TORCH_CHECK(x.dim() == n_dim() + 2, "FNO: expected a ", n_dim() + 2,
-              "-d input [B, C, *S] for a ", n_dim(), "-d FNO, got shape ", x.sizes());
+  TORCH_CHECK(x.dim() == n_dim() + 2, "FNO: expected a ", n_dim() + 2, "-d input [B, C, *S] for a ",
+              n_dim(), "-d FNO, got shape ", x.sizes());
   TORCH_CHECK(x.size(1) == options.in_channels(), "FNO: expected ", options.in_channels(),
               " input channels, got ", x.size(1));
   if (positional_embedding) x = positional_embedding->forward(x);
@@ -169,6 +182,7 @@ torch::Tensor FNOImpl::forward(torch::Tensor x) {
   // x: [B, Cin, *S] -> [B, hidden, *S'] -> blocks -> [B, Cout, *S]
   const auto spatial = x.sizes().slice(2).vec();
   x = forward_lift(std::move(x));
+  // Blocks pass pre-activations; the last block's output has none after it.
   for (int64_t i = 0; i < options.n_layers(); ++i) x = forward_block(x, i);
   return forward_project(std::move(x), spatial);
 }

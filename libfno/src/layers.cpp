@@ -130,7 +130,8 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
       const auto h = gelu ? torch::gelu(x) : x;
       gw = torch::bmm(gy, h.transpose(1, 2)).sum(0);
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) gb = gy.sum(torch::IntArrayRef{0, 2});
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
+      gb = gy.sum(torch::IntArrayRef{0, 2});
     // needs_input_grad counts the tensors given: x, w, then b and r when present.
     torch::Tensor gr;
     const size_t r_edge = ctx->saved_data["has_bias"].toBool() ? 3 : 2;
@@ -161,6 +162,208 @@ torch::Tensor pointwise_linear(const torch::Tensor& x, const torch::Tensor& weig
       .view(out_shape);
 }
 
+// ---------------------------------------------------------------------------
+// Activation memory: store the expensive, recompute the cheap
+// ---------------------------------------------------------------------------
+namespace {
+thread_local bool t_recompute_cheap = false;
+}
+
+RecomputeCheapGuard::RecomputeCheapGuard() : previous_(t_recompute_cheap) {
+  t_recompute_cheap = true;
+}
+RecomputeCheapGuard::~RecomputeCheapGuard() { t_recompute_cheap = previous_; }
+bool recompute_cheap() { return t_recompute_cheap; }
+
+namespace {
+
+// Grid sizes from which backward works per batch entry: weight-gradient GEMMs
+// with one long reduction each (which cuBLAS splits), and recomputed hidden
+// layers one entry at a time, so the transient is one entry's.
+constexpr int64_t kPerEntry = int64_t{1} << 16;
+
+// [Cout, Cin] x [B, Cin, N] (+ b [Cout]) (+ r [B, Cout, N]) -> [B, Cout, N]
+torch::Tensor lin(const torch::Tensor& w, const torch::Tensor& x, const torch::Tensor& b,
+                  const torch::Tensor& r = {}) {
+  const auto wb = w.unsqueeze(0).expand({x.size(0), -1, -1});
+  if (r.defined()) {
+    auto y = torch::baddbmm(r, wb, x);
+    return b.defined() ? y.add_(b.view({1, -1, 1})) : y;
+  }
+  return b.defined() ? torch::baddbmm(b.view({1, -1, 1}), wb, x) : torch::bmm(wb, x);
+}
+
+// gw += sum_b gy_b h_b^T: [Cout, Cin]
+void add_wgrad(torch::Tensor& gw, const torch::Tensor& gy, const torch::Tensor& h) {
+  if (gy.size(0) == 1) {
+    gw.addmm_(gy[0], h[0].t());
+  } else {
+    gw.add_(torch::bmm(gy, h.transpose(1, 2)).sum(0));
+  }
+}
+
+// W^T g into out: [B, Cin, N]
+void lin_t_into(torch::Tensor out, const torch::Tensor& w, const torch::Tensor& g) {
+  at::bmm_out(out, w.t().unsqueeze(0).expand({g.size(0), -1, -1}), g);
+}
+
+// Runs f(first, count) over the batch: one slice on short grids, one entry per
+// slice on long ones.
+template <typename F>
+void over_batch(int64_t batch, int64_t n, F&& f) {
+  if (n < kPerEntry) {
+    f(int64_t{0}, batch);
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i) f(i, int64_t{1});
+}
+
+torch::Tensor zeros_or_none(const torch::Tensor& like, bool needed) {
+  return needed && like.defined() ? torch::zeros_like(like) : torch::Tensor();
+}
+
+// channel_mlp2 on [B, C, N]: stores x; backward recomputes h = W1 act(x) + b1.
+class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w1, const torch::Tensor& b1,
+                               const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input) {
+    ctx->save_for_backward({x, w1, b1, w2, b2});
+    ctx->saved_data["gelu"] = gelu_input;
+    const auto h = lin(w1, gelu_input ? torch::gelu(x) : x, b1);
+    return lin(w2, torch::gelu(h), b2);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w1 = saved[1], &b1 = saved[2], &w2 = saved[3], &b2 = saved[4];
+    const bool gelu_input = ctx->saved_data["gelu"].toBool();
+    const auto gy = grads[0].contiguous();
+    auto gw1 = torch::zeros_like(w1), gw2 = torch::zeros_like(w2);
+    auto gb1 = zeros_or_none(b1, true), gb2 = zeros_or_none(b2, true);
+    torch::Tensor gx;
+    if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
+    over_batch(x.size(0), x.size(2), [&](int64_t i, int64_t n) {
+      const auto xs = x.narrow(0, i, n), gys = gy.narrow(0, i, n);
+      const auto as = gelu_input ? torch::gelu(xs) : xs;
+      const auto h = lin(w1, as, b1);
+      add_wgrad(gw2, gys, torch::gelu(h));
+      if (gb2.defined()) gb2.add_(gys.sum(torch::IntArrayRef{0, 2}));
+      auto dh = torch::bmm(w2.t().unsqueeze(0).expand({n, -1, -1}), gys);
+      at::gelu_backward_out(dh, dh, h);
+      add_wgrad(gw1, dh, as);
+      if (gb1.defined()) gb1.add_(dh.sum(torch::IntArrayRef{0, 2}));
+      if (gx.defined()) {
+        auto gxs = gx.narrow(0, i, n);
+        lin_t_into(gxs, w1, dh);
+        if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
+      }
+    });
+    return {gx, gw1, gb1, gw2, gb2, torch::Tensor()};
+  }
+};
+
+// block_tail on [B, C, N]: stores x (or a, without the input GELU) and y1.
+class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& a, const torch::Tensor& s,
+                               const torch::Tensor& w_skip, const torch::Tensor& w1,
+                               const torch::Tensor& b1, const torch::Tensor& w2,
+                               const torch::Tensor& b2, const torch::Tensor& gate, bool gelu_input,
+                               bool gelu_mid) {
+    const auto y1 = lin(w_skip, a, torch::Tensor(), s);
+    const auto h = lin(w1, gelu_mid ? torch::gelu(y1) : y1, b1);
+    auto z = lin(w2, torch::gelu(h), b2);
+    z.addcmul_(gate, a);
+    ctx->save_for_backward({gelu_input ? x : a, y1, w_skip, w1, b1, w2, b2, gate});
+    ctx->saved_data["gelu"] = gelu_input;
+    ctx->saved_data["gelu_mid"] = gelu_mid;
+    return z;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &in = saved[0], &y1 = saved[1], &w_skip = saved[2], &w1 = saved[3], &b1 = saved[4],
+               &w2 = saved[5], &b2 = saved[6], &gate = saved[7];
+    const bool gelu_input = ctx->saved_data["gelu"].toBool();
+    const bool gelu_mid = ctx->saved_data["gelu_mid"].toBool();
+    const auto dz = grads[0].contiguous();
+    const int64_t batch = dz.size(0);
+    auto gw_skip = torch::zeros_like(w_skip), gw1 = torch::zeros_like(w1),
+         gw2 = torch::zeros_like(w2);
+    auto gb1 = zeros_or_none(b1, true), gb2 = zeros_or_none(b2, true);
+    auto g_gate = torch::zeros({gate.size(1)}, gate.options());
+    auto da = torch::empty_like(dz), ds = torch::empty_like(dz);
+    over_batch(batch, dz.size(2), [&](int64_t i, int64_t n) {
+      const auto dzs = dz.narrow(0, i, n), y1s = y1.narrow(0, i, n);
+      const auto as = gelu_input ? torch::gelu(in.narrow(0, i, n)) : in.narrow(0, i, n);
+      const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;
+      const auto h = lin(w1, g1, b1);
+      add_wgrad(gw2, dzs, torch::gelu(h));
+      if (gb2.defined()) gb2.add_(dzs.sum(torch::IntArrayRef{0, 2}));
+      auto dh = torch::bmm(w2.t().unsqueeze(0).expand({n, -1, -1}), dzs);
+      at::gelu_backward_out(dh, dh, h);
+      add_wgrad(gw1, dh, g1);
+      if (gb1.defined()) gb1.add_(dh.sum(torch::IntArrayRef{0, 2}));
+      auto dy1 = ds.narrow(0, i, n);  // the spectral output's gradient is dy1
+      lin_t_into(dy1, w1, dh);
+      if (gelu_mid) at::gelu_backward_out(dy1, dy1, y1s);
+      add_wgrad(gw_skip, dy1, as);
+      g_gate.add_((dzs * as).sum(torch::IntArrayRef{0, 2}));
+      auto das = da.narrow(0, i, n);
+      lin_t_into(das, w_skip, dy1);
+      das.addcmul_(gate, dzs);
+    });
+    return {torch::Tensor(),
+            da,
+            ds,
+            gw_skip,
+            gw1,
+            gb1,
+            gw2,
+            gb2,
+            g_gate.view(gate.sizes()),
+            torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+torch::Tensor flat_weight(const torch::Tensor& w) { return w.dim() == 3 ? w.squeeze(-1) : w; }
+torch::Tensor flat_or_none(const torch::Tensor& b) { return b.defined() ? b.view({-1}) : b; }
+
+}  // namespace
+
+torch::Tensor channel_mlp2(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
+                           const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input) {
+  TORCH_CHECK(x.dim() >= 3, "channel_mlp2: expected input [B, C, *S], got shape ", x.sizes());
+  TORCH_CHECK(w1.size(1) == x.size(1) && w2.size(1) == w1.size(0), "channel_mlp2: weights ",
+              w1.sizes(), " and ", w2.sizes(), " do not fit input ", x.sizes());
+  auto out_shape = x.sizes().vec();
+  out_shape[1] = w2.size(0);
+  // x: [B, Cin, *S] -> [B, Cin, N] -> [B, Cout, N] -> [B, Cout, *S]
+  return ChannelMLP2Fn::apply(x.flatten(2).contiguous(), flat_weight(w1), flat_or_none(b1),
+                              flat_weight(w2), flat_or_none(b2), gelu_input)
+      .view(out_shape);
+}
+
+torch::Tensor block_tail(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& s,
+                         const torch::Tensor& w_skip, const torch::Tensor& w1,
+                         const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                         const torch::Tensor& gate, bool gelu_input, bool gelu_mid) {
+  TORCH_CHECK(a.sizes() == s.sizes() && x.sizes() == a.sizes(), "block_tail: x ", x.sizes(), ", a ",
+              a.sizes(), " and s ", s.sizes(), " must have one shape");
+  const auto shape = a.sizes().vec();
+  // [B, C, *S] -> [B, C, N]; the gate [1, C, 1...] -> [1, C, 1]
+  const auto flat = [](const torch::Tensor& t) { return t.flatten(2).contiguous(); };
+  return BlockTailFn::apply(flat(x), gelu_input ? flat(a) : flat(x), flat(s), flat_weight(w_skip),
+                            flat_weight(w1), flat_or_none(b1), flat_weight(w2), flat_or_none(b2),
+                            gate.reshape({1, -1, 1}), gelu_input, gelu_mid)
+      .view(shape);
+}
+
 torch::Tensor PointwiseLinearImpl::forward(const torch::Tensor& x) { return forward(x, false); }
 
 torch::Tensor PointwiseLinearImpl::forward(const torch::Tensor& x, bool gelu_input) {
@@ -172,9 +375,7 @@ torch::Tensor PointwiseLinearImpl::forward(const torch::Tensor& x, bool gelu_inp
 // ---------------------------------------------------------------------------
 // ChannelMLP
 // ---------------------------------------------------------------------------
-ChannelMLPImpl::ChannelMLPImpl(const ChannelMLPOptions& options_) : options(options_) {
-  reset();
-}
+ChannelMLPImpl::ChannelMLPImpl(const ChannelMLPOptions& options_) : options(options_) { reset(); }
 
 void ChannelMLPImpl::reset() {
   const int64_t n = options.n_layers();
@@ -188,17 +389,23 @@ void ChannelMLPImpl::reset() {
 }
 
 void ChannelMLPImpl::pretty_print(std::ostream& stream) const {
-  stream << "fno::ChannelMLP(in=" << options.in_channels() << ", hidden="
-         << options.hidden_channels() << ", out=" << options.out_channels()
+  stream << "fno::ChannelMLP(in=" << options.in_channels()
+         << ", hidden=" << options.hidden_channels() << ", out=" << options.out_channels()
          << ", n_layers=" << options.n_layers() << ")";
 }
 
 torch::Tensor ChannelMLPImpl::forward(torch::Tensor x) { return forward(std::move(x), false); }
 
 torch::Tensor ChannelMLPImpl::forward(torch::Tensor x, bool gelu_input) {
+  const int64_t n = static_cast<int64_t>(fcs->size());
+  if (n == 2 && recompute_cheap()) {
+    // One function that stores only x and recomputes the hidden layer.
+    const auto& l0 = *fcs[0]->as<PointwiseLinear>();
+    const auto& l1 = *fcs[1]->as<PointwiseLinear>();
+    return channel_mlp2(x, l0.weight, l0.bias, l1.weight, l1.bias, gelu_input);
+  }
   // Each GELU runs inside the next layer (PointwiseLinear::forward(x, true)),
   // which keeps only its input for backward.
-  const int64_t n = static_cast<int64_t>(fcs->size());
   for (int64_t i = 0; i < n; ++i) {
     x = fcs[i]->as<PointwiseLinear>()->forward(x, i > 0 || gelu_input);
   }
@@ -233,8 +440,8 @@ LinearSkipImpl::LinearSkipImpl(int64_t in_channels_, int64_t out_channels_)
 }
 
 void LinearSkipImpl::reset() {
-  conv = register_module("conv",
-                         PointwiseLinear(PointwiseLinearOptions(in_channels, out_channels).bias(false)));
+  conv = register_module(
+      "conv", PointwiseLinear(PointwiseLinearOptions(in_channels, out_channels).bias(false)));
 }
 
 torch::Tensor LinearSkipImpl::forward(const torch::Tensor& x) { return conv->forward(x); }
@@ -307,8 +514,8 @@ struct RealDft {
 RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
   static std::mutex mu;
   static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, RealDft> cache;
-  const auto key = std::make_tuple(n, k, options.device().str(),
-                                   c10::typeMetaToScalarType(options.dtype()));
+  const auto key =
+      std::make_tuple(n, k, options.device().str(), c10::typeMetaToScalarType(options.dtype()));
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   auto f64 = torch::TensorOptions().dtype(torch::kDouble);
@@ -339,8 +546,8 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   const auto n_dim = static_cast<int64_t>(options.n_modes().size());
   TORCH_CHECK(x.dim() == n_dim + 2, "SpectralConv: expected a ", n_dim + 2,
               "-d input [B, C, *S], got shape ", x.sizes());
-  TORCH_CHECK(x.size(1) == options.in_channels(), "SpectralConv: expected ",
-              options.in_channels(), " input channels, got ", x.size(1));
+  TORCH_CHECK(x.size(1) == options.in_channels(), "SpectralConv: expected ", options.in_channels(),
+              " input channels, got ", x.size(1));
   const auto spatial = x.sizes().slice(2).vec();
   const int64_t last = n_dim + 1;
   const int64_t n_half = spatial.back() / 2 + 1;
@@ -382,8 +589,7 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   }
 
   // Channel mixing per mode: [B, Cin, K...] x [Cin, Cout, K...] -> [B, Cout, K...]
-  static const char* kEquations[] = {"bix,iox->box", "bixy,ioxy->boxy",
-                                     "bixyz,ioxyz->boxyz"};
+  static const char* kEquations[] = {"bix,iox->box", "bixy,ioxy->boxy", "bixyz,ioxyz->boxyz"};
   auto out = torch::einsum(kEquations[n_dim - 1], {x_ft, w});
   if (add_bias && bias.defined()) {
     // The bias, added to the zero-frequency mode, comes out at every grid point

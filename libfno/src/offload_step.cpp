@@ -5,8 +5,17 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
 
+#include <ATen/cuda/CUDAContext.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -24,6 +33,116 @@ offload::Profile profile_batch(FNO& model, const std::vector<offload::Stage>& st
 
 }  // namespace
 
+std::string default_plan_cache_dir() {
+  if (const char* d = std::getenv("FNO_PLAN_CACHE"); d != nullptr) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d != nullptr && *d) {
+    return std::string(d) + "/fno/plans";
+  }
+  if (const char* d = std::getenv("HOME"); d != nullptr && *d) {
+    return std::string(d) + "/.cache/fno/plans";
+  }
+  return "";
+}
+
+namespace {
+
+// What a plan depends on, as one line: a cached plan is reused only for the same key.
+std::string plan_key(const FNO& model, const at::Tensor& x, int64_t budget,
+                     const offload::OffloadOptions& o) {
+  const auto& m = model->options;
+  std::ostringstream k;
+  k << "fno-offload-plan v1; model modes=" << torch::IntArrayRef(m.n_modes())
+    << " in=" << m.in_channels() << " out=" << m.out_channels() << " hidden=" << m.hidden_channels()
+    << " layers=" << m.n_layers() << " lifting=" << model->lifting_channels()
+    << " projection=" << model->projection_channels() << " mlp=" << m.channel_mlp_expansion()
+    << " embedding=" << m.positional_embedding() << " padding=[";
+  for (double d : m.domain_padding()) k << d << ' ';
+  k << "]; input " << x.sizes() << ' ' << x.scalar_type() << "; budget " << budget << "; device ";
+  if (x.is_cuda()) {
+    k << at::cuda::getDeviceProperties(x.device().index())->name << " ("
+      << offload::device_total_bytes() << " B)";
+  } else {
+    k << x.device();
+  }
+  k << "; min_bytes=" << o.min_bytes() << " prefetch_depth=" << o.prefetch_depth()
+    << " max_inflight=" << o.max_inflight_bytes() << " max_prefetch=" << o.max_prefetch_bytes()
+    << " compress=" << offload::to_string(o.compress());
+  return k.str();
+}
+
+std::string key_file_name(const std::string& key) {
+  // FNV-1a, 64 bits: a file name per key (the key itself is inside the file).
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "plan-%016llx.txt", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// A plan file: "key: ...", "plan: ...", "peak_bytes: N", "ms: X".
+struct PlanRecord {
+  std::string key, plan;
+  int64_t peak = 0;
+  double ms = 0;
+};
+
+std::optional<PlanRecord> read_plan_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  PlanRecord r;
+  std::string line;
+  while (std::getline(f, line)) {
+    const auto colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    const auto k = line.substr(0, colon), v = line.substr(colon + 2);
+    try {
+      if (k == "key") r.key = v;
+      if (k == "plan") r.plan = v;
+      if (k == "peak_bytes") r.peak = std::stoll(v);
+      if (k == "ms") r.ms = std::stod(v);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  if (r.key.empty() || r.plan.empty()) return std::nullopt;
+  return r;
+}
+
+// Written to a temporary file and renamed: a reader never sees half a plan.
+void write_plan_file(const std::string& path, const PlanRecord& r) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const auto tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    f << "key: " << r.key << "\nplan: " << r.plan << "\npeak_bytes: " << r.peak << "\nms: " << r.ms
+      << "\n";
+    if (!f) {
+      std::cerr << "offload auto: warning: cannot write the plan to " << path << "\n";
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::cerr << "offload auto: warning: cannot write the plan to " << path << "\n";
+    fs::remove(tmp, ec);
+  }
+}
+
+}  // namespace
+
+// One step's input and loss: either loss(out) for the whole batch, or
+// loss2(out, y) that adds over batch entries (then micro-batches are possible).
+struct StepBatch {
+  at::Tensor x, y;
+  std::function<at::Tensor(const at::Tensor&)> loss;
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> loss2;
+  bool mean = false;  // loss2 averages over entries (each micro-batch is weighted by its share)
+  bool can_split() const { return static_cast<bool>(loss2); }
+};
+
 struct OffloadedStep::Impl {
   FNO model{nullptr};
   OffloadSettings settings;
@@ -35,114 +154,184 @@ struct OffloadedStep::Impl {
   offload::Profile profile;
   offload::Estimate estimate;
   bool profiled = false;
-  bool fits = true;
   offload::StepStats stats;
   bool record_next = false;
+  double plan_seconds = 0;
+  std::string plan_source;
 
-  // One step under `plan` (gradients discarded): host ms and peak bytes.
-  std::pair<double, int64_t> trial(const offload::Plan& trial_plan, const at::Tensor& x,
-                                   const std::function<at::Tensor(const at::Tensor&)>& loss) {
-    offloader->begin_step();
-    const auto t0 = std::chrono::steady_clock::now();
-    {
-      offload::OffloadGuard guard(*offloader, offload::Level::kKeep);
-      loss(offload::run_stages(stages, trial_plan, x, offloader.get())).backward();
+  // Forward and backward of `b` under `run_plan`, micro-batch by micro-batch;
+  // the loss (summed over micro-batches), detached.
+  at::Tensor run(const offload::Plan& run_plan, const StepBatch& b) {
+    std::optional<offload::OffloadGuard> guard;
+    if (offloader->active()) guard.emplace(*offloader, offload::Level::kKeep);
+    const int64_t k = std::min(run_plan.micro_batches, b.x.size(0));
+    if (k <= 1) {
+      auto out = offload::run_stages(stages, run_plan, b.x, offloader.get());
+      auto l = b.loss2 ? b.loss2(out, b.y) : b.loss(out);
+      offloader->mark("loss");
+      l.backward();
+      return l.detach();
     }
-    if (x.is_cuda()) torch::cuda::synchronize();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const auto st = offloader->end_step();
-    return {ms, st.peak_allocated};
+    TORCH_CHECK(b.can_split(), "fno: a plan of micro-batches needs a loss over (output, target)");
+    const int64_t batch = b.x.size(0);
+    at::Tensor total;
+    int64_t first = 0;
+    for (int64_t n : offload::split_sizes(batch, k)) {
+      // x: [B, ...] -> [n, ...]; the gradients of the micro-batches add up.
+      auto out = offload::run_stages(stages, run_plan, b.x.narrow(0, first, n), offloader.get());
+      auto l = b.loss2(out, b.y.narrow(0, first, n));
+      if (b.mean) l = l * (static_cast<double>(n) / static_cast<double>(batch));
+      offloader->mark("loss");
+      l.backward();
+      total = total.defined() ? total + l.detach() : l.detach();
+      first += n;
+    }
+    return total;
   }
 
-  void make_plan(const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& loss) {
+  // One step under `plan` (gradients discarded): host ms and peak bytes. A
+  // step that had to grow the pinned pool (cudaHostAlloc: ~0.6 s/GiB) runs again.
+  std::pair<double, int64_t> trial(const offload::Plan& trial_plan, const StepBatch& b) {
+    for (int attempt = 0;; ++attempt) {
+      offloader->begin_step();
+      const auto t0 = std::chrono::steady_clock::now();
+      run(trial_plan, b);
+      if (b.x.is_cuda()) torch::cuda::synchronize();
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const auto st = offloader->end_step();
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      const bool grew = st.host_pinned_bytes > pinned_seen;
+      pinned_seen = std::max(pinned_seen, st.host_pinned_bytes);
+      if (!grew || attempt > 0) return {ms, st.peak_allocated};
+    }
+  }
+  int64_t pinned_seen = 0;
+
+  // A plan read from a file, when it holds this key and names these stages.
+  std::optional<PlanRecord> cached(const std::string& path, const std::string& key) {
+    if (path.empty()) return std::nullopt;
+    auto r = read_plan_file(path);
+    if (!r || r->key != key) return std::nullopt;
+    try {
+      plan = offload::parse_plan(r->plan, stages);
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;
+    }
+    return r;
+  }
+
+  void make_plan(const StepBatch& b) {
+    const auto& x = b.x;
     shape = x.sizes().vec();
     stages = fno_stages(model, x.sizes().slice(2).vec());
     if (policy.kind != offload::Policy::Kind::kAuto) {
-      plan = offload::plan_for_policy(policy, stages, settings.chunks);
+      plan = offload::plan_for_policy(policy, stages, std::min(settings.chunks, x.size(0)));
+      plan.micro_batches = b.can_split() ? settings.micro_batches : 1;
       return;
     }
-    // Profile one batch entry with everything kept, scale to the batch, rank
-    // the plans by the model, then measure the best few on the real batch:
-    // the fastest one measured within the budget wins.
-    profile = profile_batch(model, stages, x);
     const int64_t budget =
         settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
-    std::cerr << profile.table() << "\n";
-    // The model's best few, then the best few of a structured family that the
-    // model may misjudge either way: the first k blocks recompute+offload and
-    // the rest recompute, lifting offloaded or recomputed, projection kept or
-    // recomputed, and uniform recompute plans, at a few chunk counts.
-    auto candidates = offload::rank_plans(profile, budget, settings.options, kCandidates);
-    std::vector<std::pair<offload::Plan, offload::Estimate>> family;
-    const size_t n = stages.size();
-    const int64_t n_blocks = static_cast<int64_t>(n) - 2;
-    for (int64_t k = 0; k <= n_blocks; ++k) {
-      for (auto lift : {offload::Level::kOffload, offload::Level::kRecomputeOffload,
-                        offload::Level::kRecompute}) {
-        for (auto proj : {offload::Level::kKeep, offload::Level::kRecompute}) {
-          for (int64_t edge : {1, 2, 4}) {
-            for (int64_t inner : {1, 2}) {
-              if (edge > x.size(0) || inner > x.size(0)) continue;
-              offload::Plan f;
-              f.stages.resize(n);
-              f.stages[0] = {lift, edge};
-              for (int64_t b = 0; b < n_blocks; ++b) {
-                f.stages[static_cast<size_t>(b + 1)] = {
-                    b < k ? offload::Level::kRecomputeOffload : offload::Level::kRecompute, inner};
-              }
-              f.stages[n - 1] = {proj, edge};
-              family.emplace_back(f, offload::estimate(profile, f, settings.options));
-            }
-          }
+    const auto key =
+        plan_key(model, x, budget, settings.options) + (b.can_split() ? "; micro-batches" : "");
+    const std::string cache_path = settings.plan_cache_dir.empty()
+                                       ? std::string()
+                                       : settings.plan_cache_dir + "/" + key_file_name(key);
+    for (const auto& path : {settings.plan_file, cache_path}) {
+      if (auto r = cached(path, key)) {
+        profiled = true;
+        estimate = {};
+        estimate.peak_bytes = r->peak;
+        estimate.step_ms = r->ms;
+        plan_seconds = 0;
+        plan_source = path;
+        std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
+                  << plan.to_string(stages) << " from " << path << " (measured peak "
+                  << offload::format_bytes(r->peak) << ", " << r->ms << " ms/step)\n";
+        if (path != settings.plan_file && !settings.plan_file.empty()) {
+          write_plan_file(settings.plan_file, *r);
         }
+        return;
       }
     }
-    std::sort(family.begin(), family.end(),
-              [](const auto& a, const auto& b) { return a.second.step_ms < b.second.step_ms; });
-    const auto add = [&](std::pair<offload::Plan, offload::Estimate> f) {
+    const auto t_search = std::chrono::steady_clock::now();
+    search(b, budget);
+    plan_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t_search).count();
+    plan_source = "search";
+    std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
+              << plan.to_string(stages) << "; measured peak "
+              << offload::format_bytes(estimate.peak_bytes) << ", " << estimate.step_ms
+              << " ms/step; search " << plan_seconds << " s\n";
+    const PlanRecord record{key, plan.to_string(stages), estimate.peak_bytes, estimate.step_ms};
+    for (const auto& path : {settings.plan_file, cache_path}) {
+      if (!path.empty()) write_plan_file(path, record);
+    }
+  }
+
+  // Profile one batch entry with everything kept, scale it to the batch, rank
+  // plans by the model (offload/planner.h), and measure a few on the real
+  // batch: the fastest measured within the budget wins. The model ranks;
+  // only measurements decide, and a plan over budget is never taken.
+  void search(const StepBatch& b, int64_t budget) {
+    const auto& x = b.x;
+    profile = profile_batch(model, stages, x);
+    profiled = true;
+    std::cerr << profile.table() << "\n";
+    std::vector<std::pair<offload::Plan, offload::Estimate>> candidates;
+    const auto add = [&](const offload::Plan& f) {
       for (const auto& c : candidates) {
-        if (c.first.to_string(stages) == f.first.to_string(stages)) return false;
+        if (c.first.to_string(stages) == f.to_string(stages)) return;
       }
-      candidates.push_back(std::move(f));
-      return true;
+      candidates.emplace_back(f, offload::estimate(profile, f, settings.options));
     };
-    size_t added = 0;
-    for (auto& f : family) {
-      if (added >= kFamilyTrials) break;
-      if (f.second.peak_bytes <= budget * 3 / 2 && add(f)) ++added;
+    // The model's fastest plans of distinct level patterns within a slack of
+    // the budget (the model is coarse in both directions), then the uniform
+    // recompute+offload plans as a safe floor, and the model's least-memory plan.
+    const bool micro = b.can_split();
+    for (auto& c : offload::rank_plans(profile, budget, settings.options, kRanked, 1.25, micro)) {
+      add(c.first);
     }
-    // Always measured: the uniform recompute plans, and the model's plan of
-    // least memory (the fallback when nothing measured fits).
-    for (const char* name : {"recompute", "recompute+offload"}) {
-      for (int64_t chunks : {1, 2, 4}) {
-        if (chunks > x.size(0)) continue;
-        auto f = offload::plan_for_policy(offload::parse_policy(name), stages, chunks);
-        add({f, offload::estimate(profile, f, settings.options)});
-      }
+    for (int64_t chunks = 1; chunks <= x.size(0) && chunks <= 8; chunks *= 2) {
+      add(offload::plan_for_policy(offload::parse_policy("recompute+offload"), stages, chunks));
     }
     {
       offload::Estimate e;
-      bool model_fits = false;
-      auto f = offload::plan_for_budget(profile, 1, settings.options, &e, &model_fits);
-      add({f, e});
+      bool fits = false;
+      add(offload::plan_for_budget(profile, 1, settings.options, &e, &fits, micro));
     }
-    profiled = true;
-    fits = false;
+    // Fastest estimate first; measure until a fitting plan is found and the
+    // remaining candidates are estimated much slower than it.
+    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+      return a.second.step_ms < b.second.step_ms;
+    });
+    // A margin for step-to-step variation of the peak (allocator state, copy timing).
+    const auto limit = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kMargin));
+    bool fits = false, warm = false;
     double best_ms = std::numeric_limits<double>::infinity();
     int64_t least_peak = std::numeric_limits<int64_t>::max();
-    offload::Plan least_plan;
-    for (const auto& [cand, est] : candidates) {
+    std::string least_plan;
+    struct Measured {
+      size_t i;
+      double ms;
+      int64_t peak;
+    };
+    std::vector<Measured> fitting;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const auto& [cand, est] = candidates[i];
+      if (fits && est.step_ms > kSkipAbove * best_ms) continue;
       double ms = 0;
       int64_t peak = 0;
       std::string status = "ok";
       try {
-        trial(cand, x, loss);  // warm-up: pinned pool, plans
-        std::tie(ms, peak) = trial(cand, x, loss);
+        if (!warm) trial(cand, b);  // cuFFT plans, workspaces, the pinned pool
+        std::tie(ms, peak) = trial(cand, b);
+        warm = true;
       } catch (const c10::OutOfMemoryError&) {
         status = "out of memory";
+        for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+        c10::cuda::CUDACachingAllocator::emptyCache();
       }
-      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
       std::cerr << "offload auto: trial " << cand.to_string(stages) << ": estimated "
                 << offload::format_bytes(est.peak_bytes) << ", " << est.step_ms << " ms; "
                 << (status == "ok" ? "measured " + offload::format_bytes(peak) + ", " +
@@ -150,49 +339,91 @@ struct OffloadedStep::Impl {
                                    : status)
                 << "\n";
       if (status != "ok") continue;
-      if (peak <= budget && ms < best_ms) {
-        best_ms = ms;
-        plan = cand;
-        estimate = est;
-        estimate.peak_bytes = peak;
-        estimate.step_ms = ms;
-        fits = true;
-      }
       if (peak < least_peak) {
         least_peak = peak;
-        least_plan = cand;
+        least_plan = cand.to_string(stages);
+      }
+      if (peak <= limit) {
+        fitting.push_back({i, ms, peak});
+        best_ms = std::min(best_ms, ms);
+        fits = true;
       }
     }
     if (!fits) {
-      // Nothing measured fits: the plan of least measured peak (or, if every
-      // trial failed, the model's plan of least memory).
-      if (!least_plan.stages.empty()) {
-        plan = least_plan;
-        estimate.peak_bytes = least_peak;
-      } else {
-        bool model_fits = false;
-        plan = offload::plan_for_budget(profile, budget, settings.options, &estimate, &model_fits);
-      }
+      throw offload::BudgetError(
+          "offload auto: no plan keeps a step of batch " + c10::str(x.sizes()) + " within " +
+          offload::format_bytes(budget) +
+          (least_plan.empty() ? std::string(": every trial ran out of memory")
+                              : ": the least peak measured is " +
+                                    offload::format_bytes(least_peak) + " (" + least_plan + ")") +
+          "; raise the budget (--gpu-memory-limit), or lower data.batch_size or the grid");
     }
-    std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
-              << plan.to_string(stages) << "; "
-              << (fits ? "measured peak " + offload::format_bytes(estimate.peak_bytes) + ", " +
-                             std::to_string(estimate.step_ms) + " ms/step"
-                       : std::string("NOTHING FITS the budget: this is the plan of least memory"))
-              << "\n";
+    // The two fastest fitting plans once more (one step each is noisy); the
+    // larger of the two peaks seen counts.
+    std::sort(fitting.begin(), fitting.end(),
+              [](const Measured& a, const Measured& b) { return a.ms < b.ms; });
+    if (fitting.size() > 2) fitting.resize(2);
+    if (fitting.size() == 2) {
+      for (auto& m : fitting) {
+        const auto [ms2, peak2] = trial(candidates[m.i].first, b);
+        m.ms = std::min(m.ms, ms2);
+        m.peak = std::max(m.peak, peak2);
+      }
+      std::sort(fitting.begin(), fitting.end(), [&](const Measured& a, const Measured& b) {
+        return (a.peak <= limit) != (b.peak <= limit) ? a.peak <= limit : a.ms < b.ms;
+      });
+    }
+    const auto& chosen = fitting.front();
+    plan = candidates[chosen.i].first;
+    estimate = candidates[chosen.i].second;
+    estimate.step_ms = chosen.ms;
+    estimate.peak_bytes = chosen.peak;
+    if (chosen.peak > budget) {
+      throw offload::BudgetError("offload auto: the best plan " + plan.to_string(stages) +
+                                 " peaked at " + offload::format_bytes(chosen.peak) +
+                                 " when measured again, over the budget " +
+                                 offload::format_bytes(budget) + "; raise the budget");
+    }
   }
-  static constexpr size_t kCandidates = 3;
-  static constexpr size_t kFamilyTrials = 8;
+  at::Tensor step(const StepBatch& b) {
+    const bool none = policy.kind == offload::Policy::Kind::kNone;
+    const bool micro = settings.micro_batches > 1 && b.can_split();
+    if (!offloader || (none && !record_next && !micro)) {
+      auto out = model->forward(b.x);
+      auto l = b.loss2 ? b.loss2(out, b.y) : b.loss(out);
+      l.backward();
+      return l.detach();
+    }
+    if (b.x.sizes().vec() != shape) make_plan(b);
+    if (!offloader->active()) return run(plan, b);  // no CUDA: micro-batches only
+    if (record_next) offloader->set_record_timeline(true);
+    offloader->begin_step();
+    // The loss and anything outside the stages keep their tensors; each
+    // stage's scope sets its own level.
+    auto l = run(plan, b);
+    stats = offloader->end_step();
+    if (record_next) {
+      offloader->set_record_timeline(false);
+      record_next = false;
+    }
+    return l;
+  }
+
+  static constexpr size_t kRanked = 6;
+  static constexpr double kMargin = 0.02;     // of the budget
+  static constexpr double kSkipAbove = 1.25;  // estimated ms over the best measured
 };
 
 OffloadedStep::OffloadedStep(FNO model, OffloadSettings settings) : p_(std::make_unique<Impl>()) {
   p_->model = std::move(model);
   p_->settings = std::move(settings);
   p_->policy = offload::parse_policy(p_->settings.policy);
+  TORCH_CHECK(p_->settings.micro_batches >= 1, "offload: micro_batches must be >= 1, got ",
+              p_->settings.micro_batches);
   const bool none = p_->policy.kind == offload::Policy::Kind::kNone;
   // With policy none, an offloader that keeps everything still records the
-  // memory timeline of a step on request (CUDA only).
-  if (!none || offload::device_total_bytes() > 0) {
+  // memory timeline of a step on request (CUDA only), and runs micro-batches.
+  if (!none || p_->settings.micro_batches > 1 || offload::device_total_bytes() > 0) {
     p_->offloader = std::make_unique<offload::Offloader>(p_->settings.options);
     p_->offloader->exclude(*p_->model);
   }
@@ -207,31 +438,23 @@ bool OffloadedStep::offloading() const {
 
 at::Tensor OffloadedStep::forward_backward(
     const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& loss) {
-  auto& p = *p_;
-  const bool none = p.policy.kind == offload::Policy::Kind::kNone;
-  if (!p.offloader || (none && !p.record_next)) {
-    auto l = loss(p.model->forward(x));
-    l.backward();
-    return l.detach();
-  }
-  if (x.sizes().vec() != p.shape) p.make_plan(x, loss);
-  if (p.record_next) p.offloader->set_record_timeline(true);
-  p.offloader->begin_step();
-  at::Tensor l;
-  {
-    // The loss and anything outside the stages keep their tensors; each
-    // stage's scope sets its own level.
-    offload::OffloadGuard guard(*p.offloader, offload::Level::kKeep);
-    l = loss(offload::run_stages(p.stages, p.plan, x, p.offloader.get()));
-    p.offloader->mark("loss");
-    l.backward();
-  }
-  p.stats = p.offloader->end_step();
-  if (p.record_next) {
-    p.offloader->set_record_timeline(false);
-    p.record_next = false;
-  }
-  return l.detach();
+  StepBatch b;
+  b.x = x;
+  b.loss = loss;
+  return p_->step(b);
+}
+
+at::Tensor OffloadedStep::forward_backward(
+    const at::Tensor& x, const at::Tensor& y,
+    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& loss, bool mean) {
+  TORCH_CHECK(y.dim() >= 1 && y.size(0) == x.size(0), "OffloadedStep: targets ", y.sizes(),
+              " do not match the batch ", x.sizes());
+  StepBatch b;
+  b.x = x;
+  b.y = y;
+  b.loss2 = loss;
+  b.mean = mean;
+  return p_->step(b);
 }
 
 std::string OffloadedStep::plan_text() const {
@@ -239,9 +462,8 @@ std::string OffloadedStep::plan_text() const {
   std::ostringstream o;
   o << p_->plan.to_string(p_->stages);
   if (p_->profiled) {
-    o << " (auto: " << (p_->fits ? "measured peak " : "estimated peak ")
-      << offload::format_bytes(p_->estimate.peak_bytes) << ", " << p_->estimate.step_ms
-      << " ms/step" << (p_->fits ? "" : ", over budget") << ")";
+    o << " (auto: measured peak " << offload::format_bytes(p_->estimate.peak_bytes) << ", "
+      << p_->estimate.step_ms << " ms/step)";
   }
   return o.str();
 }
@@ -257,6 +479,8 @@ const offload::StepStats& OffloadedStep::last_stats() const { return p_->stats; 
 const offload::Profile& OffloadedStep::profile() const { return p_->profile; }
 const offload::Estimate& OffloadedStep::estimate() const { return p_->estimate; }
 void OffloadedStep::record_next_timeline() { p_->record_next = true; }
+double OffloadedStep::plan_seconds() const { return p_->plan_seconds; }
+const std::string& OffloadedStep::plan_source() const { return p_->plan_source; }
 
 std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   auto& p = *p_;
@@ -283,7 +507,8 @@ std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSetti
   for (const auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
   std::ostringstream o;
   o << profile.table() << "\n";
-  for (const std::string name : {"none", "all", "blocks:2", "recompute", "recompute+offload"}) {
+  for (const std::string name :
+       {"none", "slim", "all", "blocks:2", "recompute", "recompute+offload"}) {
     const auto plan =
         offload::plan_for_policy(offload::parse_policy(name), stages, settings.chunks);
     const auto e = offload::estimate(profile, plan, settings.options);

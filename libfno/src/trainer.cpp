@@ -141,11 +141,16 @@ static OffloadSettings offload_settings(const RunConfig& c) {
   o.policy = c.offload_policy;
   o.gpu_memory_limit = c.gpu_memory_limit;
   o.chunks = c.offload_chunks;
+  o.micro_batches = c.micro_batches;
   o.options.min_bytes(c.offload_min_bytes)
       .prefetch_depth(c.prefetch_depth)
       .max_inflight_bytes(c.max_inflight_mib << 20)
       .max_prefetch_bytes(c.max_prefetch_mib << 20)
-      .host_memory_limit(c.host_memory_limit);
+      .host_memory_limit(c.host_memory_limit)
+      .compress(offload::parse_compress(c.offload_compress));
+  o.plan_cache_dir = c.plan_cache == "none"  ? std::string()
+                     : c.plan_cache.empty() ? default_plan_cache_dir()
+                                            : c.plan_cache;
   return o;
 }
 
@@ -239,7 +244,11 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   torch::manual_seed(static_cast<uint64_t>(c.seed));
   s.model = FNO(c.model);
   s.model->to(s.device);
-  s.step = std::make_unique<OffloadedStep>(s.model, offload_settings(c));
+  {
+    auto settings = offload_settings(c);
+    settings.plan_file = s.path("offload_plan.txt");
+    s.step = std::make_unique<OffloadedStep>(s.model, std::move(settings));
+  }
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),
       AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay));
@@ -525,7 +534,13 @@ std::map<std::string, double> Trainer::train() {
       const auto step_t0 = Clock::now();
       torch::Tensor loss;
       try {
-        loss = s.step->forward_backward(x, [&](const torch::Tensor& out) { return train_loss(out, y); });
+        // The training losses add over batch entries (reduction sum), so the
+        // step may run as micro-batches (offload auto).
+        loss = s.step->forward_backward(
+            x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) { return train_loss(out, yy); });
+      } catch (const offload::BudgetError& e) {
+        if (bar) std::fprintf(stderr, "\n");
+        throw TrainingError(e.what());
       } catch (const c10::OutOfMemoryError&) {
         if (bar) std::fprintf(stderr, "\n");
         const std::string advice = s.step->out_of_memory_advice(x);

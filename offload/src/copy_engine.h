@@ -7,6 +7,7 @@
 
 #include <fno_offload/offload.h>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
 
@@ -26,6 +27,9 @@ class Ticket {
   virtual void host_wait() = 0;
   /// Makes the current stream wait for the copy (no host block); records the stall.
   virtual void stream_wait() = 0;
+  /// A device buffer the copy reads (a compressed copy's bfloat16 staging):
+  /// the offloader drops it once done() says the copy has completed.
+  c10::Storage staging;
 };
 
 class CopyEngine {
@@ -39,10 +43,16 @@ class CopyEngine {
   /// Every host_alloc of this step has been released: the pool is reused from its start.
   virtual void host_reset() = 0;
   virtual int64_t host_capacity() const = 0;
-  /// Copies `bytes` from `src` to `dst` after the work issued so far on the current stream.
-  virtual std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes) = 0;
-  /// A new device storage of `bytes`, allocated for the current stream, filled from `src`.
-  virtual c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device,
+  /// Copies the `bytes` of `src` to `dst` after the work issued so far on the
+  /// current stream. `compress`: src holds float32; dst gets bytes / 2 of
+  /// bfloat16, rounded on the current stream first.
+  virtual std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes,
+                                           bool compress) = 0;
+  /// A new device storage of `bytes`, filled from `src` (bytes / 2 of bfloat16,
+  /// widened, when `compressed`). The copy does not wait for the current
+  /// stream's work: the storage is allocated for the copy's own stream, and
+  /// record_use() hands it to the stream that uses it.
+  virtual c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
                                std::shared_ptr<Ticket>* ticket) = 0;
   /// `storage` is used by the current stream too (the allocator orders its reuse).
   virtual void record_use(const c10::Storage& storage) = 0;
@@ -51,6 +61,8 @@ class CopyEngine {
 };
 
 std::unique_ptr<CopyEngine> make_host_copy_engine(const OffloadOptions& options);
+/// The first `bytes` of `storage` as a 1-d float32 tensor (compression's view).
+at::Tensor float_view(const c10::Storage& storage, int64_t bytes);
 /// nullptr when there is no CUDA device (or the build has no CUDA).
 std::unique_ptr<CopyEngine> make_cuda_copy_engine(const OffloadOptions& options);
 

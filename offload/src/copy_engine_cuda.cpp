@@ -2,11 +2,15 @@
 //
 // Ordering, without any device-wide synchronization:
 //   out: compute --ready--> d2h stream: copy, end.  The offloader keeps the
-//        source storage until `end` has completed, so it is never reused early.
-//   in:  the destination is allocated for the compute stream, and the h2d stream
-//        waits for the compute stream's work issued so far (`ready`) before
-//        writing it: memory the allocator hands out was freed by that stream's
-//        earlier work. The consumer's stream then waits on `end`.
+//        source storage (or, compressed, the bfloat16 staging made on the
+//        compute stream) until `end` has completed, so it is never reused early.
+//   in:  the destination is allocated for the h2d stream itself (the caching
+//        allocator keeps one pool per stream), so the copy waits for nothing
+//        but earlier copies: a prefetch starts as soon as the link is free, not
+//        when the compute issued before it is done. A compressed reload widens
+//        on the h2d stream too. The consumer's stream waits on `end`, and
+//        record_use() (recordStream) keeps the memory from going back to the
+//        h2d pool before that stream's use is done.
 // The pinned pool is an arena of large cudaHostAlloc slabs (cudaHostAlloc costs
 // ~0.6 s/GiB, so it is paid once), reset when a step's tensors are all released.
 #include "copy_engine.h"
@@ -20,6 +24,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -163,37 +168,53 @@ class CudaCopyEngine final : public CopyEngine {
   }
   int64_t host_capacity() const override { return capacity_; }
 
-  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes) override {
+  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes,
+                                   bool compress) override {
     const auto device = src.device();
     c10::cuda::CUDAGuard guard(device);
     auto& s = streams(device);
     const auto compute = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+    c10::Storage staging;
+    const void* from = src.data();
+    if (compress) {
+      // Rounded on the compute stream, after the work that wrote src.
+      staging = float_view(src, bytes).to(at::kBFloat16).storage();
+      from = staging.data();
+      bytes /= 2;
+    }
     auto ready = events_.get(false);
     C10_CUDA_CHECK(cudaEventRecord(ready, compute));
     C10_CUDA_CHECK(cudaStreamWaitEvent(s.d2h.stream(), ready, 0));
     events_.put(ready, false);  // re-recording a waited-on event is safe
     auto ticket = start_copy(bytes, true, s.d2h.stream());
-    C10_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), static_cast<size_t>(bytes),
-                                   cudaMemcpyDeviceToHost, s.d2h.stream()));
+    C10_CUDA_CHECK(cudaMemcpyAsync(dst, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
+                                   s.d2h.stream()));
     C10_CUDA_CHECK(cudaEventRecord(ticket->end_, s.d2h.stream()));
+    ticket->staging = std::move(staging);
     return ticket;
   }
 
-  c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device,
+  c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
                        std::shared_ptr<Ticket>* ticket_out) override {
     c10::cuda::CUDAGuard guard(device);
     auto& s = streams(device);
+    // Allocations below belong to the h2d stream's pool: nothing on the compute
+    // stream can still be using them, so the copy need not wait for it.
+    c10::cuda::CUDAStreamGuard on_h2d(s.h2d);
     auto* allocator = c10::cuda::CUDACachingAllocator::get();
     c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, allocator->allocate(bytes),
                          allocator, /*resizable=*/false);
-    const auto compute = c10::cuda::getCurrentCUDAStream(device.index()).stream();
-    auto ready = events_.get(false);
-    C10_CUDA_CHECK(cudaEventRecord(ready, compute));
-    C10_CUDA_CHECK(cudaStreamWaitEvent(s.h2d.stream(), ready, 0));
-    events_.put(ready, false);
-    auto ticket = start_copy(bytes, false, s.h2d.stream());
-    C10_CUDA_CHECK(cudaMemcpyAsync(storage.mutable_data(), src, static_cast<size_t>(bytes),
-                                   cudaMemcpyHostToDevice, s.h2d.stream()));
+    const int64_t link_bytes = compressed ? bytes / 2 : bytes;
+    auto ticket = start_copy(link_bytes, false, s.h2d.stream());
+    if (compressed) {
+      auto half = at::empty({bytes / 4}, at::TensorOptions().dtype(at::kBFloat16).device(device));
+      C10_CUDA_CHECK(cudaMemcpyAsync(half.data_ptr(), src, static_cast<size_t>(link_bytes),
+                                     cudaMemcpyHostToDevice, s.h2d.stream()));
+      float_view(storage, bytes).copy_(half);  // widened on the h2d stream
+    } else {
+      C10_CUDA_CHECK(cudaMemcpyAsync(storage.mutable_data(), src, static_cast<size_t>(bytes),
+                                     cudaMemcpyHostToDevice, s.h2d.stream()));
+    }
     C10_CUDA_CHECK(cudaEventRecord(ticket->end_, s.h2d.stream()));
     last_in_ = ticket->end_;
     *ticket_out = ticket;
@@ -310,7 +331,16 @@ int64_t device_free_bytes() {
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   const auto a = detail::allocator_stats();
-  return static_cast<int64_t>(free) + (a.reserved - a.allocated);
+  int64_t bytes = static_cast<int64_t>(free) + (a.reserved - a.allocated);
+  // Under a memory fraction (cap_device_memory, or the user's), the allocator
+  // gives no more than that share of the device.
+  const double fraction =
+      c10::cuda::CUDACachingAllocator::getMemoryFraction(c10::cuda::current_device());
+  if (fraction > 0 && fraction < 1) {
+    const auto capped = static_cast<int64_t>(fraction * static_cast<double>(total)) - a.allocated;
+    bytes = std::min(bytes, capped);
+  }
+  return bytes;
 }
 
 int64_t device_total_bytes() {

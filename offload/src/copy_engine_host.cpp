@@ -5,12 +5,19 @@
 
 #include <fno_offload/planner.h>
 
+#include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 
 #include <cstring>
 #include <vector>
 
 namespace fno::offload::detail {
+
+at::Tensor float_view(const c10::Storage& storage, int64_t bytes) {
+  return at::empty({0}, at::TensorOptions().dtype(at::kFloat).device(storage.device()))
+      .set_(storage, 0, {bytes / 4}, {1});
+}
+
 namespace {
 
 class DoneTicket final : public Ticket {
@@ -39,15 +46,27 @@ class HostCopyEngine final : public CopyEngine {
   }
   int64_t host_capacity() const override { return used_; }
 
-  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes) override {
-    std::memcpy(dst, src.data(), static_cast<size_t>(bytes));
+  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes,
+                                   bool compress) override {
+    if (compress) {
+      const auto half = float_view(src, bytes).to(at::kBFloat16);
+      std::memcpy(dst, half.data_ptr(), static_cast<size_t>(bytes / 2));
+    } else {
+      std::memcpy(dst, src.data(), static_cast<size_t>(bytes));
+    }
     return std::make_shared<DoneTicket>();
   }
-  c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device,
+  c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
                        std::shared_ptr<Ticket>* ticket) override {
     c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, c10::GetCPUAllocator(),
                          /*resizable=*/false);
-    std::memcpy(storage.mutable_data(), src, static_cast<size_t>(bytes));
+    if (compressed) {
+      auto half = at::empty({bytes / 4}, at::TensorOptions().dtype(at::kBFloat16));
+      std::memcpy(half.data_ptr(), src, static_cast<size_t>(bytes / 2));
+      float_view(storage, bytes).copy_(half);
+    } else {
+      std::memcpy(storage.mutable_data(), src, static_cast<size_t>(bytes));
+    }
     *ticket = std::make_shared<DoneTicket>();
     return storage;
   }

@@ -10,8 +10,12 @@
 //
 // Forward waits for the oldest copy when more than max_inflight_bytes are in
 // flight, so the GPU copies are released at the pace the link drains them.
+// What the last scope of forward saves stays on the GPU (ScopeOptions::last):
+// backward needs it first, and a reload could not hide behind anything; an
+// entry an earlier chunk of that stage offloaded keeps (or takes back) its GPU copy.
 // Backward prefetches, in reverse pack order, the entries of the next
-// prefetch_depth scopes (up to max_prefetch_bytes not yet used).
+// prefetch_depth stages (up to max_prefetch_bytes not yet used); the chunks of
+// one stage count once.
 #include <fno_offload/offload.h>
 
 #include "copy_engine.h"
@@ -47,12 +51,22 @@ std::string to_string(Level level) {
       return "recompute";
     case Level::kRecomputeOffload:
       return "recompute+offload";
+    case Level::kSlim:
+      return "slim";
   }
   return "?";
 }
 bool offloads(Level level) { return level == Level::kOffload || level == Level::kRecomputeOffload; }
 bool recomputes(Level level) {
   return level == Level::kRecompute || level == Level::kRecomputeOffload;
+}
+
+std::string to_string(Compress compress) { return compress == Compress::kBF16 ? "bf16" : "none"; }
+
+Compress parse_compress(const std::string& text) {
+  if (text == "none") return Compress::kNone;
+  if (text == "bf16") return Compress::kBF16;
+  throw std::invalid_argument("unknown offload compression '" + text + "' (expected none or bf16)");
 }
 
 std::string timeline_csv(const std::vector<MemorySample>& samples, const std::string& comment) {
@@ -69,10 +83,11 @@ std::string timeline_csv(const std::vector<MemorySample>& samples, const std::st
 std::string StepStats::to_json() const {
   std::ostringstream o;
   o << std::setprecision(6) << "{\"saved_tensors\": " << saved_tensors
-    << ", \"offloaded_tensors\": " << offloaded_tensors << ", \"dedup_hits\": " << dedup_hits
+    << ", \"offloaded_tensors\": " << offloaded_tensors
+    << ", \"compressed_tensors\": " << compressed_tensors << ", \"dedup_hits\": " << dedup_hits
     << ", \"kept_small\": " << kept_small << ", \"kept_parameter\": " << kept_parameter
-    << ", \"kept_level\": " << kept_level << ", \"kept_degraded\": " << kept_degraded
-    << ", \"bytes_offloaded\": " << bytes_offloaded
+    << ", \"kept_level\": " << kept_level << ", \"kept_last\": " << kept_last
+    << ", \"kept_degraded\": " << kept_degraded << ", \"bytes_offloaded\": " << bytes_offloaded
     << ", \"bytes_prefetched\": " << bytes_prefetched
     << ", \"bytes_fetched_on_demand\": " << bytes_fetched_on_demand
     << ", \"bytes_reused_on_device\": " << bytes_reused_on_device
@@ -98,12 +113,15 @@ struct Entry {
   c10::Storage device;  // the original until released, or the reloaded copy
   c10::Device device_id{c10::kCPU};
   void* host = nullptr;
-  int64_t bytes = 0;
-  int64_t index = 0;  // pack order within the step
-  int64_t scope = 0;
+  int64_t bytes = 0;       // on the device
+  int64_t link_bytes = 0;  // over the link and on the host (half of bytes when compressed)
+  int64_t index = 0;       // pack order within the step
+  int64_t stage = 0;       // the stage of the scope that first saved it
   Where where = Where::kCopyingOut;
   std::shared_ptr<detail::Ticket> out, in;
   int refs = 0;
+  bool compressed = false;  // stored on the host as bfloat16
+  bool hold = false;        // saved again by the last scope of forward: keep the GPU copy
   bool consumed = false;    // unpacked at least once
   bool prefetched = false;  // brought back ahead of need
   explicit Entry(c10::Storage s) : key(s.getWeakStorageImpl()), device(std::move(s)) {}
@@ -135,12 +153,13 @@ struct Offloader::State {
   int64_t inflight_bytes = 0;
   int64_t unconsumed_prefetch_bytes = 0;
   int64_t cursor = -1;         // next entry (downwards) the prefetcher looks at
-  int64_t backward_scope = 0;  // lowest scope unpacked so far in this backward
+  int64_t backward_stage = 0;  // lowest stage unpacked so far in this backward
   int64_t live_entries = 0;
   bool in_backward = false;
 
   Level level = Level::kKeep;
-  int64_t scope = 0;
+  int64_t stage = 0;        // numbers the stages of forward (chunks share one)
+  bool hold_scope = false;  // the current scope is the last of forward
   int guards = 0;
   bool warned_degraded = false;
 
@@ -159,6 +178,7 @@ struct Offloader::State {
   void poll_locked();
   void prefetch_locked();
   void fetch_locked(Entry& e, bool ahead);
+  void enter_backward_locked(int64_t at_stage);
 
   // ----- timeline -----------------------------------------------------------
   std::atomic<bool> record_timeline{false};
@@ -303,17 +323,40 @@ std::shared_ptr<Entry> Offloader::State::pack(const at::Tensor& t, bool* keep) {
     if (auto e = it->second.lock()) {
       ++stats.dedup_hits;
       ++e->refs;
+      if (!in_backward && e->stage != stage) {
+        // Saved again by a later stage (a constant several stages read):
+        // backward needs it from that stage on, so it is prefetched from there.
+        e->stage = stage;
+        order.push_back(e);
+      }
+      if (hold_scope && !in_backward) {
+        // Saved again by the last scope (a later chunk's view of one storage):
+        // keep, or take back, the GPU copy, which is still alive (t is).
+        e->hold = true;
+        if (e->where == Entry::Where::kOnHost) {
+          e->device = storage;
+          e->where = Entry::Where::kOnDevice;
+        }
+      }
       *keep = false;
       return e;
     }
   }
+  if (hold_scope && !in_backward) {
+    // The last scope of forward: backward needs these first, so they stay.
+    ++stats.kept_last;
+    return nullptr;
+  }
   poll_locked();
-  void* host = engine->host_alloc(bytes);
+  const bool compress =
+      options.compress() == Compress::kBF16 && t.scalar_type() == at::kFloat && bytes % 4 == 0;
+  const int64_t link_bytes = compress ? bytes / 2 : bytes;
+  void* host = engine->host_alloc(link_bytes);
   if (host == nullptr) {
     ++stats.kept_degraded;
     if (!warned_degraded) {
       warned_degraded = true;
-      std::cerr << "fno offload: warning: no pinned host memory for a " << bytes
+      std::cerr << "fno offload: warning: no pinned host memory for a " << link_bytes
                 << "-byte activation (pool " << engine->host_capacity()
                 << " bytes); keeping such activations on the GPU\n";
     }
@@ -323,17 +366,22 @@ std::shared_ptr<Entry> Offloader::State::pack(const at::Tensor& t, bool* keep) {
   e->device_id = t.device();
   e->host = host;
   e->bytes = bytes;
+  e->link_bytes = link_bytes;
   e->index = static_cast<int64_t>(order.size());
-  e->scope = scope;
+  e->stage = stage;
   e->refs = 1;
-  e->out = engine->copy_out(storage, host, bytes);
+  e->compressed = compress;
+  e->out = engine->copy_out(storage, host, bytes, compress);
+  // A compressed copy reads its own staging buffer: the original is not needed from here on.
+  if (compress) e->device = c10::Storage();
   order.push_back(e);
   by_storage[impl] = e;
   copying_out.push_back(e);
-  inflight_bytes += bytes;
+  inflight_bytes += link_bytes;
   ++live_entries;
   ++stats.offloaded_tensors;
-  stats.bytes_offloaded += bytes;
+  if (compress) ++stats.compressed_tensors;
+  stats.bytes_offloaded += link_bytes;
   // Back-pressure: the GPU copies are freed at the pace the link drains them.
   if (inflight_bytes > options.max_inflight_bytes() && copying_out.size() > 1) {
     const auto t0 = Clock::now();
@@ -351,10 +399,12 @@ void Offloader::State::poll_locked() {
   while (!copying_out.empty() && copying_out.front()->out->done()) {
     auto e = std::move(copying_out.front());
     copying_out.pop_front();
-    inflight_bytes -= e->bytes;
+    inflight_bytes -= e->link_bytes;
+    e->out->staging = c10::Storage();
     if (e->where != Entry::Where::kCopyingOut) continue;
-    if (in_backward && e->index > cursor) {
-      // The prefetcher has passed it: it is needed soon, keep the GPU copy.
+    if (static_cast<bool>(e->device) && (e->hold || (in_backward && e->index > cursor))) {
+      // Saved by the last scope, or the prefetcher has passed it: it is needed
+      // soon, keep the GPU copy.
       e->where = Entry::Where::kOnDevice;
     } else {
       e->device = c10::Storage();  // the GPU memory goes back to the allocator
@@ -364,23 +414,23 @@ void Offloader::State::poll_locked() {
 }
 
 void Offloader::State::fetch_locked(Entry& e, bool ahead) {
-  e.device = engine->copy_in(e.host, e.bytes, e.device_id, &e.in);
+  e.device = engine->copy_in(e.host, e.bytes, e.device_id, e.compressed, &e.in);
   e.where = Entry::Where::kCopyingIn;
   e.prefetched = ahead;
   if (ahead) {
-    stats.bytes_prefetched += e.bytes;
+    stats.bytes_prefetched += e.link_bytes;
     unconsumed_prefetch_bytes += e.bytes;
   } else {
-    stats.bytes_fetched_on_demand += e.bytes;
+    stats.bytes_fetched_on_demand += e.link_bytes;
   }
 }
 
 void Offloader::State::prefetch_locked() {
-  const int64_t lowest_scope = backward_scope - options.prefetch_depth();
+  const int64_t lowest_stage = backward_stage - options.prefetch_depth();
   for (; cursor >= 0; --cursor) {
     auto e = order[static_cast<size_t>(cursor)].lock();
     if (!e) continue;
-    if (e->scope < lowest_scope) break;
+    if (e->stage < lowest_stage) break;
     if (e->where != Entry::Where::kOnHost) continue;
     if (unconsumed_prefetch_bytes > 0 &&
         unconsumed_prefetch_bytes + e->bytes > options.max_prefetch_bytes()) {
@@ -390,16 +440,25 @@ void Offloader::State::prefetch_locked() {
   }
 }
 
-c10::Storage Offloader::State::unpack(Entry& e) {
-  std::lock_guard<std::mutex> lock(mu);
+void Offloader::State::enter_backward_locked(int64_t at_stage) {
   if (!in_backward) {
     in_backward = true;
     phase = 2;
     cursor = static_cast<int64_t>(order.size()) - 1;
-    backward_scope = e.scope;
+    backward_stage = at_stage;
   }
+  backward_stage = std::min(backward_stage, at_stage);
+}
+
+c10::Storage Offloader::State::unpack(Entry& e) {
+  std::lock_guard<std::mutex> lock(mu);
+  enter_backward_locked(e.stage);
   poll_locked();
-  backward_scope = std::min(backward_scope, e.scope);
+  if (e.where == Entry::Where::kCopyingOut && !static_cast<bool>(e.device)) {
+    // A compressed entry whose original is gone: its copy must land first.
+    e.out->host_wait();
+    poll_locked();
+  }
   switch (e.where) {
     case Entry::Where::kCopyingOut:
     case Entry::Where::kOnDevice:
@@ -426,10 +485,12 @@ void Offloader::State::release(const std::shared_ptr<Entry>& e) {
   std::lock_guard<std::mutex> lock(mu);
   if (--e->refs > 0) return;
   if (e->where == Entry::Where::kCopyingOut && !e->out->done()) e->out->host_wait();
-  if (e->where == Entry::Where::kCopyingIn && !e->consumed) {
-    e->in->stream_wait();  // order the memory's reuse after the copy
-    if (e->prefetched) unconsumed_prefetch_bytes -= e->bytes;
+  // A prefetch never used: its memory belongs to the copy stream's pool, whose
+  // next user is ordered after the copy, so it can go back at once.
+  if (e->where == Entry::Where::kCopyingIn && !e->consumed && e->prefetched) {
+    unconsumed_prefetch_bytes -= e->bytes;
   }
+  e->out->staging = c10::Storage();
   e->device = c10::Storage();
   e->where = Entry::Where::kOnHost;
   if (auto it = by_storage.find(e->key._unsafe_get_target());
@@ -501,7 +562,8 @@ std::string Offloader::describe() const {
       << ", min_bytes=" << o.min_bytes() << ", prefetch_depth=" << o.prefetch_depth()
       << ", max_inflight_bytes=" << o.max_inflight_bytes()
       << ", max_prefetch_bytes=" << o.max_prefetch_bytes()
-      << ", host_memory_limit=" << o.host_memory_limit() << ", slab_bytes=" << o.slab_bytes();
+      << ", host_memory_limit=" << o.host_memory_limit() << ", slab_bytes=" << o.slab_bytes()
+      << ", compress=" << to_string(o.compress());
   return out.str();
 }
 
@@ -589,14 +651,18 @@ OffloadGuard::~OffloadGuard() {
   }
 }
 
-Scope::Scope(Offloader* offloader, const std::string& name, Level level) {
+Scope::Scope(Offloader* offloader, const std::string& name, Level level, ScopeOptions options) {
   if (offloader == nullptr) return;
   s_ = offloader->s_;
   {
     std::lock_guard<std::mutex> lock(s_->mu);
     previous_level_ = s_->level;
+    previous_hold_ = s_->hold_scope;
     s_->level = level;
-    ++s_->scope;
+    if (!options.same_stage()) ++s_->stage;
+    stage_ = s_->stage;
+    s_->hold_scope = options.last();
+    s_->poll_locked();
   }
   s_->mark("begin " + name);
 }
@@ -605,9 +671,18 @@ Scope::~Scope() {
   if (!s_) return;
   std::lock_guard<std::mutex> lock(s_->mu);
   s_->level = previous_level_;
+  s_->hold_scope = previous_hold_;
 }
 
 void Offloader::mark(const std::string& event) { s_->mark(event); }
+
+void Offloader::backward_reaches(int64_t stage) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (!s_->engine || s_->order.empty()) return;
+  s_->enter_backward_locked(stage);
+  s_->poll_locked();
+  s_->prefetch_locked();
+}
 void Offloader::set_record_timeline(bool on) { s_->record_timeline = on; }
 
 }  // namespace fno::offload

@@ -32,6 +32,8 @@ Policy parse_policy(const std::string& text) {
     p.kind = Policy::Kind::kRecompute;
   } else if (text == "recompute+offload") {
     p.kind = Policy::Kind::kRecomputeOffload;
+  } else if (text == "slim") {
+    p.kind = Policy::Kind::kSlim;
   } else if (text == "auto") {
     p.kind = Policy::Kind::kAuto;
   } else if (text.rfind("blocks:", 0) == 0) {
@@ -51,7 +53,7 @@ Policy parse_policy(const std::string& text) {
     p.blocks = v;
   } else {
     throw std::invalid_argument("unknown offload policy '" + text +
-                                "' (expected none, all, blocks:K, recompute, "
+                                "' (expected none, slim, all, blocks:K, recompute, "
                                 "recompute+offload or auto)");
   }
   return p;
@@ -136,11 +138,74 @@ Plan plan_for_policy(const Policy& policy, const std::vector<Stage>& stages, int
       case Policy::Kind::kRecomputeOffload:
         sp.level = Level::kRecomputeOffload;
         break;
+      case Policy::Kind::kSlim:
+        sp.level = Level::kSlim;
+        break;
       case Policy::Kind::kAuto:
         break;
     }
     sp.chunks = stages[i].chunkable ? chunks : 1;
     plan.stages.push_back(sp);
+  }
+  return plan;
+}
+
+Plan parse_plan(const std::string& text, const std::vector<Stage>& stages) {
+  Plan plan;
+  std::string body = text;
+  if (body.rfind("micro_batches=", 0) == 0) {
+    const auto semi = body.find(';');
+    const auto k = body.substr(14, semi == std::string::npos ? std::string::npos : semi - 14);
+    if (semi == std::string::npos || k.empty() || k.size() > 6 ||
+        k.find_first_not_of("0123456789") != std::string::npos || std::stoll(k) < 1) {
+      throw std::invalid_argument("offload plan '" + text + "': bad micro_batches '" + k + "'");
+    }
+    plan.micro_batches = std::stoll(k);
+    body = body.substr(semi + 1);
+  }
+  std::istringstream in(body);
+  std::string item;
+  size_t i = 0;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    const auto bad = [&](const std::string& why) {
+      return std::invalid_argument("offload plan '" + text + "': " + why);
+    };
+    if (i >= stages.size())
+      throw bad("more entries than the " + std::to_string(stages.size()) + " stages");
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || item.substr(0, eq) != stages[i].name) {
+      throw bad("entry " + std::to_string(i) + " ('" + item + "') is not stage " + stages[i].name);
+    }
+    std::string level = item.substr(eq + 1);
+    StagePlan sp;
+    if (const auto slash = level.find('/'); slash != std::string::npos) {
+      const auto c = level.substr(slash + 1);
+      if (c.empty() || c.find_first_not_of("0123456789") != std::string::npos || c.size() > 6) {
+        throw bad("bad chunk count '" + c + "' for " + stages[i].name);
+      }
+      sp.chunks = std::stoll(c);
+      level = level.substr(0, slash);
+    }
+    bool known = false;
+    for (auto l : {Level::kKeep, Level::kOffload, Level::kRecompute, Level::kRecomputeOffload,
+                   Level::kSlim}) {
+      if (to_string(l) == level) {
+        sp.level = l;
+        known = true;
+      }
+    }
+    if (!known) throw bad("unknown level '" + level + "' for " + stages[i].name);
+    if (sp.chunks < 1 || (sp.chunks > 1 && !stages[i].chunkable)) {
+      throw bad(stages[i].name + " cannot run in " + std::to_string(sp.chunks) + " chunks");
+    }
+    plan.stages.push_back(sp);
+    ++i;
+  }
+  if (i != stages.size()) {
+    throw std::invalid_argument("offload plan '" + text + "': " + std::to_string(i) +
+                                " entries for " + std::to_string(stages.size()) + " stages");
   }
   return plan;
 }
@@ -163,6 +228,11 @@ Profile Profile::scaled_to_batch(int64_t b) const {
     s.backward_transient = scale(s.backward_transient);
     s.forward_ms *= f;
     s.backward_ms *= f;
+    s.saved_bytes_slim = scale(s.saved_bytes_slim);
+    s.forward_transient_slim = scale(s.forward_transient_slim);
+    s.backward_transient_slim = scale(s.backward_transient_slim);
+    s.forward_ms_slim *= f;
+    s.backward_ms_slim *= f;
   }
   p.batch = b;
   return p;
@@ -171,26 +241,35 @@ Profile Profile::scaled_to_batch(int64_t b) const {
 std::string Profile::table() const {
   std::ostringstream o;
   constexpr double kMiB = 1024.0 * 1024;
-  o << "activation table (batch " << batch << ", MiB / ms):\n"
-    << "  stage            input   output    saved  fwd-peak  bwd-peak   fwd-ms   bwd-ms\n";
+  o << "activation table (batch " << batch << ", MiB / ms; slim: the stage's fn_slim):\n"
+    << "  stage            input   output    saved  fwd-peak  bwd-peak   fwd-ms   bwd-ms"
+       "   | slim: saved  fwd-peak  bwd-peak   fwd-ms   bwd-ms\n";
   for (const auto& s : stages) {
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-14s %7.0f  %7.0f  %7.0f  %8.0f  %8.0f  %7.2f  %7.2f\n",
+    char line[320];
+    std::snprintf(line, sizeof line, "  %-14s %7.0f  %7.0f  %7.0f  %8.0f  %8.0f  %7.2f  %7.2f",
                   s.name.c_str(), s.input_bytes / kMiB, s.output_bytes / kMiB, s.saved_bytes / kMiB,
                   s.forward_transient / kMiB, s.backward_transient / kMiB, s.forward_ms,
                   s.backward_ms);
     o << line;
+    if (s.has_slim) {
+      std::snprintf(line, sizeof line, "   |     %7.0f  %8.0f  %8.0f  %7.2f  %7.2f",
+                    s.saved_bytes_slim / kMiB, s.forward_transient_slim / kMiB,
+                    s.backward_transient_slim / kMiB, s.forward_ms_slim, s.backward_ms_slim);
+      o << line;
+    }
+    o << "\n";
   }
   o << "  base " << format_bytes(base_bytes) << ", parameter gradients " << format_bytes(grad_bytes)
     << ", copy bandwidth assumed " << d2h_gbps << " / " << h2d_gbps << " GB/s";
   return o.str();
 }
 
-Profile measure_profile(const std::vector<Stage>& stages, const at::Tensor& x,
-                        const std::function<at::Tensor(const at::Tensor&)>& loss,
-                        const std::vector<at::Tensor>& parameters) {
-  TORCH_CHECK(detail::cuda_available() && x.is_cuda(),
-              "fno offload: measure_profile needs a CUDA input (the allocator's statistics)");
+namespace {
+
+// One step of `stages`' fn, everything kept, measured stage by stage.
+Profile measure_pass(const std::vector<Stage>& stages, const at::Tensor& x,
+                     const std::function<at::Tensor(const at::Tensor&)>& loss,
+                     const std::vector<at::Tensor>& parameters) {
   using Clock = std::chrono::steady_clock;
   const auto ms = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
@@ -280,6 +359,39 @@ Profile measure_profile(const std::vector<Stage>& stages, const at::Tensor& x,
   return p;
 }
 
+}  // namespace
+
+Profile measure_profile(const std::vector<Stage>& stages, const at::Tensor& x,
+                        const std::function<at::Tensor(const at::Tensor&)>& loss,
+                        const std::vector<at::Tensor>& parameters) {
+  TORCH_CHECK(detail::cuda_available() && x.is_cuda(),
+              "fno offload: measure_profile needs a CUDA input (the allocator's statistics)");
+  Profile p = measure_pass(stages, x, loss, parameters);
+  // The slim variants, where stages have them: a second pass running fn_slim.
+  std::vector<Stage> slim = stages;
+  bool any = false;
+  for (auto& s : slim) {
+    if (s.fn_slim) {
+      s.fn = s.fn_slim;
+      any = true;
+    }
+  }
+  if (!any) return p;
+  const Profile q = measure_pass(slim, x, loss, parameters);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (!stages[i].fn_slim) continue;
+    auto& s = p.stages[i];
+    const auto& t = q.stages[i];
+    s.has_slim = true;
+    s.saved_bytes_slim = t.saved_bytes;
+    s.forward_transient_slim = t.forward_transient;
+    s.backward_transient_slim = t.backward_transient;
+    s.forward_ms_slim = t.forward_ms;
+    s.backward_ms_slim = t.backward_ms;
+  }
+  return p;
+}
+
 // ---------------------------------------------------------------------------
 // Estimate
 // ---------------------------------------------------------------------------
@@ -294,8 +406,21 @@ struct StageCost {
   double fwd_ms, bwd_ms;
 };
 
-StageCost stage_cost(const StageProfile& s, const StagePlan& sp, const OffloadOptions& o) {
+StageCost stage_cost(const StageProfile& full, const StagePlan& sp, const OffloadOptions& o) {
   StageCost c{};
+  // Every level but kKeep runs the slim variant, when the stage has one.
+  struct {
+    int64_t input_bytes, output_bytes, saved_bytes, forward_transient, backward_transient;
+    double forward_ms, backward_ms;
+  } s{full.input_bytes,        full.output_bytes, full.saved_bytes, full.forward_transient,
+      full.backward_transient, full.forward_ms,   full.backward_ms};
+  if (sp.level != Level::kKeep && full.has_slim) {
+    s.saved_bytes = full.saved_bytes_slim;
+    s.forward_transient = full.forward_transient_slim;
+    s.backward_transient = full.backward_transient_slim;
+    s.forward_ms = full.forward_ms_slim;
+    s.backward_ms = full.backward_ms_slim;
+  }
   const double chunks = static_cast<double>(std::max<int64_t>(1, sp.chunks));
   const auto chunked = [&](int64_t transient, int64_t floor_bytes) {
     const int64_t rest = std::max<int64_t>(0, transient - floor_bytes);
@@ -311,6 +436,7 @@ StageCost stage_cost(const StageProfile& s, const StagePlan& sp, const OffloadOp
   c.bwd_ms = s.backward_ms * overhead;
   switch (sp.level) {
     case Level::kKeep:
+    case Level::kSlim:
       c.fwd_peak_extra = fwd_keep;
       c.held = saved;
       c.bwd_peak_extra = bwd;
@@ -342,17 +468,23 @@ StageCost stage_cost(const StageProfile& s, const StagePlan& sp, const OffloadOp
 
 }  // namespace
 
-Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions& options) {
+namespace {
+
+// One micro-batch of `profile.batch` entries under plan's stage levels.
+Estimate estimate_one(const Profile& profile, const Plan& plan, const OffloadOptions& options) {
   const auto n = profile.stages.size();
   TORCH_CHECK(plan.stages.size() == n, "fno offload: plan has ", plan.stages.size(),
               " stages, profile ", n);
   std::vector<StageCost> cost(n);
   for (size_t i = 0; i < n; ++i) cost[i] = stage_cost(profile.stages[i], plan.stages[i], options);
   Estimate e;
+  const char* peak_phase = "forward";
+  size_t peak_stage = 0;
   const auto note = [&](int64_t bytes, const char* phase, size_t i) {
     if (bytes > e.peak_bytes) {
       e.peak_bytes = bytes;
-      e.peak_at = std::string(phase) + " " + profile.stages[i].name;
+      peak_phase = phase;
+      peak_stage = i;
     }
   };
   // Forward: what earlier stages hold, plus this stage's input and transient.
@@ -380,32 +512,66 @@ Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions
     note(at_start + cost[k].bwd_peak_extra, "backward", k);
     bwd_ms += cost[k].bwd_ms;
   }
+  // Link bytes: bfloat16 storage halves what float32 activations move.
+  const double link = options.compress() == Compress::kBF16 ? 0.5 : 1.0;
+  const auto d2h_ms = [&](int64_t b) {
+    return link * static_cast<double>(b) / (profile.d2h_gbps * 1e6);
+  };
+  const auto h2d_ms = [&](int64_t b) {
+    return link * static_cast<double>(b) / (profile.h2d_gbps * 1e6);
+  };
   for (size_t i = 0; i < n; ++i) {
-    d2h += static_cast<double>(cost[i].offloaded) / (profile.d2h_gbps * 1e6);
-    h2d += static_cast<double>(cost[i].offloaded) / (profile.h2d_gbps * 1e6);
+    d2h += d2h_ms(cost[i].offloaded);
+    // The last stage keeps its GPU copy for the turn (ScopeOptions::last): no reload.
+    if (i + 1 < n) h2d += h2d_ms(cost[i].offloaded);
   }
-  // The last offloaded stage's copies cannot hide behind compute at the turn.
+  // The reload of the last offloaded stage before the last one starts at the
+  // turn: only the backward of the stages after it can cover it.
   double tail = 0;
-  for (size_t k = n; k-- > 0;) {
+  double after = 0;
+  for (size_t k = n - 1; k-- > 0;) {
+    after += cost[k + 1].bwd_ms;
     if (cost[k].offloaded > 0) {
-      tail = static_cast<double>(cost[k].offloaded) / (profile.d2h_gbps * 1e6) +
-             static_cast<double>(cost[k].offloaded) / (profile.h2d_gbps * 1e6);
+      tail = std::max(0.0, h2d_ms(cost[k].offloaded) - after);
       break;
     }
-    if (cost[k].bwd_ms + cost[k].fwd_ms > 0) break;
   }
   e.step_ms = std::max(fwd_ms, d2h) + std::max(bwd_ms, h2d) + tail;
+  e.peak_at = std::string(peak_phase) + " " + profile.stages[peak_stage].name;
   return e;
+}
+
+// Micro-batching: k runs of a batch of ceil(B / k), the rest of the input resident.
+Estimate scale_micro(Estimate e, const Profile& full, const Profile& micro, int64_t k) {
+  e.step_ms *= static_cast<double>(k);
+  e.offloaded_bytes *= k;
+  if (!full.stages.empty())
+    e.peak_bytes += full.stages[0].input_bytes - micro.stages[0].input_bytes;
+  return e;
+}
+
+int64_t micro_batch_size(int64_t batch, int64_t k) { return (batch + k - 1) / k; }
+
+}  // namespace
+
+Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions& options) {
+  const int64_t k = std::max<int64_t>(1, plan.micro_batches);
+  if (k == 1) return estimate_one(profile, plan, options);
+  TORCH_CHECK(k <= profile.batch, "fno offload: ", k, " micro-batches of a batch of ",
+              profile.batch);
+  const auto micro = profile.scaled_to_batch(micro_batch_size(profile.batch, k));
+  return scale_micro(estimate_one(micro, plan, options), profile, micro, k);
 }
 
 namespace {
 
 // Calls visit(plan, estimate, level_code) for every plan of the search space.
 template <typename Visit>
-void for_each_plan(const Profile& profile, const OffloadOptions& options, Visit&& visit) {
+void for_each_plan_one(const Profile& profile, const OffloadOptions& options, Visit&& visit) {
   const auto n = profile.stages.size();
   static constexpr Level kLevels[] = {Level::kKeep, Level::kOffload, Level::kRecompute,
-                                      Level::kRecomputeOffload};
+                                      Level::kRecomputeOffload, Level::kSlim};
+  constexpr size_t kN = sizeof(kLevels) / sizeof(kLevels[0]);
   // Batch chunk counts: one choice for the first stage, one for the last and
   // one shared by the inner ones (lifting and projection are the largest).
   std::vector<int64_t> chunk_options;
@@ -417,21 +583,21 @@ void for_each_plan(const Profile& profile, const OffloadOptions& options, Visit&
   size_t chunk_combos = 1;
   for (bool g : group_chunkable) chunk_combos *= g ? chunk_options.size() : 1;
   // Stages whose level is searched independently; with many stages, the inner
-  // ones share one level (4^10 plans at most).
-  const bool tied = n > 10;
+  // ones share one level (5^6 level patterns at most, each at 64 chunk choices).
+  const bool tied = n > 6;
   std::vector<size_t> free_stages;
   for (size_t i = 0; i < n; ++i) {
     if (!tied || i == 0 || i + 1 == n || i == 1) free_stages.push_back(i);
   }
   size_t level_combos = 1;
-  for (size_t i = 0; i < free_stages.size(); ++i) level_combos *= 4;
+  for (size_t i = 0; i < free_stages.size(); ++i) level_combos *= kN;
   Plan plan;
   plan.stages.resize(n);
   for (size_t lc = 0; lc < level_combos; ++lc) {
     size_t code = lc;
     for (size_t k = 0; k < free_stages.size(); ++k) {
-      plan.stages[free_stages[k]].level = kLevels[code % 4];
-      code /= 4;
+      plan.stages[free_stages[k]].level = kLevels[code % kN];
+      code /= kN;
     }
     if (tied) {
       for (size_t i = 2; i + 1 < n; ++i) plan.stages[i].level = plan.stages[1].level;
@@ -447,15 +613,36 @@ void for_each_plan(const Profile& profile, const OffloadOptions& options, Visit&
       for (size_t i = 0; i < n; ++i) {
         plan.stages[i].chunks = profile.stages[i].chunkable ? group_chunks[group_of(i)] : 1;
       }
-      visit(plan, estimate(profile, plan, options), lc);
+      visit(plan, estimate_one(profile, plan, options), lc);
     }
+  }
+}
+
+// Every plan of the search space: stage levels, batch chunks per stage group,
+// and whole-step micro-batches (1, 2, 4, ... up to the batch).
+template <typename Visit>
+void for_each_plan(const Profile& profile, const OffloadOptions& options, bool micro,
+                   Visit&& visit) {
+  std::vector<int64_t> ks{1};
+  if (micro) {
+    for (int64_t k = 2; k <= profile.batch; k *= 2) ks.push_back(k);
+    if (ks.back() != profile.batch && profile.batch > 1) ks.push_back(profile.batch);
+  }
+  for (int64_t k : ks) {
+    const auto p = k == 1 ? profile : profile.scaled_to_batch(micro_batch_size(profile.batch, k));
+    for_each_plan_one(p, options, [&](const Plan& one, const Estimate& e, size_t levels) {
+      Plan plan = one;
+      plan.micro_batches = k;
+      visit(plan, k == 1 ? e : scale_micro(e, profile, p, k),
+            levels * 100003 + static_cast<size_t>(k));
+    });
   }
 }
 
 }  // namespace
 
 Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOptions& options,
-                     Estimate* estimate_out, bool* fits) {
+                     Estimate* estimate_out, bool* fits, bool micro_batches) {
   TORCH_CHECK(!profile.stages.empty(), "fno offload: an empty profile");
   TORCH_CHECK(budget > 0, "fno offload: the memory budget must be > 0, got ", budget);
   Plan best, smallest;
@@ -463,7 +650,7 @@ Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOption
   bool found = false;
   smallest_e.peak_bytes = std::numeric_limits<int64_t>::max();
   best_e.step_ms = std::numeric_limits<double>::infinity();
-  for_each_plan(profile, options, [&](const Plan& plan, const Estimate& e, size_t) {
+  for_each_plan(profile, options, micro_batches, [&](const Plan& plan, const Estimate& e, size_t) {
     if (e.peak_bytes <= budget && e.step_ms < best_e.step_ms) {
       best = plan;
       best_e = e;
@@ -482,18 +669,19 @@ Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOption
 
 std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_t budget,
                                                   const OffloadOptions& options, size_t count,
-                                                  double slack) {
+                                                  double slack, bool micro_batches) {
   TORCH_CHECK(!profile.stages.empty(), "fno offload: an empty profile");
   TORCH_CHECK(budget > 0, "fno offload: the memory budget must be > 0, got ", budget);
   const auto limit = static_cast<int64_t>(static_cast<double>(budget) * slack);
   std::map<size_t, std::pair<Plan, Estimate>> best_per_levels;
-  for_each_plan(profile, options, [&](const Plan& plan, const Estimate& e, size_t levels) {
-    if (e.peak_bytes > limit) return;
-    auto it = best_per_levels.find(levels);
-    if (it == best_per_levels.end() || e.step_ms < it->second.second.step_ms) {
-      best_per_levels[levels] = {plan, e};
-    }
-  });
+  for_each_plan(profile, options, micro_batches,
+                [&](const Plan& plan, const Estimate& e, size_t levels) {
+                  if (e.peak_bytes > limit) return;
+                  auto it = best_per_levels.find(levels);
+                  if (it == best_per_levels.end() || e.step_ms < it->second.second.step_ms) {
+                    best_per_levels[levels] = {plan, e};
+                  }
+                });
   std::vector<std::pair<Plan, Estimate>> out;
   for (auto& [k, v] : best_per_levels) out.push_back(std::move(v));
   std::sort(out.begin(), out.end(),
@@ -523,7 +711,7 @@ std::string out_of_memory_advice(const Profile& profile, const std::string& curr
   std::vector<Option> fitting;
   Option least{"", {}};
   least.e.peak_bytes = std::numeric_limits<int64_t>::max();
-  for (const char* name : {"none", "recompute", "all", "recompute+offload"}) {
+  for (const char* name : {"none", "slim", "recompute", "all", "recompute+offload"}) {
     for (int64_t chunks = 1; chunks <= profile.batch; chunks *= 2) {
       const auto e =
           estimate(profile, plan_for_policy(parse_policy(name), stages, chunks), options);

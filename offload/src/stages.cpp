@@ -36,7 +36,9 @@ struct CheckpointBackward final : public torch::autograd::Node {
     {
       // What the recompute saves is used at once: keep it on the GPU.
       std::optional<Scope> scope;
-      if (offloader != nullptr) scope.emplace(offloader, "recompute", Level::kKeep);
+      if (offloader != nullptr) {
+        scope.emplace(offloader, "recompute", Level::kKeep, ScopeOptions().same_stage(true));
+      }
       at::AutoGradMode enable(true);
       y = fn(xd);
     }
@@ -79,8 +81,17 @@ at::Tensor checkpoint(const std::function<at::Tensor(const at::Tensor&)>& fn, co
   return y;
 }
 
+std::vector<int64_t> split_sizes(int64_t batch, int64_t parts) {
+  TORCH_CHECK(parts >= 1 && parts <= batch, "fno offload: ", parts, " slices of a batch of ",
+              batch);
+  std::vector<int64_t> sizes(static_cast<size_t>(parts), batch / parts);
+  for (int64_t c = 0; c < batch % parts; ++c) ++sizes[static_cast<size_t>(c)];
+  return sizes;
+}
+
 std::string Plan::to_string(const std::vector<Stage>& stage_list) const {
   std::ostringstream o;
+  if (micro_batches > 1) o << "micro_batches=" << micro_batches << "; ";
   for (size_t i = 0; i < stages.size(); ++i) {
     if (i > 0) o << ", ";
     o << (i < stage_list.size() ? stage_list[i].name : "stage" + std::to_string(i)) << '='
@@ -101,10 +112,19 @@ at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Te
                 sp.chunks);
     TORCH_CHECK(sp.chunks == 1 || stage.chunkable, "fno offload: stage ", stage.name,
                 " cannot run in chunks of the batch (asked for ", sp.chunks, ")");
-    auto run_one = [&](const at::Tensor& in, const std::string& name) {
+    // Chunks of one stage are one stage to the prefetcher; the last chunk of
+    // the last stage keeps what it saves on the GPU for the turn to backward.
+    int64_t stage_number = 0;
+    auto run_one = [&](const at::Tensor& in, const std::string& name, int64_t chunk) {
       std::optional<Scope> scope;
-      if (offloader != nullptr) scope.emplace(offloader, name, sp.level);
-      return recomputes(sp.level) ? checkpoint(stage.fn, in, offloader) : stage.fn(in);
+      if (offloader != nullptr) {
+        scope.emplace(offloader, name, sp.level,
+                      ScopeOptions().same_stage(chunk > 0).last(i + 1 == stages.size() &&
+                                                                chunk + 1 == sp.chunks));
+        if (chunk == 0) stage_number = scope->stage();
+      }
+      const auto& fn = stage.fn_at(sp.level);
+      return recomputes(sp.level) ? checkpoint(fn, in, offloader) : fn(in);
     };
     at::Tensor y;
     if (sp.chunks > 1) {
@@ -116,20 +136,22 @@ at::Tensor run_stages(const std::vector<Stage>& stages, const Plan& plan, at::Te
       // split (not tensor_split): one backward node that concatenates the
       // chunks' gradients once, where per-chunk slices would each expand to a
       // zero-filled full-size gradient.
-      std::vector<int64_t> sizes(static_cast<size_t>(sp.chunks), x.size(dim) / sp.chunks);
-      for (int64_t c = 0; c < x.size(dim) % sp.chunks; ++c) ++sizes[static_cast<size_t>(c)];
-      const auto parts = x.split_with_sizes(sizes, dim);
+      const auto parts = x.split_with_sizes(split_sizes(x.size(dim), sp.chunks), dim);
       for (size_t c = 0; c < parts.size(); ++c) {
-        outs.push_back(run_one(parts[c], stage.name + "#" + std::to_string(c)));
+        outs.push_back(
+            run_one(parts[c], stage.name + "#" + std::to_string(c), static_cast<int64_t>(c)));
       }
       y = at::cat(outs, dim);
     } else {
-      y = run_one(x, stage.name);
+      y = run_one(x, stage.name, 0);
     }
     if (offloader != nullptr && y.requires_grad()) {
+      // Fires as backward reaches this stage: the prefetch window moves on.
       const std::string name = stage.name;
-      y.register_hook(
-          [offloader, name](const at::Tensor&) { offloader->mark("backward " + name); });
+      y.register_hook([offloader, name, stage_number](const at::Tensor&) {
+        offloader->mark("backward " + name);
+        offloader->backward_reaches(stage_number);
+      });
     }
     x = std::move(y);
   }

@@ -16,6 +16,7 @@ struct BenchOptions {
   int64_t warmup = 2;            // untimed steps per configuration (plans, pinned pool)
   int64_t steps = 5;             // timed steps; the median is reported
   int64_t chunks = 1;            // batch chunks for the fixed policies
+  int64_t micro_batches = 1;     // whole-step micro-batches for the fixed policies
   int64_t gpu_memory_limit = 0;  // auto's budget (0: free memory)
   int64_t memory_cap = 0;        // allocator cap in bytes (0: none)
   int64_t min_bytes = int64_t{1} << 20;
@@ -27,20 +28,26 @@ struct BenchOptions {
   int64_t grid_max = 4096;
   std::vector<int64_t> n_modes{16, 16};
   int64_t hidden = 32;
-  std::string timeline_dir;  // write one step's memory timeline per row here
+  std::string compress = "none";  // offload.compress: none | bf16
+  std::string plan_cache_dir;     // auto reuses plans from here ("": always searches)
+  std::string timeline_dir;       // write one step's memory timeline per row here
   std::string trace_path;  // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
 };
 
 struct BenchRow {
   std::string policy;
   int64_t resolution = 0, batch = 0;
-  std::string status;  // "ok" | "oom" | "error: ..."
+  std::string status;  // "ok" | "oom" | "over budget: ..." | "error: ..."
   double ms_per_step = 0;
   int64_t peak_allocated = 0, peak_reserved = 0;
+  // Per step (means over the timed steps); bytes over the link.
   int64_t bytes_offloaded = 0, bytes_prefetched = 0, bytes_on_demand = 0;
+  int64_t bytes_reused_on_device = 0;  // offloaded, yet used from the GPU copy
   double d2h_gbps = 0, h2d_gbps = 0, forward_wait_ms = 0, backward_wait_ms = 0;
+  double d2h_busy_ms = 0, h2d_busy_ms = 0;  // time each copy direction was busy
   std::string plan;
   int64_t estimated_peak = 0;
+  double plan_seconds = 0;  // auto's plan search (the first step of the row)
 };
 
 struct BenchResult {

@@ -79,11 +79,14 @@ struct RunConfig {
   int64_t gpu_memory_limit = 0;   // bytes; 0: the device's free memory
   int64_t host_memory_limit = 0;  // bytes; 0: no limit
   int64_t offload_chunks = 1;
+  int64_t micro_batches = 1;
   int64_t offload_min_bytes = 1 << 20;
   int64_t prefetch_depth = 1;
   int64_t max_inflight_mib = 1024;
   int64_t max_prefetch_mib = 3072;
   bool offload_timeline = true;
+  std::string offload_compress = "none";  // none | bf16
+  std::string plan_cache = "";            // '': the default cache; 'none': no cache
 
   /// Directory the config file was read from; relative data paths resolve against it.
   std::string base_dir = ".";

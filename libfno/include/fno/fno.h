@@ -84,7 +84,9 @@ class FNOImpl : public torch::nn::Cloneable<FNOImpl> {
   // The stages, for callers that schedule them one at a time (offload/).
   // x: [B, Cin, *S] -> [B, hidden, *S']  (embedding, lifting, padding)
   torch::Tensor forward_lift(torch::Tensor x);
-  // x: [B, hidden, *S'] -> [B, hidden, *S'], block `index`
+  // x: [B, hidden, *S'] -> [B, hidden, *S'], block `index`. Blocks pass
+  // pre-activations: block i > 0 applies the GELU that ends block i-1 in
+  // neuraloperator, so a block's output is its value before that GELU.
   torch::Tensor forward_block(const torch::Tensor& x, int64_t index);
   // x: [B, hidden, *S'] -> [B, Cout, *S]  (unpadding to `spatial`, projection)
   torch::Tensor forward_project(torch::Tensor x, torch::IntArrayRef spatial);

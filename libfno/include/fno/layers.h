@@ -17,6 +17,47 @@ namespace fno {
 /// Python's round(): halves go to the even neighbour (round(2.5) == 2).
 int64_t round_half_even(double x);
 
+// ---------------------------------------------------------------------------
+// Activation memory. By default every layer stores what its backward reads.
+// While a RecomputeCheapGuard is alive on a thread, layers built on this
+// thread's forward store only the activations that are expensive to make again
+// (a block's input and its spectral+skip output, an MLP's input) and recompute
+// the cheap ones in backward (GELUs, MLP hidden layers: one pointwise GEMM and
+// a few elementwise passes). In an FNO block that is 2 stored tensors instead
+// of 3.5, and an MLP stores its input only, whatever its hidden width.
+// ---------------------------------------------------------------------------
+class RecomputeCheapGuard {
+ public:
+  RecomputeCheapGuard();
+  ~RecomputeCheapGuard();
+  RecomputeCheapGuard(const RecomputeCheapGuard&) = delete;
+  RecomputeCheapGuard& operator=(const RecomputeCheapGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+/// Whether a RecomputeCheapGuard is alive on this thread.
+bool recompute_cheap();
+
+/// y = W2 GELU(W1 act(x) + b1) + b2 over the channel dim, act = GELU when
+/// `gelu_input`, storing only x: backward recomputes the hidden layer (per
+/// batch entry on long grids, so its transient is one entry's).
+/// x: [B, Cin, *S], w1: [Cmid, Cin, 1], b1: [Cmid], w2: [Cout, Cmid, 1], b2: [Cout]
+/// (biases may be undefined) -> [B, Cout, *S]
+torch::Tensor channel_mlp2(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
+                           const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input);
+
+/// The pointwise part of an FNO block, storing only its input and y1:
+///   a  = GELU(x) when `gelu_input`, else x       (a is given: the spectral conv read it)
+///   y1 = W_skip a + s                              (s: the spectral conv's output)
+///   z  = W2 GELU(W1 act(y1) + b1) + b2 + gate * a  (act = GELU when `gelu_mid`)
+/// x, a, s: [B, C, *S]; w_skip: [C, C, 1]; w1: [Cmid, C, 1]; w2: [C, Cmid, 1];
+/// gate: [1, C, 1...] -> z: [B, C, *S]
+torch::Tensor block_tail(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& s,
+                         const torch::Tensor& w_skip, const torch::Tensor& w1,
+                         const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                         const torch::Tensor& gate, bool gelu_input, bool gelu_mid);
+
 /// y = W act(x) + b + r over the channel dim, act = GELU when `gelu_input` (then
 /// only x is stored for backward and GELU(x) is recomputed there); the
 /// residual r, when defined, is added by the GEMM itself (no extra pass).
@@ -67,9 +108,7 @@ TORCH_MODULE(PointwiseLinear);
 // ---------------------------------------------------------------------------
 struct ChannelMLPOptions {
   ChannelMLPOptions(int64_t in_channels, int64_t out_channels, int64_t hidden_channels)
-      : in_channels_(in_channels),
-        out_channels_(out_channels),
-        hidden_channels_(hidden_channels) {}
+      : in_channels_(in_channels), out_channels_(out_channels), hidden_channels_(hidden_channels) {}
   /// Channels of the input.
   TORCH_ARG(int64_t, in_channels);
   /// Channels of the output.

@@ -21,8 +21,23 @@ struct OffloadSettings {
   int64_t gpu_memory_limit = 0;
   /// Batch chunks of every stage for the fixed policies (auto picks its own).
   int64_t chunks = 1;
+  /// The fixed policies run each step as this many micro-batches whose
+  /// gradients add up (at most the batch; auto picks its own). Needs the
+  /// forward_backward overload with targets.
+  int64_t micro_batches = 1;
   offload::OffloadOptions options;
+  /// auto: the chosen plan is written here (a run directory's offload_plan.txt)
+  /// and read back first when it holds the same key (--resume). "": not kept.
+  std::string plan_file;
+  /// auto: a directory of chosen plans, one file per key (model, input shape and
+  /// dtype, budget, device, offload options); a later run with the same key
+  /// reuses the plan instead of searching. "": no cache.
+  std::string plan_cache_dir;
 };
+
+/// The default plan cache: $FNO_PLAN_CACHE, else $XDG_CACHE_HOME/fno/plans,
+/// else $HOME/.cache/fno/plans ("" when none of them is set).
+std::string default_plan_cache_dir();
 
 class OffloadedStep {
  public:
@@ -31,10 +46,20 @@ class OffloadedStep {
 
   /// loss(model(x)).backward(); returns the loss (not detached from nothing: a
   /// 0-d tensor without grad). The first call for a new input shape makes the
-  /// plan (for auto: profiles one batch entry, then plans for the budget).
+  /// plan (for auto: a cached plan for the same key, or a profile of one batch
+  /// entry, the model's ranking of plans and a few measured steps). Throws
+  /// offload::BudgetError when auto finds no plan within the budget.
   // x: [B, Cin, *S]
   at::Tensor forward_backward(const at::Tensor& x,
                               const std::function<at::Tensor(const at::Tensor&)>& loss);
+  /// The same with the targets, for a loss(out, y) that adds over batch entries
+  /// (or averages them: `mean`), as LpLoss and H1Loss do: auto may then also run
+  /// the step as micro-batches whose gradients add up (Plan::micro_batches).
+  // x: [B, Cin, *S], y: [B, Cout, *S]
+  at::Tensor forward_backward(
+      const at::Tensor& x, const at::Tensor& y,
+      const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& loss,
+      bool mean = false);
 
   bool offloading() const;
   /// The plan, "stage=level[/chunks], ...", and its estimate (when profiled).
@@ -45,6 +70,10 @@ class OffloadedStep {
   /// The profile and estimate behind an auto plan (empty otherwise).
   const offload::Profile& profile() const;
   const offload::Estimate& estimate() const;
+  /// auto: seconds the last plan search took (0 when a cached plan was used),
+  /// and where the plan came from ("search", or the file it was read from).
+  double plan_seconds() const;
+  const std::string& plan_source() const;
   /// Record the next step's memory timeline (in last_stats().timeline).
   void record_next_timeline();
   /// After a CUDA out-of-memory error in forward_backward(x, ...): one line of

@@ -2,7 +2,9 @@
 //   lifting     grid embedding, lifting MLP, domain padding
 //   block.i     FNO block i (i = 0 .. n_layers-1)
 //   projection  unpadding, projection MLP
-// Every stage treats each batch entry alone, so each may run in batch chunks.
+// Every stage treats each batch entry alone, so each may run in batch chunks,
+// and each has a slim variant (fno/layers.h RecomputeCheapGuard) that the
+// levels other than kKeep run.
 #pragma once
 
 #include <fno/fno.h>

@@ -18,6 +18,8 @@
 //                        waits, peak GPU memory)
 //   memory_timeline.csv  on a GPU: allocator samples of one training step
 //                        (t_ms, allocated, reserved, phase, event)
+//   offload_plan.txt     with --offload auto: the chosen plan and its key (model,
+//                        input, budget, device); --resume reuses it
 // Checkpoints are torch.save files (the model's keys as in Python, under
 // "model."), written atomically.
 #pragma once

@@ -2,7 +2,11 @@
 //
 // Memory levels of a saved activation (llm.c style, one place):
 //   kKeep              saved tensors stay on the GPU (plain autograd)
-//   kOffload           saved tensors >= min_bytes are copied to pinned host memory
+//   kSlim              the stage stores only what is expensive to make again
+//                      (Stage::fn_slim) and recomputes the rest in backward;
+//                      what it stores stays on the GPU
+//   kOffload           as kSlim, and the stored tensors >= min_bytes are copied to pinned host
+//   memory
 //                      on a copy stream while compute goes on, released on the GPU
 //                      when the copy completes, and prefetched back during backward
 //   kRecompute         the stage runs without saving; backward re-runs it (checkpointing)
@@ -40,10 +44,21 @@ class Module;
 namespace fno::offload {
 
 /// What happens to the activations a stage saves for backward.
-enum class Level { kKeep, kOffload, kRecompute, kRecomputeOffload };
+/// Every level but kKeep runs the stage's fn_slim, where it has one.
+enum class Level { kKeep, kOffload, kRecompute, kRecomputeOffload, kSlim };
 std::string to_string(Level level);
 bool offloads(Level level);    // kOffload, kRecomputeOffload
 bool recomputes(Level level);  // kRecompute, kRecomputeOffload
+
+/// How offloaded float32 activations are stored on the host.
+///   kNone  lossless: the bytes as they are
+///   kBF16  rounded to bfloat16 on the GPU before the copy, widened after the
+///          reload: half the PCIe bytes and pinned memory, a relative error of
+///          at most 2^-9 per element (other dtypes move as they are)
+enum class Compress { kNone, kBF16 };
+std::string to_string(Compress compress);
+/// "none" | "bf16"; throws std::invalid_argument naming the text.
+Compress parse_compress(const std::string& text);
 
 struct OffloadOptions {
   /// Saved tensors whose storage is smaller than this many bytes stay on the GPU.
@@ -62,6 +77,8 @@ struct OffloadOptions {
   TORCH_ARG(bool, simulate_on_cpu) = false;
   /// Record a GPU memory timeline (allocator samples every ~0.5 ms and at scope edges).
   TORCH_ARG(bool, record_timeline) = false;
+  /// Host storage of offloaded float32 activations (kBF16: half the bytes, lossy).
+  TORCH_ARG(Compress, compress) = Compress::kNone;
 };
 
 /// One point of the memory timeline.
@@ -79,20 +96,25 @@ std::string timeline_csv(const std::vector<MemorySample>& samples, const std::st
 
 /// What one training step moved and waited for.
 struct StepStats {
-  int64_t saved_tensors = 0;            // pack calls
-  int64_t offloaded_tensors = 0;        // storages copied to the host
-  int64_t dedup_hits = 0;               // saves whose storage was already offloaded
-  int64_t kept_small = 0;               // below min_bytes
-  int64_t kept_parameter = 0;           // parameters, buffers and their views
-  int64_t kept_level = 0;               // the scope's level keeps them
-  int64_t kept_degraded = 0;            // no pinned memory to be had: kept on the GPU
+  int64_t saved_tensors = 0;       // pack calls
+  int64_t offloaded_tensors = 0;   // storages copied to the host
+  int64_t dedup_hits = 0;          // saves whose storage was already offloaded
+  int64_t kept_small = 0;          // below min_bytes
+  int64_t kept_parameter = 0;      // parameters, buffers and their views
+  int64_t kept_level = 0;          // the scope's level keeps them
+  int64_t kept_last = 0;           // saved by the last scope of forward (ScopeOptions::last)
+  int64_t kept_degraded = 0;       // no pinned memory to be had: kept on the GPU
+  int64_t compressed_tensors = 0;  // storages moved as bfloat16 (Compress::kBF16)
+  // Bytes over the link (halved for compressed storages):
   int64_t bytes_offloaded = 0;          // device -> host
   int64_t bytes_prefetched = 0;         // host -> device, issued ahead of need
   int64_t bytes_fetched_on_demand = 0;  // host -> device, issued at the moment of need
-  int64_t bytes_reused_on_device = 0;   // unpacked before the copy released the GPU copy
-  double d2h_seconds = 0;               // copy-engine busy time, device -> host
-  double h2d_seconds = 0;               // copy-engine busy time, host -> device
-  double d2h_gbps = 0;                  // bytes_offloaded / d2h_seconds / 1e9
+  // Offloaded, yet used from the GPU copy: unpacked before the copy released it,
+  // or saved again by the last scope of forward (ScopeOptions::last).
+  int64_t bytes_reused_on_device = 0;
+  double d2h_seconds = 0;  // copy-engine busy time, device -> host
+  double h2d_seconds = 0;  // copy-engine busy time, host -> device
+  double d2h_gbps = 0;     // bytes_offloaded / d2h_seconds / 1e9
   double h2d_gbps = 0;
   double forward_wait_ms = 0;     // host time forward was held back by back-pressure
   double backward_wait_ms = 0;    // GPU time the compute stream waited for reloads
@@ -128,6 +150,11 @@ class Offloader {
   StepStats end_step();
   /// Adds a named point to the memory timeline (when it is being recorded).
   void mark(const std::string& event);
+  /// Backward is about to run the stage numbered `stage` (Scope::stage()):
+  /// prefetch what the next prefetch_depth stages need. run_stages calls it
+  /// from a hook on each stage's output, so stages that offload nothing (kept,
+  /// slim, recomputed) still move the prefetch window along.
+  void backward_reaches(int64_t stage);
   /// Record the memory timeline of the steps that begin from now on (CUDA only).
   void set_record_timeline(bool on);
 
@@ -152,18 +179,32 @@ class OffloadGuard {
   Level previous_level_;
 };
 
+/// How a scope sits among the stages of forward.
+struct ScopeOptions {
+  /// The scope continues the previous scope's stage (a later chunk of it).
+  /// Backward prefetches by stage: prefetch_depth counts stages, not chunks.
+  TORCH_ARG(bool, same_stage) = false;
+  /// The last scope of forward. What it saves stays on the GPU: backward needs
+  /// it first, so a copy to the host and back could only add a wait.
+  TORCH_ARG(bool, last) = false;
+};
+
 /// A named region of forward (a stage, or a chunk of one) with its own level.
-/// Scopes number the prefetch order: backward prefetches scopes by that number.
+/// Scopes number the prefetch order: backward prefetches stages by that number.
 class Scope {
  public:
-  Scope(Offloader* offloader, const std::string& name, Level level);
+  Scope(Offloader* offloader, const std::string& name, Level level, ScopeOptions options = {});
   ~Scope();
+  /// The stage number this scope belongs to (0 without an offloader).
+  int64_t stage() const { return stage_; }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
  private:
   std::shared_ptr<Offloader::State> s_;
   Level previous_level_;
+  bool previous_hold_ = false;
+  int64_t stage_ = 0;
 };
 
 /// Checkpointing: y = fn(x) computed without saving anything but x; backward
@@ -180,6 +221,13 @@ struct Stage {
   std::function<at::Tensor(const at::Tensor&)> fn;  // x -> y
   /// fn treats each batch entry alone: it may run on chunks of the batch.
   bool chunkable = false;
+  /// The same function storing only the activations that are expensive to
+  /// recompute (empty: fn). Levels other than kKeep run it.
+  std::function<at::Tensor(const at::Tensor&)> fn_slim = nullptr;
+  /// The function a stage runs at `level`.
+  const std::function<at::Tensor(const at::Tensor&)>& fn_at(Level level) const {
+    return level != Level::kKeep && fn_slim ? fn_slim : fn;
+  }
 };
 
 /// Per-stage memory level and chunk count.
@@ -190,9 +238,17 @@ struct StagePlan {
 
 struct Plan {
   std::vector<StagePlan> stages;
-  /// "name=level[/chunks]" per stage, comma-separated.
+  /// The whole step runs as this many micro-batches (slices of the batch), each
+  /// forward and backward in turn, their parameter gradients adding up:
+  /// activation memory of one micro-batch. run_stages runs one micro-batch;
+  /// the caller loops (it owns the loss, which must add over batch entries).
+  int64_t micro_batches = 1;
+  /// "[micro_batches=K; ]name=level[/chunks]" per stage, comma-separated.
   std::string to_string(const std::vector<Stage>& stages) const;
 };
+
+/// The sizes of `parts` slices of a batch of `batch` (the first ones one larger when uneven).
+std::vector<int64_t> split_sizes(int64_t batch, int64_t parts);
 
 /// Runs the stages in order under `plan` (one entry per stage). With an
 /// offloader, each stage (each chunk of one) is a Scope of the plan's level.

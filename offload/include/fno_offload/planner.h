@@ -4,6 +4,7 @@
 //
 // Policies (config `offload.policy`, `fno_train --offload POLICY`):
 //   none               every stage kKeep
+//   slim               every stage kSlim (recompute the cheap activations, keep the rest)
 //   all                every stage kOffload (every saved activation, asynchronously)
 //   blocks:K           the first K stages (lifting counts as the first) kOffload
 //   recompute          every stage kRecompute (checkpointing)
@@ -14,13 +15,14 @@
 #include <fno_offload/offload.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace fno::offload {
 
 struct Policy {
-  enum class Kind { kNone, kAll, kBlocks, kRecompute, kRecomputeOffload, kAuto };
+  enum class Kind { kNone, kAll, kBlocks, kRecompute, kRecomputeOffload, kSlim, kAuto };
   Kind kind = Kind::kNone;
   int64_t blocks = 0;  // K of blocks:K
   std::string text;    // as given
@@ -36,6 +38,17 @@ std::string format_bytes(int64_t bytes);
 /// A fixed policy's plan for these stages (`chunks` for the chunkable ones). Not kAuto.
 Plan plan_for_policy(const Policy& policy, const std::vector<Stage>& stages, int64_t chunks = 1);
 
+/// The inverse of Plan::to_string for these stages ("lifting=recompute/2, block.0=keep, ...");
+/// throws std::invalid_argument naming what does not fit.
+Plan parse_plan(const std::string& text, const std::vector<Stage>& stages);
+
+/// No plan keeps the step within the memory budget: `auto` refuses to run one
+/// that does not (the message names the smallest peak it reached, and how).
+class BudgetError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// One stage, measured with every stage kKeep (see measure_profile).
 struct StageProfile {
   std::string name;
@@ -47,6 +60,13 @@ struct StageProfile {
   int64_t backward_transient = 0;  // backward peak above the allocation at its start
   double forward_ms = 0;
   double backward_ms = 0;
+  /// The same, running Stage::fn_slim (set when the stage has one).
+  bool has_slim = false;
+  int64_t saved_bytes_slim = 0;
+  int64_t forward_transient_slim = 0;
+  int64_t backward_transient_slim = 0;
+  double forward_ms_slim = 0;
+  double backward_ms_slim = 0;
 };
 
 struct Profile {
@@ -79,22 +99,29 @@ struct Estimate {
 Estimate estimate(const Profile& profile, const Plan& plan, const OffloadOptions& options);
 
 /// The plan of least estimated step time whose estimated peak is within `budget`
-/// bytes. When none fits, the plan of least peak, with `fits` false.
+/// bytes. When none fits, the plan of least peak, with `fits` false. With
+/// `micro_batches`, plans may also split the step into micro-batches (for a
+/// caller whose loss adds over batch entries).
 Plan plan_for_budget(const Profile& profile, int64_t budget, const OffloadOptions& options,
-                     Estimate* estimate_out = nullptr, bool* fits = nullptr);
+                     Estimate* estimate_out = nullptr, bool* fits = nullptr,
+                     bool micro_batches = false);
 
 /// Up to `count` plans with distinct per-stage levels (each with its best chunk
 /// counts), estimated peak within `budget * slack`, fastest estimate first: the
 /// candidates that auto then measures, since the estimate is only a model.
 std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_t budget,
                                                   const OffloadOptions& options, size_t count,
-                                                  double slack = 1.2);
+                                                  double slack = 1.2, bool micro_batches = false);
+
+/// The estimate of a plan with micro_batches > 1 is k times that of one
+/// micro-batch (the profile scaled to it), its peak that micro-batch's plus the
+/// rest of the input.
 
 /// One line for a step that ran out of `capacity` bytes: the estimated peak of
 /// `current` (a policy name; "" or "auto" to skip it) and the fastest fixed policy
 /// and batch-chunk count estimated to fit, or, when none does, the least memory.
-std::string out_of_memory_advice(const Profile& profile, const std::string& current, int64_t capacity,
-                                 const OffloadOptions& options);
+std::string out_of_memory_advice(const Profile& profile, const std::string& current,
+                                 int64_t capacity, const OffloadOptions& options);
 
 /// The budget `auto` uses when none is given: the current CUDA device's free
 /// memory plus what the caching allocator holds unused; 0 without CUDA.

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# One GPU-machine call: build (Release, in /tmp), then run the named suites.
+# Raw outputs go to $OUT/results/ (packed as $OUT/results.tgz when OUT is set,
+# since only a few files come back from the device machine), a short table to
+# stdout at the end.
+#
+#   scripts/gpu.sh tests memcheck offload1024 neuralop
+#
+# Suites:
+#   tests        build/tests/fno_gpu_tests (offload races, gradients, goldens)
+#   memcheck     the same under compute-sanitizer --tool memcheck
+#   offload1024  fno_bench, seed FNO, batch 8, 1024^2: none, all/4, recompute/4,
+#                recompute+offload/4, auto at 8, 4 and 2 GiB (median of 5 steps)
+#   neuralop     bench/neuralop_step.py at 1024^2, batch 8, plain and save_on_cpu
+#                (neuraloperator, tensorly, tensorly-torch come as wheels in .whl/)
+#   offload2048  2048^2, batch 8: recompute/8, recompute+offload/8, auto 16 GiB
+#   largest      the largest batch-8 grid auto trains under --cap 16GiB
+#   compress     the Darcy seed run, every activation offloaded: lossless vs bf16
+#   timelines    one step's memory timeline at 1024^2 for none, all, r+o, auto
+# Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build=${FNO_BUILD_DIR:-/tmp/fno-gpu-build}
+out=${OUT:-/tmp/fno-gpu-out}/results
+mkdir -p "$out"
+steps=${BENCH_STEPS:-5}
+summary=$out/summary.txt
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+py=$(command -v python3)
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFNO_BUILD_TESTS=ON \
+    -DCMAKE_PREFIX_PATH="$("$py" -c 'import torch;print(torch.utils.cmake_prefix_path)')" \
+    -DFNO_PYTHON="$py" --log-level=WARNING > "$out/configure.log" 2>&1 ||
+    { cat "$out/configure.log"; exit 1; }
+fi
+t0=$(date +%s)
+cmake --build "$build" --target fno_gpu_tests fno_bench fno_train > "$out/build.log" 2>&1 ||
+  { tail -50 "$out/build.log"; exit 1; }
+say "build: $(($(date +%s) - t0)) s"
+bench=$build/apps/fno_bench
+common=(--resolutions 1024 --batches 8 --steps "$steps" --warmup 2)
+
+run_suite() {
+  case "$1" in
+    tests)
+      "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
+      say "tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -80
+      ;;
+    memcheck)
+      compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/fno_gpu_tests" \
+        > "$out/memcheck.log" 2>&1
+      say "memcheck: exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1))"
+      ;;
+    offload1024)
+      "$bench" "${common[@]}" --policies none,all,recompute,recompute+offload --chunks 4 \
+        --json "$out/bench1024_fixed.json" --csv "$out/bench1024_fixed.csv" \
+        > /dev/null 2> "$out/bench1024_fixed.log"
+      for b in 8 4 2; do
+        "$bench" "${common[@]}" --policies auto --gpu-memory-limit ${b}GiB \
+          --json "$out/bench1024_auto${b}.json" --csv "$out/bench1024_auto${b}.csv" \
+          > /dev/null 2> "$out/bench1024_auto${b}.log"
+        echo "auto ${b}GiB exit $?" >> "$out/bench1024_auto${b}.log"
+      done
+      grep -h '^fno_bench:\|exit\|auto:' "$out"/bench1024_*.log | tee -a "$summary"
+      ;;
+    neuralop)
+      if [ -d .whl ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+          --target /tmp/site .whl/*.whl > /dev/null 2>&1
+        export PYTHONPATH=/tmp/site
+      fi
+      for flag in "" --save-on-cpu; do
+        python3 bench/neuralop_step.py --resolution 1024 --batch 8 --steps "$steps" $flag \
+          >> "$out/neuralop_step.jsonl" 2> "$out/neuralop_step${flag}.log"
+      done
+      tee -a "$summary" < "$out/neuralop_step.jsonl"
+      ;;
+    offload2048)
+      "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 1 \
+        --policies recompute,recompute+offload --chunks 8 \
+        --json "$out/bench2048_fixed.json" --csv "$out/bench2048_fixed.csv" \
+        > /dev/null 2> "$out/bench2048_fixed.log"
+      local t=$(date +%s%N)
+      "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 1 --policies auto \
+        --gpu-memory-limit 16GiB --json "$out/bench2048_auto16.json" \
+        > /dev/null 2> "$out/bench2048_auto16.log"
+      echo "auto 16GiB exit $?, wall $((($(date +%s%N) - t) / 1000000)) ms" >> "$out/bench2048_auto16.log"
+      grep -h '^fno_bench:\|exit\|auto:.*search' "$out"/bench2048_*.log | tee -a "$summary"
+      ;;
+    largest)
+      "$bench" --resolutions 512 --batches 8 --steps 1 --warmup 1 --policies auto --cap 16GiB \
+        --find-largest --grid-step 128 --grid-max 3072 --json "$out/largest_auto_cap16.json" \
+        > /dev/null 2> "$out/largest_auto_cap16.log"
+      grep -h 'largest' "$out/largest_auto_cap16.log" | tee -a "$summary"
+      ;;
+    compress)
+      for c in none bf16; do
+        "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed_compress_$c" \
+          --offload all --set offload.min_bytes=0 --set offload.compress=$c \
+          --set output.progress=none > "$out/seed_compress_$c.log" 2>&1
+        say "compress $c: exit $? $(tail -1 "$out/seed_compress_$c/metrics.jsonl" | cut -c1-300)"
+      done
+      ;;
+    timelines)
+      mkdir -p "$out/timelines"
+      "$bench" --resolutions 1024 --batches 8 --steps 2 --warmup 1 \
+        --policies none,all,recompute+offload --chunks 4 --timeline-dir "$out/timelines" \
+        > /dev/null 2> "$out/timelines.log"
+      "$bench" --resolutions 1024 --batches 8 --steps 2 --warmup 1 --policies auto \
+        --gpu-memory-limit 8GiB --timeline-dir "$out/timelines" > /dev/null 2>> "$out/timelines.log"
+      ls "$out/timelines" | tee -a "$summary"
+      ;;
+    *) say "unknown suite $1" ;;
+  esac
+}
+
+for suite in "$@"; do
+  t=$(date +%s)
+  run_suite "$suite"
+  say "[$suite: $(($(date +%s) - t)) s]"
+done
+if [ -n "${OUT:-}" ]; then
+  tar -C "$OUT" -czf "$OUT/results.tgz" results && cp "$summary" "$OUT/summary.txt" &&
+    rm -rf "$out"
+fi
+echo "===== summary"
+cat "${OUT:-/tmp/fno-gpu-out}/summary.txt" 2>/dev/null || cat "$summary"
