@@ -239,7 +239,13 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   torch::manual_seed(static_cast<uint64_t>(c.seed));
   s.model = FNO(c.model);
   s.model->to(s.device);
-  s.step = std::make_unique<OffloadedStep>(s.model, offload_settings(c));
+  OffloadSettings offload = offload_settings(c);
+  if (offload.policy == "auto" && !s.device.is_cuda()) {
+    // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
+    std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
+    offload.policy = "none";
+  }
+  s.step = std::make_unique<OffloadedStep>(s.model, offload);
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),
       AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay));
