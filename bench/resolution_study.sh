@@ -19,6 +19,7 @@
 #   EPOCHS=3  BATCH=8  N_TRAIN=64  N_TEST=16  SEED=0
 #   SMALL_BUDGET=8GiB           the stated smaller budget of the third run
 #   DEVICE=auto                 fno_datagen's and fno_train's device
+#   DATAGEN_BATCH               fno_datagen --batch (default: its own, 32 on a GPU)
 #   KEEP_DATA=1                 keep the generated .h5 files in OUT/data/RES/
 #   FNO_BUILD_DIR=build         where apps/fno_datagen, fno_train and fno_bench are
 #   FNO_PYTHON=python3          writes the CSV and JSON (standard library only)
@@ -62,7 +63,8 @@ for res in "${resolutions[@]}"; do
   rm -rf "$data" && mkdir -p "$data"
   t0=$(now)
   "$datagen" --resolution "$res" --samples $((n_train + n_test)) --test-samples "$n_test" \
-    --seed "$seed" --device "$device" --progress plain --out "$data/darcy.h5" \
+    --seed "$seed" --device "$device" ${DATAGEN_BATCH:+--batch "$DATAGEN_BATCH"} \
+    --progress plain --out "$data/darcy.h5" \
     > "$data/datagen.out" 2> "$data/datagen.log"
   gen_rc=$?
   gen_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
