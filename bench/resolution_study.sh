@@ -10,8 +10,9 @@
 #   bench/resolution_study.sh OUT [RES ...]     (default RES: 128 256 512 1024 2048)
 #
 # Writes OUT/study.csv and OUT/study.json (one row per run; read by
-# notebooks/resolutions.ipynb), OUT/runs/RES_LABEL/ (fno_train's run directory,
-# with its stdout.txt and stderr.txt), and OUT/data/RES/datagen.log. Without a
+# notebooks/resolutions.ipynb), OUT/runs/RES_LABEL/ (fno_train's run directory:
+# config.yaml, metrics.jsonl, summary.json, stdout.txt, stderr.txt), and
+# OUT/data/RES/datagen.log. Without a
 # GPU everything runs on the CPU and the offload runs train without offload.
 #
 # Environment (the defaults fit one 80 GiB GPU):
@@ -20,7 +21,10 @@
 #   SMALL_BUDGET=8GiB           the stated smaller budget of the third run
 #   DEVICE=auto                 fno_datagen's and fno_train's device
 #   DATAGEN_BATCH               fno_datagen --batch (default: its own, 32 on a GPU)
+#   N_PREDICTIONS=0             test samples per run saved to predictions.h5
 #   KEEP_DATA=1                 keep the generated .h5 files in OUT/data/RES/
+#   KEEP_CHECKPOINTS=1          keep the runs' checkpoints and model.pt (removed by
+#                               default: OUT stays small enough to commit)
 #   FNO_BUILD_DIR=build         where apps/fno_datagen, fno_train and fno_bench are
 #   FNO_PYTHON=python3          writes the CSV and JSON (standard library only)
 set -uo pipefail
@@ -87,9 +91,10 @@ for res in "${resolutions[@]}"; do
         --set "data.batch_size=$batch" \
         --set "data.test=[{file: '$data/darcy_test.h5', name: test, n_samples: $n_test, batch_size: $batch}]" \
         --set "training.epochs=$epochs" --set "training.seed=$seed" --set "device.name=$device" \
-        --set data.n_predictions=2 --set output.progress=plain \
+        --set "data.n_predictions=${N_PREDICTIONS:-0}" --set output.progress=plain \
         > "$dir/stdout.txt" 2> "$dir/stderr.txt"
       rc=$?
+      [ "${KEEP_CHECKPOINTS:-0}" = 1 ] || rm -f "$dir"/checkpoint_*.pt "$dir"/model.pt
     fi
     echo "resolution_study: ${res}^2 $label: exit $rc$([ "$rc" -ne 0 ] && echo ": $(tail -1 "$dir/stderr.txt")")" >&2
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$res" "$label" "$policy" "$budget" "runs/${res}_$label" "$rc" "$gen_s" >> "$runs"
