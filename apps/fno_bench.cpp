@@ -1,8 +1,13 @@
 // fno_bench: the FNO training step over resolutions, batch sizes and offload
 // policies; ms/step, peak GPU memory, bytes moved and bandwidth as JSON and CSV.
 // With --cap it emulates a smaller GPU, and --find-largest searches the largest
-// square grid each policy trains under that cap by running it.
+// square grid each policy trains under that cap by running it. The model is the
+// seed FNO, or the model section of a training config (--config, --set).
+//
+// Exit codes: 0 done; 2 bad command line or config; 3 unwritable output; 4 the
+// benchmark failed.
 #include <fno/bench.h>
+#include <fno/config.h>
 #include <fno_offload/planner.h>
 
 #include <c10/util/Exception.h>
@@ -26,8 +31,19 @@ int main(int argc, char** argv) {
       "Benchmarks the FNO training step (forward, H1 loss, backward, AdamW) under offload "
       "policies."};
   fno::BenchOptions o;
-  std::string cap, budget, json_path, csv_path;
-  app.add_option("--resolutions", o.resolutions, "square grid sizes")
+  std::string cap, budget, json_path, csv_path, config_path;
+  std::vector<std::string> overrides;
+  bool dry_run = false;
+  app.add_option("--config", config_path,
+                 "benchmark the model of this training config (its model section, read as "
+                 "fno_train reads it; default: the seed model)");
+  app.add_option("--set", overrides,
+                 "override a config value, e.g. --set model.hidden_channels=64 (repeatable; "
+                 "needs --config)");
+  app.add_flag("--dry-run", dry_run,
+               "build the model, print its parameter count and the resolved settings, and exit "
+               "(needs no GPU)");
+  app.add_option("--resolutions", o.resolutions, "grid sizes N (N x N for a 2D model)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
@@ -85,6 +101,22 @@ int main(int argc, char** argv) {
     if (!budget.empty()) o.gpu_memory_limit = fno::offload::parse_bytes(budget);
   } catch (const std::invalid_argument& e) {
     return fail(2, e.what());
+  }
+  if (!overrides.empty() && config_path.empty()) return fail(2, "--set needs --config FILE");
+  try {
+    if (!config_path.empty()) fno::use_config(o, config_path, overrides);
+  } catch (const fno::ConfigError& e) {
+    return fail(2, e.what());
+  }
+  if (dry_run) {
+    try {
+      std::cout << fno::describe_bench(o);
+      return 0;
+    } catch (const c10::Error& e) {
+      return fail(2, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return fail(2, e.what());
+    }
   }
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);

@@ -1,5 +1,6 @@
 #include <fno/bench.h>
 
+#include <fno/config.h>
 #include <fno/losses.h>
 #include <fno/offload_step.h>
 #include <fno/optim.h>
@@ -38,14 +39,14 @@ struct Runner {
   const BenchOptions& o;
   FNO model{nullptr};
   std::unique_ptr<AdamW> optimizer;
-  H1Loss loss{H1LossOptions().d(2)};
+  H1Loss loss{H1LossOptions().d(static_cast<int64_t>(o.model.n_modes().size()))};
   std::map<std::string, std::unique_ptr<OffloadedStep>>
       steps;  // one per policy: its pinned pool persists
   bool traced = false;
 
   explicit Runner(const BenchOptions& opts) : o(opts) {
     torch::manual_seed(0);
-    model = FNO(FNOOptions(o.n_modes, 1, 1, o.hidden).projection_channel_ratio(2));
+    model = FNO(o.model);
     model->to(torch::kCUDA);
     optimizer = std::make_unique<AdamW>(model->parameters(), AdamWOptions(8e-3).weight_decay(1e-4));
   }
@@ -83,8 +84,15 @@ struct Runner {
     try {
       auto& step = step_for(policy);
       torch::manual_seed(1);
-      const auto x = torch::randn({batch, 1, res, res}, torch::kCUDA);
-      const auto y = torch::randn({batch, 1, res, res}, torch::kCUDA);
+      // [batch, channels, res, ...]: one res per spatial dim of the model.
+      std::vector<int64_t> x_shape{batch, o.model.in_channels()},
+          y_shape{batch, o.model.out_channels()};
+      for (size_t d = 0; d < o.model.n_modes().size(); ++d) {
+        x_shape.push_back(res);
+        y_shape.push_back(res);
+      }
+      const auto x = torch::randn(x_shape, torch::kCUDA);
+      const auto y = torch::randn(y_shape, torch::kCUDA);
       auto one = [&] {
         optimizer->zero_grad();
         // H1Loss adds over batch entries: auto may use micro-batches.
@@ -203,7 +211,48 @@ void log_row(const BenchRow& r) {
   std::cerr << std::endl;
 }
 
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
 }  // namespace
+
+FNOOptions seed_model() { return FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2); }
+
+void use_config(BenchOptions& o, const std::string& config_path,
+                const std::vector<std::string>& overrides) {
+  o.model = load_config(config_path, overrides).model;
+  o.model_source = config_path;
+}
+
+std::string describe_bench(const BenchOptions& o) {
+  torch::manual_seed(0);
+  const FNO model(o.model);
+  std::ostringstream s;
+  s << "model ";
+  model->pretty_print(s);
+  s << " (from " << o.model_source << ")\n";
+  s << "n_params " << count_params(*model) << "\n";
+  s << "input [batch, " << o.model.in_channels();
+  for (size_t d = 0; d < o.model.n_modes().size(); ++d) s << ", N";
+  s << "], N in resolutions\n";
+  s << "resolutions " << join(o.resolutions) << "\n";
+  s << "batches " << join(o.batches) << "\n";
+  std::string policies;
+  for (const auto& p : o.policies) policies += (policies.empty() ? "" : ", ") + p;
+  s << "policies " << policies << "\n";
+  s << "steps " << o.warmup << " warm-up, " << o.steps << " timed (median); chunks " << o.chunks
+    << "\n";
+  s << "auto budget "
+    << (o.gpu_memory_limit > 0 ? offload::format_bytes(o.gpu_memory_limit) : "free memory") << "\n";
+  s << "memory cap " << (o.memory_cap > 0 ? offload::format_bytes(o.memory_cap) : "none") << "\n";
+  if (o.find_largest) {
+    s << "find largest grid: steps of " << o.grid_step << " up to " << o.grid_max << "\n";
+  }
+  return s.str();
+}
 
 BenchResult run_bench(const BenchOptions& o) {
   TORCH_CHECK(torch::cuda::is_available(), "fno_bench needs a CUDA device");

@@ -245,9 +245,14 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   s.model = FNO(c.model);
   s.model->to(s.device);
   {
-    auto settings = offload_settings(c);
-    settings.plan_file = s.path("offload_plan.txt");
-    s.step = std::make_unique<OffloadedStep>(s.model, std::move(settings));
+    OffloadSettings offload = offload_settings(c);
+    if (offload.policy == "auto" && !s.device.is_cuda()) {
+      // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
+      std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
+      offload.policy = "none";
+    }
+    offload.plan_file = s.path("offload_plan.txt");
+    s.step = std::make_unique<OffloadedStep>(s.model, std::move(offload));
   }
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),

@@ -6,21 +6,7 @@
 set -u
 bin=$(realpath "$1") work=$2
 rm -rf "$work" && mkdir -p "$work"
-failures=0 passed=0
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN -- ARGS...: exit code CODE, stderr one line matching PATTERN.
-expect() {
-  local code=$1 pattern=$2; shift 3
-  "$bin" "$@" > "$work/out" 2> "$work/err"
-  local rc=$? lines
-  lines=$(wc -l < "$work/err")
-  if [ "$rc" -ne "$code" ]; then bad "fno_datagen $* exited $rc, expected $code: $(cat "$work/err")"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "fno_datagen $*: $lines lines on stderr, expected 1: $(cat "$work/err")"; return; fi
-  if ! grep -q -- "$pattern" "$work/err"; then bad "fno_datagen $*: stderr lacks '$pattern': $(cat "$work/err")"; return; fi
-  ok
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 "$bin" --help > "$work/help" 2>&1 && grep -q -- "--subsample" "$work/help" && grep -q -- "--test-samples" "$work/help" && ok || bad "--help"
 
@@ -79,5 +65,4 @@ for sig in INT TERM; do
   else ok; fi
 done
 
-echo "fno_datagen CLI: $passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish "fno_datagen CLI"

@@ -7,21 +7,7 @@ set -u
 bin=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 small=$src/tests/cli/small.yaml
-failures=0 passed=0
-ok() { passed=$((passed + 1)); }
-bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN -- ARGS...: exit code CODE, stderr one line matching PATTERN.
-expect() {
-  local code=$1 pattern=$2; shift 3
-  "$bin" "$@" > "$work/out" 2> "$work/err"
-  local rc=$? lines
-  lines=$(wc -l < "$work/err")
-  if [ "$rc" -ne "$code" ]; then bad "fno_train $* exited $rc, expected $code: $(cat "$work/err")"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "fno_train $*: $lines lines on stderr, expected 1: $(cat "$work/err")"; return; fi
-  if ! grep -q -- "$pattern" "$work/err"; then bad "fno_train $*: stderr lacks '$pattern': $(cat "$work/err")"; return; fi
-  ok
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 "$bin" --help > "$work/help" 2>&1 && grep -q -- "--resume" "$work/help" && grep -q -- "--dry-run" "$work/help" && ok || bad "--help"
 
@@ -130,5 +116,4 @@ if [ "$rc" -eq 3 ] && grep -q "checkpoint_[a-z]*.pt: write failed: File too larg
    ! ls "$work/full_disk"/.*.tmp.* > /dev/null 2>&1; then ok
 else bad "full disk: exit $rc: $(cat "$work/disk.err")"; fi
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

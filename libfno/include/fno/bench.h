@@ -1,13 +1,19 @@
-// The training-step benchmark behind fno_bench: the seed FNO's step (forward,
-// H1 loss, backward, AdamW) over resolutions x batch sizes x offload policies,
-// and, under a memory cap, the largest square grid each policy trains.
+// The training-step benchmark behind fno_bench: an FNO's step (forward, H1
+// loss, backward, AdamW) over resolutions x batch sizes x offload policies,
+// and, under a memory cap, the largest square grid each policy trains. The
+// model is the seed FNO, or the model section of a training config.
 #pragma once
+
+#include <fno/fno.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace fno {
+
+/// The seed FNO, neuraloperator's Darcy example: modes 16x16, hidden 32, 1,192,801 parameters.
+FNOOptions seed_model();
 
 struct BenchOptions {
   std::vector<int64_t> resolutions{256, 512, 1024};
@@ -26,11 +32,11 @@ struct BenchOptions {
   bool find_largest = false;  // search the largest grid per policy (needs a cap)
   int64_t grid_step = 64;     // the search's granularity
   int64_t grid_max = 4096;
-  std::vector<int64_t> n_modes{16, 16};
-  int64_t hidden = 32;
-  std::string compress = "none";  // offload.compress: none | bf16
-  std::string plan_cache_dir;     // auto reuses plans from here ("": always searches)
-  std::string timeline_dir;       // write one step's memory timeline per row here
+  FNOOptions model = seed_model();              // the benchmarked FNO; use_config() sets it
+  std::string model_source = "the seed model";  // where it came from (describe_bench)
+  std::string compress = "none";                // offload.compress: none | bf16
+  std::string plan_cache_dir;                   // auto reuses plans from here ("": always searches)
+  std::string timeline_dir;                     // write one step's memory timeline per row here
   std::string trace_path;  // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
 };
 
@@ -62,5 +68,15 @@ struct BenchResult {
 
 /// Runs the sweep on the current CUDA device; progress lines go to stderr.
 BenchResult run_bench(const BenchOptions& options);
+
+/// Takes the model from the `model` section of a training config, read by
+/// fno_train's parser (load_config, with `overrides` "section.key=value"): a bad
+/// config throws the same one-line ConfigError as fno_train gets.
+void use_config(BenchOptions& options, const std::string& config_path,
+                const std::vector<std::string>& overrides = {});
+
+/// fno_bench --dry-run: the model (built on the CPU), its parameter count
+/// ("n_params N") and the resolved settings, one per line; needs no CUDA.
+std::string describe_bench(const BenchOptions& options);
 
 }  // namespace fno

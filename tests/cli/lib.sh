@@ -1,0 +1,26 @@
+# shellcheck shell=bash disable=SC2154
+# The CLI tests' harness: pass/fail counters and the one-line-error check.
+# Source it after setting bin (the program under test) and work (a scratch
+# directory); end the test with `finish`.
+failures=0 passed=0
+ok() { passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect CODE PATTERN -- ARGS...: exit code CODE, stderr one line matching PATTERN.
+expect() {
+  local code=$1 pattern=$2 name rc lines; shift 3
+  name=$(basename "$bin")
+  "$bin" "$@" > "$work/out" 2> "$work/err"
+  rc=$?
+  lines=$(wc -l < "$work/err")
+  if [ "$rc" -ne "$code" ]; then bad "$name $* exited $rc, expected $code: $(cat "$work/err")"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$name $*: $lines lines on stderr, expected 1: $(cat "$work/err")"; return; fi
+  if ! grep -q -- "$pattern" "$work/err"; then bad "$name $*: stderr lacks '$pattern': $(cat "$work/err")"; return; fi
+  ok
+}
+
+# finish [LABEL]: prints the counts; succeeds when nothing failed.
+finish() {
+  echo "${1:+$1: }$passed passed, $failures failed"
+  [ "$failures" -eq 0 ]
+}

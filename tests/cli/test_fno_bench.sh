@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# fno_bench from the outside, as far as a CPU allows: --config reads a training
+# config with fno_train's parser, so a bad config gets fno_train's one-line
+# error and exit code, and --dry-run builds the model and prints its parameter
+# count (the same as fno_train's) and the resolved settings, without a GPU.
+#   test_fno_bench.sh FNO_BENCH FNO_TRAIN SOURCE_DIR WORK_DIR
+set -u
+bin=$1 train=$2 src=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+small=$src/tests/cli/small.yaml darcy=$src/configs/darcy.yaml
+
+"$bin" --help > "$work/help" 2>&1 && grep -q -- "--config" "$work/help" && grep -q -- "--dry-run" "$work/help" &&
+  ok || bad "--help"
+
+# dry_run ARGS...: fno_bench --dry-run exits 0; its stdout is in $work/out.
+dry_run() { "$bin" "$@" --dry-run > "$work/out" 2> "$work/err" || { bad "fno_bench $* --dry-run: $(cat "$work/err")"; return 1; }; }
+# train_params ARGS...: fno_train --dry-run's n_params for the same config.
+train_params() { "$train" "$@" --dry-run --out "$work/train_dry" 2> /dev/null | awk '$1 == "n_params" { print $2 }'; }
+has() { grep -qxF -- "$1" "$work/out" && ok || bad "fno_bench $2: stdout lacks '$1': $(cat "$work/out")"; }
+
+# The seed model, by default and from the seed config; the settings are printed.
+dry_run && has "n_params 1192801" "(no config)" &&
+  { grep -q "(from the seed model)" "$work/out" && ok || bad "no config: not the seed model: $(cat "$work/out")"; }
+dry_run --config "$darcy" --resolutions 64,128 --batches 4 --policies none,auto --gpu-memory-limit 8GiB &&
+  has "n_params 1192801" "--config darcy.yaml" && has "resolutions 64, 128" "--resolutions" &&
+  has "batches 4" "--batches" && has "policies none, auto" "--policies" &&
+  has "auto budget 8.00 GiB" "--gpu-memory-limit" &&
+  { grep -q "(from $darcy)" "$work/out" && ok || bad "--config darcy.yaml: source not named: $(cat "$work/out")"; }
+# Other widths, depths and modes: the parameter count is fno_train's.
+for set in "model.hidden_channels=12" "model.n_layers=3" "model.n_modes=[4, 6]"; do
+  want=$(train_params --config "$small" --set "$set")
+  [ -n "$want" ] && [ "$want" != 1192801 ] || bad "fno_train --dry-run --set $set gave no n_params"
+  dry_run --config "$small" --set "$set" && has "n_params $want" "--config small.yaml --set $set"
+done
+# A 3D model (fno_train would refuse the 2D data): inputs get three grid dims.
+dry_run --config "$small" --set "model.n_modes=[4, 4, 4]" && has "input [batch, 1, N, N, N], N in resolutions" "3D"
+
+expect 2 "--set needs --config" -- --set model.hidden_channels=8 --dry-run
+expect 2 "unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run
+
+# A bad config: fno_bench's one line is fno_train's, word for word, with the same exit code.
+printf 'model: [1, 2\n' > "$work/malformed.yaml"
+printf '' > "$work/empty.yaml"
+printf 'model:\n  hidden_channels: 8\n  colour: red\n' > "$work/unknown.yaml"
+printf 'model:\n  hidden_channels: 8\n' > "$work/no_data.yaml"
+same_error() {
+  local pattern=$1; shift 2
+  expect 2 "$pattern" -- "$@" --dry-run
+  "$train" "$@" --dry-run --out "$work/train_dry" > /dev/null 2> "$work/train_err"
+  local rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(sed 's/^fno_bench: //' "$work/err")" = "$(sed 's/^fno_train: //' "$work/train_err")" ]; then ok
+  else bad "fno_bench $* says '$(cat "$work/err")'; fno_train (exit $rc) says '$(cat "$work/train_err")'"; fi
+}
+same_error "nope.yaml: cannot read the config file" -- --config "$work/nope.yaml"
+same_error "malformed.yaml:.*malformed YAML" -- --config "$work/malformed.yaml"
+same_error "empty.yaml: empty config" -- --config "$work/empty.yaml"
+same_error "unknown.yaml:3: model.colour: unknown key" -- --config "$work/unknown.yaml"
+same_error "no_data.yaml (default): data.train_file: missing" -- --config "$work/no_data.yaml"
+same_error "expected section.key=value" -- --config "$small" --set model.hidden_channels
+same_error "model.hidden_channels: expected an integer >= 1, got 'wide'" -- --config "$small" --set model.hidden_channels=wide
+same_error "model.n_modes: expected an integer >= 1, got -2" -- --config "$small" --set "model.n_modes=[8, -2]"
+same_error "model.domain_padding: needs 0, 1 or 2 entries" -- --config "$small" --set "model.domain_padding=[0.1, 0.1, 0.1]"
+
+finish "fno_bench CLI"

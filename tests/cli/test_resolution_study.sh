@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/resolution_study.sh, tiny and on the CPU: two grids (16 and 24), one
+# epoch, a few samples, the three runs each. Checks study.csv and study.json,
+# that the offload runs (no offload on a CPU) end with exactly the metrics of
+# the run without offload, and that an out-of-memory run becomes a data point.
+# Leaves the study in WORK_DIR/study for notebooks/resolutions.ipynb.
+#   test_resolution_study.sh SOURCE_DIR BUILD_DIR WORK_DIR [PYTHON]
+set -u
+src=$1 build=$2 work=$3 python=${4:-python3}
+[ -n "$python" ] || python=python3
+rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+study=$work/study
+
+# One thread per process: spinning OpenMP threads slow small runs down badly on a busy machine.
+if OMP_NUM_THREADS=1 N_TRAIN=8 N_TEST=4 BATCH=4 EPOCHS=1 DEVICE=cpu FNO_BUILD_DIR=$build FNO_PYTHON=$python \
+   bash "$src/bench/resolution_study.sh" "$study" 16 24 > "$work/study.out" 2> "$work/study.err"; then ok
+else bad "the study failed: $(tail -3 "$work/study.err")"; fi
+[ -s "$study/study.csv" ] && [ "$(wc -l < "$study/study.csv")" -eq 7 ] && ok || bad "study.csv: not a header and 6 rows"
+
+# check_json PYTHON_CODE: the code gets `s` (study.json) and asserts.
+check_json() {
+  "$python" - "$study/study.json" "$1" > "$work/check.err" 2>&1 <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+exec(sys.argv[2])
+EOF
+  [ $? -eq 0 ] && ok || bad "study.json: $1: $(tail -2 "$work/check.err")"
+}
+check_json 'assert [(r["resolution"], r["label"]) for r in s["runs"]] == [(16, "none"), (16, "auto"), (16, "auto_8GiB"), (24, "none"), (24, "auto"), (24, "auto_8GiB")]'
+check_json 'assert all(r["status"] == "ok" and r["exit_code"] == 0 and r["epochs_done"] == 1 for r in s["runs"]), s["runs"]'
+check_json 'assert all(r["device"] == "cpu" and r["n_params"] == 1192801 and r["seconds_per_epoch"] > 0 for r in s["runs"])'
+check_json 'assert s["small_budget_bytes"] == 8 * 2**30 and [r["budget_bytes"] for r in s["runs"]][:3] == [None, None, 8 * 2**30]'
+check_json 'assert (s["epochs"], s["batch"], s["n_train"], s["n_test"]) == (1, 4, 8, 4)'
+# Offload moves activations, not arithmetic: at each grid the three runs agree exactly.
+check_json 'assert all(0 < r["test_l2"] < 10 and 0 < r["test_h1"] < 10 for r in s["runs"])
+for res in (16, 24):
+    m = {(r["test_l2"], r["test_h1"], r["train_loss"]) for r in s["runs"] if r["resolution"] == res}
+    assert len(m) == 1, (res, m)'
+grep -q "offload auto: no CUDA device; training without offload" "$study/runs/16_auto/stderr.txt" &&
+  ok || bad "16_auto: fno_train did not say that it trains without offload"
+for res in 16 24; do
+  for label in none auto auto_8GiB; do
+    d=$study/runs/${res}_$label
+    [ -s "$d/metrics.jsonl" ] && [ -s "$d/summary.json" ] && [ -s "$d/stderr.txt" ] && ok || bad "$d: run files missing"
+    [ ! -e "$d/checkpoint_latest.pt" ] && [ ! -e "$d/model.pt" ] && ok || bad "$d: checkpoints kept"
+  done
+  [ ! -e "$study/data/$res/darcy_train.h5" ] && [ -s "$study/data/$res/datagen.log" ] && ok || bad "data/$res: the .h5 files were kept or no log"
+done
+
+# A run that ran out of memory is a data point: the collector on a made-up
+# study of one finished run and one that fno_train stopped with exit 4.
+fake=$work/fake
+mkdir -p "$fake/runs" && cp -r "$study/runs/16_none" "$fake/runs/16_none" && mkdir -p "$fake/runs/4096_none"
+echo "fno_train: CUDA out of memory in a training step on a batch [8, 1, 4096, 4096] (policy none): ..." \
+  > "$fake/runs/4096_none/stderr.txt"
+printf 'resolution\tlabel\tpolicy\tbudget\trun_dir\texit_code\tdatagen_seconds\n16\tnone\tnone\t\truns/16_none\t0\t0.5\n4096\tnone\tnone\t\truns/4096_none\t4\t9.5\n' \
+  > "$fake/runs.tsv"
+if "$python" "$src/bench/resolution_study.py" "$fake" > "$work/fake.out" 2>&1 &&
+   [ "$(cut -d, -f1,2,6,7,8 "$fake/study.csv" | tail -2 | tr '\n' ' ')" = "16,none,ok,0,0 4096,none,oom,4, " ] &&
+   grep -q "CUDA out of memory" "$fake/study.json"; then ok
+else bad "an out-of-memory run: $(cat "$work/fake.out") $(cat "$fake/study.csv" 2> /dev/null)"; fi
+
+# Bad arguments: one line, exit 2, nothing run.
+FNO_BUILD_DIR=$build bash "$src/bench/resolution_study.sh" "$work/bad" 16 abc > /dev/null 2> "$work/err"
+[ $? -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q "resolution 'abc'" "$work/err" && ok || bad "RES abc: $(cat "$work/err")"
+SMALL_BUDGET=12XB FNO_BUILD_DIR=$build bash "$src/bench/resolution_study.sh" "$work/bad" 16 > /dev/null 2> "$work/err"
+[ $? -eq 2 ] && [ "$(wc -l < "$work/err")" -eq 1 ] && grep -q "bad memory size '12XB'" "$work/err" && ok || bad "SMALL_BUDGET=12XB: $(cat "$work/err")"
+[ ! -e "$work/bad" ] && ok || bad "a refused study made its output folder"
+
+finish "resolution study"
