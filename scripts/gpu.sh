@@ -15,8 +15,11 @@
 #                (neuraloperator, tensorly, tensorly-torch come as wheels in .whl/)
 #   offload2048  2048^2, batch 8: recompute/8, recompute+offload/8, auto 16 GiB
 #   largest      the largest batch-8 grid auto trains under --cap 16GiB
+#   inflight2048 recompute/8 and recompute+offload/8 at 2048^2 under three back-pressure windows
 #   compress     the Darcy seed run, every activation offloaded: lossless vs bf16
 #   timelines    one step's memory timeline at 1024^2 for none, all, r+o, auto
+#   study        bench/resolution_study.sh (128^2 .. 2048^2: none, auto, auto 8 GiB)
+#   predictions256  fno_datagen 256^2 data, 30 epochs of the seed model, 4 predictions
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,7 +41,7 @@ if [ ! -f "$build/build.ninja" ]; then
     { cat "$out/configure.log"; exit 1; }
 fi
 t0=$(date +%s)
-cmake --build "$build" --target fno_gpu_tests fno_bench fno_train > "$out/build.log" 2>&1 ||
+cmake --build "$build" --target fno_gpu_tests fno_bench fno_train fno_datagen > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; exit 1; }
 say "build: $(($(date +%s) - t0)) s"
 bench=$build/apps/fno_bench
@@ -52,8 +55,8 @@ run_suite() {
       grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -80
       ;;
     memcheck)
-      compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/fno_gpu_tests" \
-        > "$out/memcheck.log" 2>&1
+      timeout 480 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/fno_gpu_tests" > "$out/memcheck.log" 2>&1
       say "memcheck: exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1))"
       ;;
     offload1024)
@@ -94,9 +97,20 @@ run_suite() {
       ;;
     largest)
       "$bench" --resolutions 512 --batches 8 --steps 1 --warmup 1 --policies auto --cap 16GiB \
-        --find-largest --grid-step 128 --grid-max 3072 --json "$out/largest_auto_cap16.json" \
+        --find-largest --grid-step 128 --grid-max 4096 --json "$out/largest_auto_cap16.json" \
         > /dev/null 2> "$out/largest_auto_cap16.log"
-      grep -h 'largest' "$out/largest_auto_cap16.log" | tee -a "$summary"
+      grep -h 'largest\|^fno_bench' "$out/largest_auto_cap16.log" | cut -c1-200 | tee -a "$summary"
+      ;;
+    inflight2048)
+      # recompute+offload's back-pressure window against its forward waits, at 2048^2
+      "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 1 --policies recompute --chunks 8 \
+        --json "$out/inflight2048_recompute.json" > /dev/null 2> "$out/inflight2048.log"
+      for mib in 1024 4096 16384; do
+        "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 1 --policies recompute+offload \
+          --chunks 8 --max-inflight-mib $mib --json "$out/inflight2048_ro_$mib.json" \
+          > /dev/null 2>> "$out/inflight2048.log"
+      done
+      grep -h '^fno_bench' "$out/inflight2048.log" | cut -c1-260 | tee -a "$summary"
       ;;
     compress)
       for c in none bf16; do
@@ -115,18 +129,42 @@ run_suite() {
         --gpu-memory-limit 8GiB --timeline-dir "$out/timelines" > /dev/null 2>> "$out/timelines.log"
       ls "$out/timelines" | tee -a "$summary"
       ;;
+    study)
+      # issue 15: the resolution study (bench/resolution_study.sh's defaults)
+      FNO_BUILD_DIR=$build FNO_PYTHON=python3 bench/resolution_study.sh "$out/resolution_study" \
+        > "$out/resolution_study.log" 2>&1
+      say "study: exit $?"
+      grep '^resolution_study' "$out/resolution_study.log" | cut -c1-220 | tee -a "$summary"
+      ;;
+    predictions256)
+      # a model trained on the GPU at 256^2 (fno_datagen data), for its predictions
+      local d=$out/predictions256
+      mkdir -p "$d"
+      "$build/apps/fno_datagen" --resolution 256 --samples 1100 --test-samples 100 --seed 0 \
+        --device cuda --out /tmp/darcy256.h5 > "$d/datagen.log" 2>&1
+      "$build/apps/fno_train" --config configs/darcy.yaml --out "$d/run" \
+        --set data.train_file=/tmp/darcy256_train.h5 --set data.n_train=1000 \
+        --set "data.test=[{file: /tmp/darcy256_test.h5, name: '256', n_samples: 100, batch_size: 20}]" \
+        --set training.epochs=30 --set data.n_predictions=4 --set output.progress=plain \
+        > "$d/train.log" 2>&1
+      say "predictions256: exit $? $(tail -1 "$d/run/metrics.jsonl" | cut -c1-200)"
+      ;;
     *) say "unknown suite $1" ;;
   esac
 }
 
+# Packed after every suite, so that a call stopped at its time limit still
+# returns what it finished; checkpoints stay behind (16 MiB a file comes back).
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar -C "$OUT" --exclude='checkpoint_*.pt' --exclude='model.pt' -czf "$OUT/results.tgz.part" \
+    results && mv "$OUT/results.tgz.part" "$OUT/results.tgz" && cp "$summary" "$OUT/summary.txt"
+}
 for suite in "$@"; do
   t=$(date +%s)
   run_suite "$suite"
   say "[$suite: $(($(date +%s) - t)) s]"
+  pack
 done
-if [ -n "${OUT:-}" ]; then
-  tar -C "$OUT" -czf "$OUT/results.tgz" results && cp "$summary" "$OUT/summary.txt" &&
-    rm -rf "$out"
-fi
 echo "===== summary"
-cat "${OUT:-/tmp/fno-gpu-out}/summary.txt" 2>/dev/null || cat "$summary"
+cat "$summary"

@@ -542,6 +542,13 @@ TEST_CASE("the planner fits a budget at the least estimated time") {
   CHECK(any_moved);
   fno::offload::plan_for_budget(p, G / 4, o, &e, &fits);
   CHECK_FALSE(fits);
+  // A grid twice as large: activations and times double; batch, base and gradients stay.
+  const auto big = p.scaled(2.0);
+  CHECK(big.batch == p.batch);
+  CHECK(big.base_bytes == p.base_bytes);
+  CHECK(big.stages[1].saved_bytes == 2 * p.stages[1].saved_bytes);
+  CHECK(big.stages[1].backward_ms == doctest::Approx(2 * p.stages[1].backward_ms));
+  CHECK(p.scaled_to_batch(4).stages[1].saved_bytes * 2 == p.stages[1].saved_bytes);
   // The table names every stage.
   const auto table = p.table();
   CHECK(table.find("block.3") != std::string::npos);

@@ -22,13 +22,42 @@
 namespace fno {
 namespace {
 
-// The per-stage profile of one batch entry of x (everything kept), scaled to x's batch.
+// The per-stage profile of one batch entry of x (everything kept), scaled to
+// x's batch. When one entry does not fit with everything kept (the profile
+// keeps all, whatever the plan will be), a coarser grid is measured, halving
+// each spatial dim until it fits, and scaled up by the number of grid points:
+// activations grow with them, and so, closely, does the time.
 offload::Profile profile_batch(FNO& model, const std::vector<offload::Stage>& stages,
                                const at::Tensor& x) {
-  return offload::measure_profile(
-             stages, x.narrow(0, 0, 1), [](const at::Tensor& y) { return y.pow(2).sum(); },
-             model->parameters())
-      .scaled_to_batch(x.size(0));
+  const auto loss = [](const at::Tensor& y) { return y.pow(2).sum(); };
+  auto one = x.narrow(0, 0, 1);
+  for (int halvings = 0;; ++halvings) {
+    try {
+      const auto spatial = one.sizes().slice(2).vec();
+      const auto st = halvings == 0 ? stages : fno_stages(model, spatial);
+      auto p = offload::measure_profile(st, one, loss, model->parameters());
+      if (halvings > 0) {
+        const double ratio = static_cast<double>(x[0].numel()) / static_cast<double>(one.numel());
+        p = p.scaled(ratio);
+        std::cerr << "offload: one batch entry at " << x.sizes().slice(2)
+                  << " does not fit with everything kept; profiled " << torch::IntArrayRef(spatial)
+                  << " and scaled by " << ratio << "\n";
+      }
+      return p.scaled_to_batch(x.size(0));
+    } catch (const c10::OutOfMemoryError&) {
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      bool smaller = false;
+      for (int64_t d = 2; d < one.dim(); ++d) {
+        if (one.size(d) >= 16) {
+          one = one.narrow(d, 0, one.size(d) / 2);
+          smaller = true;
+        }
+      }
+      if (!smaller) throw;
+      one = one.contiguous();
+    }
+  }
 }
 
 }  // namespace

@@ -215,8 +215,14 @@ Plan parse_plan(const std::string& text, const std::vector<Stage>& stages) {
 // ---------------------------------------------------------------------------
 Profile Profile::scaled_to_batch(int64_t b) const {
   TORCH_CHECK(b >= 1, "fno offload: batch must be >= 1, got ", b);
+  Profile p = scaled(static_cast<double>(b) / static_cast<double>(batch));
+  p.batch = b;
+  return p;
+}
+
+Profile Profile::scaled(double f) const {
+  TORCH_CHECK(f > 0, "fno offload: a profile scale must be > 0, got ", f);
   Profile p = *this;
-  const double f = static_cast<double>(b) / static_cast<double>(batch);
   const auto scale = [f](int64_t v) {
     return static_cast<int64_t>(std::llround(static_cast<double>(v) * f));
   };
@@ -234,7 +240,6 @@ Profile Profile::scaled_to_batch(int64_t b) const {
     s.forward_ms_slim *= f;
     s.backward_ms_slim *= f;
   }
-  p.batch = b;
   return p;
 }
 

@@ -78,6 +78,9 @@ struct Profile {
   double h2d_gbps = 50;
   /// The same profile for another batch size (activations and times scale linearly).
   Profile scaled_to_batch(int64_t batch) const;
+  /// Activations, transients and times times `factor` (a grid `factor` times
+  /// larger); the batch, base and gradient bytes stay.
+  Profile scaled(double factor) const;
   /// A table: one row per stage, sizes in MiB, times in ms.
   std::string table() const;
 };
