@@ -321,6 +321,13 @@ struct OffloadedStep::Impl {
     for (auto& c : offload::rank_plans(profile, budget, settings.options, kRanked, 1.25, micro)) {
       add(c.first);
     }
+    // The plain plans, whenever the model thinks they may fit: on small grids
+    // the model's linear scaling cannot tell them from micro-batched ones,
+    // which are slower there (launch-bound steps).
+    for (const char* name : {"none", "slim"}) {
+      const auto f = offload::plan_for_policy(offload::parse_policy(name), stages);
+      if (offload::estimate(profile, f, settings.options).peak_bytes <= budget * 5 / 4) add(f);
+    }
     for (int64_t chunks = 1; chunks <= x.size(0) && chunks <= 8; chunks *= 2) {
       add(offload::plan_for_policy(offload::parse_policy("recompute+offload"), stages, chunks));
     }
@@ -331,9 +338,16 @@ struct OffloadedStep::Impl {
     }
     // Fastest estimate first; measure until a fitting plan is found and the
     // remaining candidates are estimated much slower than it.
-    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-      return a.second.step_ms < b.second.step_ms;
-    });
+    // Ties (and near ties) go to the simpler plan: fewer micro-batches, fewer
+    // stages off the plain level.
+    const auto score = [](const std::pair<offload::Plan, offload::Estimate>& c) {
+      int64_t moved = 0;
+      for (const auto& sp : c.first.stages) moved += sp.level != offload::Level::kKeep;
+      return c.second.step_ms * (1.0 + 0.03 * static_cast<double>(c.first.micro_batches - 1) +
+                                 0.005 * static_cast<double>(moved));
+    };
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [&](const auto& a, const auto& b) { return score(a) < score(b); });
     // A margin for step-to-step variation of the peak (allocator state, copy timing).
     const auto limit = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kMargin));
     bool fits = false, warm = false;
@@ -348,7 +362,7 @@ struct OffloadedStep::Impl {
     std::vector<Measured> fitting;
     for (size_t i = 0; i < candidates.size(); ++i) {
       const auto& [cand, est] = candidates[i];
-      if (fits && est.step_ms > kSkipAbove * best_ms) continue;
+      if (fits && score(candidates[i]) > kSkipAbove * best_ms) continue;
       double ms = 0;
       int64_t peak = 0;
       std::string status = "ok";
