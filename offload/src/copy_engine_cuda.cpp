@@ -1,9 +1,10 @@
 // CudaCopyEngine: device <-> pinned host copies on two dedicated streams.
 //
 // Ordering, without any device-wide synchronization:
-//   out: compute --ready--> d2h stream: copy, end.  The offloader keeps the
-//        source storage (or, compressed, the bfloat16 staging made on the
-//        compute stream) until `end` has completed, so it is never reused early.
+//   out: compute --ready--> d2h stream: copy, end.  The source (or, compressed,
+//        the bfloat16 staging made on the compute stream) is recorded on the
+//        d2h stream, so the allocator never reuses it before the copy is done,
+//        however early the offloader lets go of it.
 //   in:  the destination is allocated for the h2d stream itself (the caching
 //        allocator keeps one pool per stream), so the copy waits for nothing
 //        but earlier copies: a prefetch starts as soon as the link is free, not
@@ -190,6 +191,10 @@ class CudaCopyEngine final : public CopyEngine {
     C10_CUDA_CHECK(cudaMemcpyAsync(dst, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
                                    s.d2h.stream()));
     C10_CUDA_CHECK(cudaEventRecord(ticket->end_, s.d2h.stream()));
+    // The allocator holds what the copy reads until the copy is done, so the
+    // offloader may drop it at any time without waiting.
+    c10::cuda::CUDACachingAllocator::recordStream(compress ? staging.data_ptr() : src.data_ptr(),
+                                                  s.d2h);
     ticket->staging = std::move(staging);
     return ticket;
   }

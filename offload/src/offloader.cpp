@@ -484,7 +484,8 @@ c10::Storage Offloader::State::unpack(Entry& e) {
 void Offloader::State::release(const std::shared_ptr<Entry>& e) {
   std::lock_guard<std::mutex> lock(mu);
   if (--e->refs > 0) return;
-  if (e->where == Entry::Where::kCopyingOut && !e->out->done()) e->out->host_wait();
+  // A copy to the host still running needs no wait: the engine recorded its
+  // stream on the source, so the allocator reuses that memory only after it.
   // A prefetch never used: its memory belongs to the copy stream's pool, whose
   // next user is ordered after the copy, so it can go back at once.
   if (e->where == Entry::Where::kCopyingIn && !e->consumed && e->prefetched) {
