@@ -86,7 +86,8 @@ std::string plan_key(const FNO& model, const at::Tensor& x, int64_t budget,
     << " projection=" << model->projection_channels() << " mlp=" << m.channel_mlp_expansion()
     << " embedding=" << m.positional_embedding() << " padding=[";
   for (double d : m.domain_padding()) k << d << ' ';
-  k << "]; input " << x.sizes() << ' ' << x.scalar_type() << "; budget " << budget << "; device ";
+  k << "]; input " << x.sizes() << ' ' << x.scalar_type() << "; budget "
+    << (budget > 0 ? std::to_string(budget) : std::string("free memory")) << "; device ";
   if (x.is_cuda()) {
     k << at::cuda::getDeviceProperties(x.device().index())->name << " ("
       << offload::device_total_bytes() << " B)";
@@ -262,12 +263,16 @@ struct OffloadedStep::Impl {
     const int64_t budget =
         settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
     const auto key =
-        plan_key(model, x, budget, settings.options) + (b.can_split() ? "; micro-batches" : "");
+        // The budget as asked for: 0 (the free memory) stays 0, so that --resume
+        // and later runs find the plan although the free memory moves a little.
+        plan_key(model, x, settings.gpu_memory_limit, settings.options) +
+        (b.can_split() ? "; micro-batches" : "");
     const std::string cache_path = settings.plan_cache_dir.empty()
                                        ? std::string()
                                        : settings.plan_cache_dir + "/" + key_file_name(key);
     for (const auto& path : {settings.plan_file, cache_path}) {
-      if (auto r = cached(path, key)) {
+      // A cached plan whose measured peak exceeds today's budget is searched again.
+      if (auto r = cached(path, key); r && r->peak <= budget) {
         profiled = true;
         estimate = {};
         estimate.peak_bytes = r->peak;
