@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--micro-batches", o.micro_batches,
                  "run each step as this many micro-batches for the fixed policies")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--gpu-memory-limit", budget, "budget for auto, e.g. 8GiB (default: free memory)");
   app.add_option("--cap", cap,
                  "cap the allocator at this much memory (emulates a smaller GPU), e.g. 16GiB");
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   int64_t inflight_mib = o.max_inflight_bytes >> 20;
   app.add_option("--max-inflight-mib", inflight_mib,
                  "device-to-host MiB in flight before forward waits (back-pressure)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--compress", o.compress,

@@ -64,6 +64,12 @@ void PointwiseLinearImpl::pretty_print(std::ostream& stream) const {
 
 namespace {
 
+// Grid sizes from which backward works per batch entry: weight-gradient GEMMs
+// with one long reduction each (which cuBLAS splits, where a batched GEMM with
+// a [Cout, Cin] output does not), and recomputed layers one entry at a time,
+// so the transient is one entry's.
+constexpr int64_t kPerEntry = int64_t{1} << 16;
+
 // y = W x + b over the channel dim, as explicit GEMMs with a hand-written
 // backward. Measured on an H200 (bench/micro_ops.py, [8, C, 1024^2], fwd+bwd):
 // this is on par with cuDNN's 1x1 conv1d for C -> C and 20x faster for C -> 1,
@@ -72,9 +78,6 @@ namespace {
 // 3-8x slower.
 class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
  public:
-  // Grid sizes from which the weight gradient loops over the batch (see backward).
-  static constexpr int64_t kLongReduction = 1 << 16;
-
   // y = W act(x) + b, act = GELU when `gelu`, else the identity.
   // x: [B, Cin, N], w: [Cout, Cin], b: [Cout] or none -> [B, Cout, N]
   // With GELU, only the pre-activation x is kept for backward and GELU(x) is
@@ -105,7 +108,7 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     const bool gelu = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
     torch::Tensor gx, gw, gb;
-    const bool long_reduction = x.size(2) >= kLongReduction;
+    const bool long_reduction = x.size(2) >= kPerEntry;
     if (ctx->needs_input_grad(0)) {
       gx = torch::bmm(w.t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
       // Long grids: the GELU backward runs per batch entry, in place, below.
@@ -177,11 +180,6 @@ bool recompute_cheap() { return t_recompute_cheap; }
 
 namespace {
 
-// Grid sizes from which backward works per batch entry: weight-gradient GEMMs
-// with one long reduction each (which cuBLAS splits), and recomputed hidden
-// layers one entry at a time, so the transient is one entry's.
-constexpr int64_t kPerEntry = int64_t{1} << 16;
-
 // [Cout, Cin] x [B, Cin, N] (+ b [Cout]) (+ r [B, Cout, N]) -> [B, Cout, N]
 torch::Tensor lin(const torch::Tensor& w, const torch::Tensor& x, const torch::Tensor& b,
                   const torch::Tensor& r = {}) {
@@ -218,8 +216,35 @@ void over_batch(int64_t batch, int64_t n, F&& f) {
   for (int64_t i = 0; i < batch; ++i) f(i, int64_t{1});
 }
 
-torch::Tensor zeros_or_none(const torch::Tensor& like, bool needed) {
-  return needed && like.defined() ? torch::zeros_like(like) : torch::Tensor();
+torch::Tensor zeros_or_none(const torch::Tensor& like) {
+  return like.defined() ? torch::zeros_like(like) : torch::Tensor();
+}
+
+// The weight gradients of the two-layer MLP y = W2 GELU(W1 a + b1) + b2,
+// added into g, for one slice of the batch, and the gradient at its hidden
+// pre-activation, dh = GELU'(h) * W2^T dy, with h = W1 a + b1 recomputed (the
+// fused functions below never store it).
+// a: [n, Cin, N], dy: [n, Cout, N] -> dh: [n, Cmid, N]
+struct MLP2Grads {
+  torch::Tensor gw1, gb1, gw2, gb2;
+  MLP2Grads(const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
+            const torch::Tensor& b2)
+      : gw1(torch::zeros_like(w1)),
+        gb1(zeros_or_none(b1)),
+        gw2(torch::zeros_like(w2)),
+        gb2(zeros_or_none(b2)) {}
+};
+torch::Tensor mlp2_hidden_grad(const torch::Tensor& a, const torch::Tensor& dy,
+                               const torch::Tensor& w1, const torch::Tensor& b1,
+                               const torch::Tensor& w2, MLP2Grads& g) {
+  const auto h = lin(w1, a, b1);
+  add_wgrad(g.gw2, dy, torch::gelu(h));
+  if (g.gb2.defined()) g.gb2.add_(dy.sum(torch::IntArrayRef{0, 2}));
+  auto dh = torch::bmm(w2.t().unsqueeze(0).expand({dy.size(0), -1, -1}), dy);
+  at::gelu_backward_out(dh, dh, h);
+  add_wgrad(g.gw1, dh, a);
+  if (g.gb1.defined()) g.gb1.add_(dh.sum(torch::IntArrayRef{0, 2}));
+  return dh;
 }
 
 // channel_mlp2 on [B, C, N]: stores x; backward recomputes h = W1 act(x) + b1.
@@ -240,27 +265,20 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     const auto &x = saved[0], &w1 = saved[1], &b1 = saved[2], &w2 = saved[3], &b2 = saved[4];
     const bool gelu_input = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
-    auto gw1 = torch::zeros_like(w1), gw2 = torch::zeros_like(w2);
-    auto gb1 = zeros_or_none(b1, true), gb2 = zeros_or_none(b2, true);
+    MLP2Grads g(w1, b1, w2, b2);
     torch::Tensor gx;
     if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
     over_batch(x.size(0), x.size(2), [&](int64_t i, int64_t n) {
-      const auto xs = x.narrow(0, i, n), gys = gy.narrow(0, i, n);
+      const auto xs = x.narrow(0, i, n);
       const auto as = gelu_input ? torch::gelu(xs) : xs;
-      const auto h = lin(w1, as, b1);
-      add_wgrad(gw2, gys, torch::gelu(h));
-      if (gb2.defined()) gb2.add_(gys.sum(torch::IntArrayRef{0, 2}));
-      auto dh = torch::bmm(w2.t().unsqueeze(0).expand({n, -1, -1}), gys);
-      at::gelu_backward_out(dh, dh, h);
-      add_wgrad(gw1, dh, as);
-      if (gb1.defined()) gb1.add_(dh.sum(torch::IntArrayRef{0, 2}));
+      const auto dh = mlp2_hidden_grad(as, gy.narrow(0, i, n), w1, b1, w2, g);
       if (gx.defined()) {
         auto gxs = gx.narrow(0, i, n);
         lin_t_into(gxs, w1, dh);
         if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
       }
     });
-    return {gx, gw1, gb1, gw2, gb2, torch::Tensor()};
+    return {gx, g.gw1, g.gb1, g.gw2, g.gb2, torch::Tensor()};
   }
 };
 
@@ -292,22 +310,15 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     const bool gelu_mid = ctx->saved_data["gelu_mid"].toBool();
     const auto dz = grads[0].contiguous();
     const int64_t batch = dz.size(0);
-    auto gw_skip = torch::zeros_like(w_skip), gw1 = torch::zeros_like(w1),
-         gw2 = torch::zeros_like(w2);
-    auto gb1 = zeros_or_none(b1, true), gb2 = zeros_or_none(b2, true);
+    auto gw_skip = torch::zeros_like(w_skip);
+    MLP2Grads g(w1, b1, w2, b2);
     auto g_gate = torch::zeros({gate.size(1)}, gate.options());
     auto da = torch::empty_like(dz), ds = torch::empty_like(dz);
     over_batch(batch, dz.size(2), [&](int64_t i, int64_t n) {
       const auto dzs = dz.narrow(0, i, n), y1s = y1.narrow(0, i, n);
       const auto as = gelu_input ? torch::gelu(in.narrow(0, i, n)) : in.narrow(0, i, n);
       const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;
-      const auto h = lin(w1, g1, b1);
-      add_wgrad(gw2, dzs, torch::gelu(h));
-      if (gb2.defined()) gb2.add_(dzs.sum(torch::IntArrayRef{0, 2}));
-      auto dh = torch::bmm(w2.t().unsqueeze(0).expand({n, -1, -1}), dzs);
-      at::gelu_backward_out(dh, dh, h);
-      add_wgrad(gw1, dh, g1);
-      if (gb1.defined()) gb1.add_(dh.sum(torch::IntArrayRef{0, 2}));
+      const auto dh = mlp2_hidden_grad(g1, dzs, w1, b1, w2, g);
       auto dy1 = ds.narrow(0, i, n);  // the spectral output's gradient is dy1
       lin_t_into(dy1, w1, dh);
       if (gelu_mid) at::gelu_backward_out(dy1, dy1, y1s);
@@ -321,10 +332,10 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
             da,
             ds,
             gw_skip,
-            gw1,
-            gb1,
-            gw2,
-            gb2,
+            g.gw1,
+            g.gb1,
+            g.gw2,
+            g.gb2,
             g_gate.view(gate.sizes()),
             torch::Tensor(),
             torch::Tensor()};

@@ -1,12 +1,13 @@
 #include <fno/offload_step.h>
 
+#include <fno/serialize.h>
 #include <fno/staged.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
 
 #include <ATen/cuda/CUDAContext.h>
-#include <unistd.h>
+#include <c10/util/hash.h>
 
 #include <chrono>
 #include <cmath>
@@ -100,13 +101,9 @@ std::string plan_key(const FNO& model, const at::Tensor& x, int64_t budget,
   return k.str();
 }
 
+// A file name per key (the key itself is inside the file).
 std::string key_file_name(const std::string& key) {
-  // FNV-1a, 64 bits: a file name per key (the key itself is inside the file).
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "plan-%016llx.txt", static_cast<unsigned long long>(h));
-  return buf;
+  return "plan-" + c10::sha1(key).str().substr(0, 16) + ".txt";
 }
 
 // A plan file: "key: ...", "plan: ...", "peak_bytes: N", "ms: X".
@@ -114,6 +111,7 @@ struct PlanRecord {
   std::string key, plan;
   int64_t peak = 0;
   double ms = 0;
+  offload::Plan parsed;  // plan, for the stages it was read for
 };
 
 std::optional<PlanRecord> read_plan_file(const std::string& path) {
@@ -138,26 +136,19 @@ std::optional<PlanRecord> read_plan_file(const std::string& path) {
   return r;
 }
 
-// Written to a temporary file and renamed: a reader never sees half a plan.
+// Written atomically: a reader never sees half a plan. A plan that cannot be
+// kept is only a warning; training goes on.
 void write_plan_file(const std::string& path, const PlanRecord& r) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  const auto tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    f << "key: " << r.key << "\nplan: " << r.plan << "\npeak_bytes: " << r.peak << "\nms: " << r.ms
-      << "\n";
-    if (!f) {
-      std::cerr << "offload auto: warning: cannot write the plan to " << path << "\n";
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::cerr << "offload auto: warning: cannot write the plan to " << path << "\n";
-    fs::remove(tmp, ec);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ostringstream text;
+  text << "key: " << r.key << "\nplan: " << r.plan << "\npeak_bytes: " << r.peak << "\nms: " << r.ms
+       << "\n";
+  const std::string bytes = text.str();
+  try {
+    write_file_atomic(path, bytes.data(), bytes.size());
+  } catch (const std::exception& e) {
+    std::cerr << "offload auto: warning: the plan is not kept: " << e.what() << "\n";
   }
 }
 
@@ -186,8 +177,8 @@ struct OffloadedStep::Impl {
   bool profiled = false;
   offload::StepStats stats;
   bool record_next = false;
-  double plan_seconds = 0;
-  std::string plan_source;
+  double plan_seconds = 0;  // of the last auto search
+  int64_t pinned_seen = 0;  // the pinned pool's largest size seen in a trial
 
   // Forward and backward of `b` under `run_plan`, micro-batch by micro-batch;
   // the loss (summed over micro-batches), detached.
@@ -236,15 +227,14 @@ struct OffloadedStep::Impl {
       if (!grew || attempt > 0) return {ms, st.peak_allocated};
     }
   }
-  int64_t pinned_seen = 0;
 
   // A plan read from a file, when it holds this key and names these stages.
-  std::optional<PlanRecord> cached(const std::string& path, const std::string& key) {
+  std::optional<PlanRecord> cached(const std::string& path, const std::string& key) const {
     if (path.empty()) return std::nullopt;
     auto r = read_plan_file(path);
     if (!r || r->key != key) return std::nullopt;
     try {
-      plan = offload::parse_plan(r->plan, stages);
+      r->parsed = offload::parse_plan(r->plan, stages);
     } catch (const std::invalid_argument&) {
       return std::nullopt;
     }
@@ -273,12 +263,12 @@ struct OffloadedStep::Impl {
     for (const auto& path : {settings.plan_file, cache_path}) {
       // A cached plan whose measured peak exceeds today's budget is searched again.
       if (auto r = cached(path, key); r && r->peak <= budget) {
+        plan = r->parsed;
         profiled = true;
         estimate = {};
         estimate.peak_bytes = r->peak;
         estimate.step_ms = r->ms;
         plan_seconds = 0;
-        plan_source = path;
         std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
                   << plan.to_string(stages) << " from " << path << " (measured peak "
                   << offload::format_bytes(r->peak) << ", " << r->ms << " ms/step)\n";
@@ -292,7 +282,6 @@ struct OffloadedStep::Impl {
     search(b, budget);
     plan_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_search).count();
-    plan_source = "search";
     std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
               << plan.to_string(stages) << "; measured peak "
               << offload::format_bytes(estimate.peak_bytes) << ", " << estimate.step_ms
@@ -320,8 +309,9 @@ struct OffloadedStep::Impl {
       candidates.emplace_back(f, offload::estimate(profile, f, settings.options));
     };
     // The model's fastest plans of distinct level patterns within a slack of
-    // the budget (the model is coarse in both directions), then the uniform
-    // recompute+offload plans as a safe floor, and the model's least-memory plan.
+    // the budget (the model is coarse in both directions), the plain plans,
+    // the uniform recompute+offload plans as a safe floor, and the model's
+    // least-memory plan.
     const bool micro = b.can_split();
     for (auto& c : offload::rank_plans(profile, budget, settings.options, kRanked, 1.25, micro)) {
       add(c.first);
@@ -528,7 +518,6 @@ const offload::Profile& OffloadedStep::profile() const { return p_->profile; }
 const offload::Estimate& OffloadedStep::estimate() const { return p_->estimate; }
 void OffloadedStep::record_next_timeline() { p_->record_next = true; }
 double OffloadedStep::plan_seconds() const { return p_->plan_seconds; }
-const std::string& OffloadedStep::plan_source() const { return p_->plan_source; }
 
 std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   auto& p = *p_;

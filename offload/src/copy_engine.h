@@ -51,9 +51,10 @@ class CopyEngine {
   /// A new device storage of `bytes`, filled from `src` (bytes / 2 of bfloat16,
   /// widened, when `compressed`). The copy does not wait for the current
   /// stream's work: the storage is allocated for the copy's own stream, and
-  /// record_use() hands it to the stream that uses it.
+  /// record_use() hands it to the stream that uses it. `after`: the copy that
+  /// is still writing `src` to the host (nullptr: none); the reload follows it.
   virtual c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
-                               std::shared_ptr<Ticket>* ticket) = 0;
+                               const Ticket* after, std::shared_ptr<Ticket>* ticket) = 0;
   /// `storage` is used by the current stream too (the allocator orders its reuse).
   virtual void record_use(const c10::Storage& storage) = 0;
   /// Waits for this step's copies; adds their busy times and stalls to `stats`.

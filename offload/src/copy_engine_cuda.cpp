@@ -7,7 +7,8 @@
 //        however early the offloader lets go of it.
 //   in:  the destination is allocated for the h2d stream itself (the caching
 //        allocator keeps one pool per stream), so the copy waits for nothing
-//        but earlier copies: a prefetch starts as soon as the link is free, not
+//        but earlier copies (and, for an entry still on its way out, that
+//        copy's `end`): a prefetch starts as soon as the link is free, not
 //        when the compute issued before it is done. A compressed reload widens
 //        on the h2d stream too. The consumer's stream waits on `end`, and
 //        record_use() (recordStream) keeps the memory from going back to the
@@ -200,9 +201,13 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
-                       std::shared_ptr<Ticket>* ticket_out) override {
+                       const Ticket* after, std::shared_ptr<Ticket>* ticket_out) override {
     c10::cuda::CUDAGuard guard(device);
     auto& s = streams(device);
+    if (const auto* out = dynamic_cast<const CudaTicket*>(after); out && out->end_ != nullptr) {
+      // The host copy is still being written: read it only after.
+      C10_CUDA_CHECK(cudaStreamWaitEvent(s.h2d.stream(), out->end_, 0));
+    }
     // Allocations below belong to the h2d stream's pool: nothing on the compute
     // stream can still be using them, so the copy need not wait for it.
     c10::cuda::CUDAStreamGuard on_h2d(s.h2d);

@@ -56,8 +56,9 @@ class HostCopyEngine final : public CopyEngine {
     }
     return std::make_shared<DoneTicket>();
   }
+  // Copies here are synchronous: `after` has always completed.
   c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
-                       std::shared_ptr<Ticket>* ticket) override {
+                       const Ticket* /*after*/, std::shared_ptr<Ticket>* ticket) override {
     c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, c10::GetCPUAllocator(),
                          /*resizable=*/false);
     if (compressed) {

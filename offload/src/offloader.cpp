@@ -414,7 +414,10 @@ void Offloader::State::poll_locked() {
 }
 
 void Offloader::State::fetch_locked(Entry& e, bool ahead) {
-  e.device = engine->copy_in(e.host, e.bytes, e.device_id, e.compressed, &e.in);
+  // An entry still on its way out (compressed: its GPU original is gone) is
+  // reloaded after that copy, ordered on the device, not by a host wait.
+  const detail::Ticket* after = e.where == Entry::Where::kCopyingOut ? e.out.get() : nullptr;
+  e.device = engine->copy_in(e.host, e.bytes, e.device_id, e.compressed, after, &e.in);
   e.where = Entry::Where::kCopyingIn;
   e.prefetched = ahead;
   if (ahead) {
@@ -431,7 +434,8 @@ void Offloader::State::prefetch_locked() {
     auto e = order[static_cast<size_t>(cursor)].lock();
     if (!e) continue;
     if (e->stage < lowest_stage) break;
-    if (e->where != Entry::Where::kOnHost) continue;
+    const bool leaving = e->where == Entry::Where::kCopyingOut && !static_cast<bool>(e->device);
+    if (e->where != Entry::Where::kOnHost && !leaving) continue;
     if (unconsumed_prefetch_bytes > 0 &&
         unconsumed_prefetch_bytes + e->bytes > options.max_prefetch_bytes()) {
       break;
@@ -454,13 +458,16 @@ c10::Storage Offloader::State::unpack(Entry& e) {
   std::lock_guard<std::mutex> lock(mu);
   enter_backward_locked(e.stage);
   poll_locked();
-  if (e.where == Entry::Where::kCopyingOut && !static_cast<bool>(e.device)) {
-    // A compressed entry whose original is gone: its copy must land first.
-    e.out->host_wait();
-    poll_locked();
-  }
   switch (e.where) {
     case Entry::Where::kCopyingOut:
+      if (!static_cast<bool>(e.device)) {
+        // Compressed, its original gone: reload behind the copy out.
+        fetch_locked(e, /*ahead=*/false);
+        e.in->stream_wait();
+        engine->record_use(e.device);
+        break;
+      }
+      [[fallthrough]];
     case Entry::Where::kOnDevice:
       if (!e.consumed) stats.bytes_reused_on_device += e.bytes;
       break;

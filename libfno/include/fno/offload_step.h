@@ -70,10 +70,8 @@ class OffloadedStep {
   /// The profile and estimate behind an auto plan (empty otherwise).
   const offload::Profile& profile() const;
   const offload::Estimate& estimate() const;
-  /// auto: seconds the last plan search took (0 when a cached plan was used),
-  /// and where the plan came from ("search", or the file it was read from).
+  /// auto: seconds the last plan search took (0 when a cached plan was used).
   double plan_seconds() const;
-  const std::string& plan_source() const;
   /// Record the next step's memory timeline (in last_stats().timeline).
   void record_next_timeline();
   /// After a CUDA out-of-memory error in forward_backward(x, ...): one line of
