@@ -8,6 +8,7 @@
 // benchmark failed.
 #include <fno/bench.h>
 #include <fno/config.h>
+#include <fno/precision.h>
 #include <fno_offload/planner.h>
 
 #include <c10/util/Exception.h>
@@ -84,6 +85,11 @@ int main(int argc, char** argv) {
                  "write one step's memory timeline per configuration here");
   app.add_option("--trace", o.trace_path,
                  "write a Chrome trace of one step of the first configuration here");
+  std::vector<std::string> precisions;
+  app.add_option("--precision", precisions,
+                 "compute precisions, each row in each: fp32, tf32, bf16, fp16 (default: fp32, or "
+                 "the config's training.precision)")
+      ->delimiter(',');
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--csv", csv_path, "write the results as CSV here");
   try {
@@ -105,8 +111,12 @@ int main(int argc, char** argv) {
   if (!overrides.empty() && config_path.empty()) return fail(2, "--set needs --config FILE");
   try {
     if (!config_path.empty()) fno::use_config(o, config_path, overrides);
+    if (!precisions.empty()) o.precisions = precisions;
+    for (const auto& p : o.precisions) fno::parse_precision(p);
   } catch (const fno::ConfigError& e) {
     return fail(2, e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(2, std::string("--precision: ") + e.what());
   }
   if (dry_run) {
     try {

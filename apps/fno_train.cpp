@@ -4,6 +4,7 @@
 // output; 4 training stopped (non-finite loss, unusable checkpoint); 130/143
 // stopped by SIGINT/SIGTERM after writing a checkpoint.
 #include <fno/config.h>
+#include <fno/precision.h>
 #include <fno/trainer.h>
 #include <fno_offload/planner.h>
 
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
       ->default_str("all");
   app.add_option("--gpu-memory-limit", gpu_memory_limit,
                  "GPU memory budget for --offload auto, e.g. 16GiB; sets offload.gpu_memory_limit");
+  std::string precision;
+  app.add_option("--precision", precision,
+                 "compute precision: fp32, tf32, bf16 or fp16; sets training.precision");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -82,6 +86,14 @@ int main(int argc, char** argv) {
       return fail(2, std::string("--gpu-memory-limit: ") + e.what());
     }
     overrides.push_back("offload.gpu_memory_limit=" + gpu_memory_limit);
+  }
+  if (!precision.empty()) {
+    try {
+      fno::parse_precision(precision);
+    } catch (const std::invalid_argument& e) {
+      return fail(2, std::string("--precision: ") + e.what());
+    }
+    overrides.push_back("training.precision=" + precision);
   }
   if (print_schema) {
     std::cout << fno::config_schema_markdown();

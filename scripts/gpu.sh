@@ -20,6 +20,8 @@
 #   timelines    one step's memory timeline at 1024^2 for none, all, r+o, auto
 #   study        bench/resolution_study.sh (128^2 .. 2048^2: none, auto, auto 8 GiB)
 #   predictions256  fno_datagen 256^2 data, 30 epochs of the seed model, 4 predictions
+#   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
+#                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -148,6 +150,34 @@ run_suite() {
         --set training.epochs=30 --set data.n_predictions=4 --set output.progress=plain \
         > "$d/train.log" 2>&1
       say "predictions256: exit $? $(tail -1 "$d/run/metrics.jsonl" | cut -c1-200)"
+      ;;
+    precision)
+      # issue 13: every precision (seed FNO, batch 8, 1024^2, none), bf16 under
+      # auto at 4 GiB, neuraloperator's precision rows, the Darcy seed run in
+      # fp32, bf16 and fp16 (20 epochs, same seed)
+      "$bench" "${common[@]}" --policies none --precision fp32,tf32,bf16,fp16 \
+        --json "$out/precision1024.json" --csv "$out/precision1024.csv" \
+        > /dev/null 2> "$out/precision1024.log"
+      "$bench" "${common[@]}" --policies auto --gpu-memory-limit 4GiB --precision bf16,fp32 \
+        --json "$out/precision1024_auto4.json" --csv "$out/precision1024_auto4.csv" \
+        > /dev/null 2> "$out/precision1024_auto4.log"
+      grep -h '^fno_bench' "$out"/precision1024*.log | cut -c1-240 | tee -a "$summary"
+      if [ -d .whl ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+          --target /tmp/site .whl/*.whl > /dev/null 2>&1
+        export PYTHONPATH=/tmp/site
+      fi
+      for args in "--precision fp32" "--precision tf32" "--precision fp16" \
+        "--precision fp16 --block-precision mixed" "--precision bf16"; do
+        python3 bench/neuralop_step.py --resolution 1024 --batch 8 --steps "$steps" $args \
+          >> "$out/neuralop_precision.jsonl" 2>> "$out/neuralop_precision.log"
+      done
+      tee -a "$summary" < "$out/neuralop_precision.jsonl"
+      for p in fp32 bf16 fp16; do
+        "$build/apps/fno_train" --config configs/darcy.yaml --precision $p --out "$out/seed_$p" \
+          --set output.progress=none > "$out/seed_$p.log" 2>&1
+        say "seed $p: exit $? $(tail -1 "$out/seed_$p/metrics.jsonl" | cut -c1-300)"
+      done
       ;;
     *) say "unknown suite $1" ;;
   esac

@@ -109,6 +109,51 @@ TEST_CASE("every offload policy gives the gradients of no offload (1D, 2D, 3D, C
   }
 }
 
+TEST_CASE("in bf16 and fp16 every policy follows fp32's gradients and stores half the bytes") {
+  // Mixed precision under offload: activations are saved (and moved) in the
+  // compute type, so every policy stores half the bytes of fp32; the gradients
+  // stay within the precision's tolerance of the plain fp32 step (the same
+  // bounds as test_precision.cpp's).
+  const auto& c = cases()[1];
+  auto model = make_model(c);
+  torch::manual_seed(4);
+  const auto x = torch::randn(c.shape);
+  const auto stages = fno::fno_stages(model, x.sizes().slice(2).vec());
+  const auto w = torch::rand_like(model->forward(x).detach());
+  const auto ref = run_step(model, x, w, nullptr, nullptr);
+  for (const std::string policy : {"none", "all", "recompute+offload"}) {
+    std::map<c10::ScalarType, int64_t> stored;
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      INFO("policy ", policy, ", dtype ", dtype);
+      model->options.compute_dtype(dtype);
+      Offloader off(sim());
+      off.exclude(*model);
+      const auto plan = fno::offload::plan_for_policy(
+          fno::offload::parse_policy(policy == "none" ? "all" : policy), stages, 2);
+      const auto got = run_step(model, x, w, policy == "none" ? nullptr : &plan,
+                                policy == "none" ? nullptr : &off);
+      model->options.compute_dtype(torch::kFloat);
+      const double tol = dtype == torch::kFloat ? 1e-5 : dtype == torch::kBFloat16 ? 3e-2 : 4e-3;
+      CHECK((got.output.scalar_type() == torch::kFloat));
+      CHECK(rel_err(got.output, ref.output) <= tol);
+      for (const auto& kv : ref.grads) {
+        const auto& name = kv.first;
+        INFO("gradient of ", name);
+        CHECK((got.grads.at(name).scalar_type() == kv.second.scalar_type()));
+        CHECK(rel_err(got.grads.at(name), kv.second) <= tol);
+      }
+      stored[dtype] = got.stats.bytes_offloaded;
+    }
+    if (policy != "none") {
+      // Half, but for the kept spectra, which stay complex64 (a few percent here).
+      MESSAGE(policy, ": bytes stored, fp32 ", stored[torch::kFloat], ", bf16 ",
+              stored[torch::kBFloat16]);
+      CHECK(stored[torch::kBFloat16] <= 0.55 * static_cast<double>(stored[torch::kFloat]));
+      CHECK(stored[torch::kHalf] == stored[torch::kBFloat16]);
+    }
+  }
+}
+
 TEST_CASE("a storage saved twice, or through views, is offloaded once") {
   Offloader off(sim());
   const auto x = torch::randn({64, 64}, torch::requires_grad());

@@ -4,6 +4,7 @@
 #include <fno/losses.h>
 #include <fno/offload_step.h>
 #include <fno/optim.h>
+#include <fno/precision.h>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -41,7 +42,7 @@ struct Runner {
   std::unique_ptr<AdamW> optimizer;
   H1Loss loss{H1LossOptions().d(static_cast<int64_t>(o.model.n_modes().size()))};
   std::map<std::string, std::unique_ptr<OffloadedStep>>
-      steps;  // one per policy: its pinned pool persists
+      steps;  // one per policy and precision: its pinned pool and plans persist
   bool traced = false;
 
   explicit Runner(const BenchOptions& opts) : o(opts) {
@@ -51,8 +52,8 @@ struct Runner {
     optimizer = std::make_unique<AdamW>(model->parameters(), AdamWOptions(8e-3).weight_decay(1e-4));
   }
 
-  OffloadedStep& step_for(const std::string& policy) {
-    auto& s = steps[policy];
+  OffloadedStep& step_for(const std::string& policy, const std::string& precision) {
+    auto& s = steps[policy + " " + precision];
     if (!s) {
       OffloadSettings st;
       st.policy = policy;
@@ -75,14 +76,21 @@ struct Runner {
     c10::cuda::CUDACachingAllocator::emptyCache();
   }
 
-  BenchRow run(const std::string& policy, int64_t res, int64_t batch, int64_t warmup,
-               int64_t timed) {
+  BenchRow run(const std::string& policy, const std::string& precision_name, int64_t res,
+               int64_t batch, int64_t warmup, int64_t timed) {
     BenchRow row;
     row.policy = policy;
+    row.precision = precision_name;
+    const auto precision = parse_precision(precision_name);
+    const MatmulPrecisionGuard matmul(precision);
+    model->options.compute_dtype(compute_dtype(precision));
+    // fp16 steps as fno_train's do: scaled loss, unscale and check, update.
+    std::optional<GradScaler> scaler;
+    if (needs_loss_scaling(precision)) scaler.emplace(GradScalerOptions(), torch::kCUDA);
     row.resolution = res;
     row.batch = batch;
     try {
-      auto& step = step_for(policy);
+      auto& step = step_for(policy, precision_name);
       torch::manual_seed(1);
       // [batch, channels, res, ...]: one res per spatial dim of the model.
       std::vector<int64_t> x_shape{batch, o.model.in_channels()},
@@ -96,9 +104,11 @@ struct Runner {
       auto one = [&] {
         optimizer->zero_grad();
         // H1Loss adds over batch entries: auto may use micro-batches.
-        step.forward_backward(
-            x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) { return loss(out, yy); });
-        optimizer->step();
+        step.forward_backward(x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) {
+          return scaler ? scaler->scale(loss(out, yy)) : loss(out, yy);
+        });
+        if (!scaler || scaler->unscale(model->parameters())) optimizer->step();
+        if (scaler) scaler->update();
       };
       for (int64_t i = 0; i < warmup; ++i) one();
       row.plan_seconds = step.plan_seconds();
@@ -175,6 +185,7 @@ struct Runner {
       row.status = std::string("error: ") + e.what();
     }
     free_memory();
+    model->options.compute_dtype(torch::kFloat);
     return row;
   }
 
@@ -195,8 +206,8 @@ struct Runner {
 };
 
 void log_row(const BenchRow& r) {
-  std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.resolution
-            << "^2 b" << r.batch << ": " << r.status;
+  std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.precision << " "
+            << r.resolution << "^2 b" << r.batch << ": " << r.status;
   if (r.status == "ok") {
     std::cerr << std::fixed << std::setprecision(1) << "  " << r.ms_per_step << " ms/step, peak "
               << offload::format_bytes(r.peak_allocated) << ", offloaded "
@@ -223,7 +234,9 @@ FNOOptions seed_model() { return FNOOptions({16, 16}, 1, 1, 32).projection_chann
 
 void use_config(BenchOptions& o, const std::string& config_path,
                 const std::vector<std::string>& overrides) {
-  o.model = load_config(config_path, overrides).model;
+  const auto cfg = load_config(config_path, overrides);
+  o.model = cfg.model;
+  o.precisions = {cfg.precision};
   o.model_source = config_path;
 }
 
@@ -243,6 +256,9 @@ std::string describe_bench(const BenchOptions& o) {
   std::string policies;
   for (const auto& p : o.policies) policies += (policies.empty() ? "" : ", ") + p;
   s << "policies " << policies << "\n";
+  std::string precisions;
+  for (const auto& p : o.precisions) precisions += (precisions.empty() ? "" : ", ") + p;
+  s << "precisions " << precisions << "\n";
   s << "steps " << o.warmup << " warm-up, " << o.steps << " timed (median); chunks " << o.chunks
     << "\n";
   s << "auto budget "
@@ -264,22 +280,25 @@ BenchResult run_bench(const BenchOptions& o) {
   result.memory_cap = o.memory_cap;
   if (o.memory_cap > 0) offload::cap_device_memory(o.memory_cap);
   Runner runner(o);
-  for (const auto& policy : o.policies) {
-    for (auto res : o.resolutions) {
-      for (auto batch : o.batches) {
-        result.rows.push_back(runner.run(policy, res, batch, o.warmup, o.steps));
-        log_row(result.rows.back());
+  for (const auto& precision : o.precisions) {
+    for (const auto& policy : o.policies) {
+      for (auto res : o.resolutions) {
+        for (auto batch : o.batches) {
+          result.rows.push_back(runner.run(policy, precision, res, batch, o.warmup, o.steps));
+          log_row(result.rows.back());
+        }
       }
     }
   }
   if (o.find_largest) {
     const int64_t batch = o.batches.front();
+    const auto& precision = o.precisions.front();
     for (const auto& policy : o.policies) {
       // Binary search over multiples of grid_step: lo trains, hi does not.
       int64_t lo = 0, hi = o.grid_max / o.grid_step + 1;
       while (hi - lo > 1) {
         const int64_t mid = (lo + hi) / 2;
-        auto row = runner.run(policy, mid * o.grid_step, batch, 1, 1);
+        auto row = runner.run(policy, precision, mid * o.grid_step, batch, 1, 1);
         row.policy += " (search)";
         log_row(row);
         result.rows.push_back(row);
@@ -301,9 +320,9 @@ std::string BenchResult::to_json(const std::string& command) const {
     << ",\n  \"memory_cap_bytes\": " << memory_cap << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    j << "    {\"policy\": \"" << json_escape(r.policy) << "\", \"resolution\": " << r.resolution
-      << ", \"batch\": " << r.batch << ", \"status\": \"" << json_escape(r.status)
-      << "\", \"ms_per_step\": " << r.ms_per_step
+    j << "    {\"policy\": \"" << json_escape(r.policy) << "\", \"precision\": \"" << r.precision
+      << "\", \"resolution\": " << r.resolution << ", \"batch\": " << r.batch << ", \"status\": \""
+      << json_escape(r.status) << "\", \"ms_per_step\": " << r.ms_per_step
       << ", \"peak_allocated_bytes\": " << r.peak_allocated
       << ", \"peak_reserved_bytes\": " << r.peak_reserved
       << ", \"bytes_offloaded\": " << r.bytes_offloaded
@@ -329,18 +348,19 @@ std::string BenchResult::to_json(const std::string& command) const {
 std::string BenchResult::to_csv() const {
   std::ostringstream c;
   c << std::setprecision(6);
-  c << "device,memory_cap_bytes,policy,resolution,batch,status,ms_per_step,peak_allocated_bytes,"
-       "peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_demand,"
+  c << "device,memory_cap_bytes,policy,precision,resolution,batch,status,ms_per_step,"
+       "peak_allocated_bytes,peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_"
+       "demand,"
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
        "backward_wait_ms,estimated_peak_bytes,plan_seconds,plan\n";
   for (const auto& r : rows) {
-    c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.resolution << ','
-      << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ',' << r.peak_allocated << ','
-      << r.peak_reserved << ',' << r.bytes_offloaded << ',' << r.bytes_prefetched << ','
-      << r.bytes_on_demand << ',' << r.bytes_reused_on_device << ',' << r.d2h_gbps << ','
-      << r.h2d_gbps << ',' << r.d2h_busy_ms << ',' << r.h2d_busy_ms << ',' << r.forward_wait_ms
-      << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ',' << r.plan_seconds << ",\""
-      << r.plan << "\"\n";
+    c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
+      << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
+      << r.peak_allocated << ',' << r.peak_reserved << ',' << r.bytes_offloaded << ','
+      << r.bytes_prefetched << ',' << r.bytes_on_demand << ',' << r.bytes_reused_on_device << ','
+      << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.d2h_busy_ms << ',' << r.h2d_busy_ms << ','
+      << r.forward_wait_ms << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ','
+      << r.plan_seconds << ",\"" << r.plan << "\"\n";
   }
   return c.str();
 }

@@ -115,6 +115,7 @@ const std::vector<Entry>& schema() {
       {"training.eval_every", Kind::kInt, "1", "evaluate every n epochs (and after the last)", 1},
       {"training.checkpoint_every", Kind::kInt, "1", "write the latest checkpoint every n epochs (and after the last)", 1},
       {"training.seed", Kind::kInt, "0", "seed of the model initialization and the shuffling", 0},
+      {"training.precision", Kind::kString, "fp32", "compute precision: fp32, tf32 (fp32 GEMMs on TF32 tensor cores), bf16 or fp16 (activations, saved tensors and GEMM inputs in that type, fp32 accumulation; fp16 adds a dynamic loss scaler that skips steps with non-finite gradients). Weights, optimizer state, losses and state dicts stay fp32. One step against fp32, relative: bf16 output 4e-3, gradients 1e-2; fp16 5e-4 and 8e-4", -kInf, kInf, false, false, {"fp32", "tf32", "bf16", "fp16"}},
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
       // offload
@@ -452,6 +453,7 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.eval_every = r("training.eval_every").as<int64_t>();
   cfg.checkpoint_every = r("training.checkpoint_every").as<int64_t>();
   cfg.seed = r("training.seed").as<int64_t>();
+  cfg.precision = r("training.precision").as<std::string>();
   // device, output
   cfg.device = r("device.name").as<std::string>();
   if (!(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda" ||

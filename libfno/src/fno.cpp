@@ -64,7 +64,7 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   // in its epilogue. z = ChannelMLP(GELU(y1)) + g * a; the GELU (not on the
   // last block) runs inside the MLP's first layer, which stores only y1.
   const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
-  return torch::addcmul(mlp.forward(y1, /*gelu_input=*/!last), gate, a);
+  return torch::addcmul(mlp.forward(y1, /*gelu_input=*/!last), gate.to(a.scalar_type()), a);
 }
 
 // ---------------------------------------------------------------------------
@@ -149,6 +149,13 @@ torch::Tensor FNOImpl::forward_lift(torch::Tensor x) {
               n_dim(), "-d FNO, got shape ", x.sizes());
   TORCH_CHECK(x.size(1) == options.in_channels(), "FNO: expected ", options.in_channels(),
               " input channels, got ", x.size(1));
+  TORCH_CHECK(options.compute_dtype() == torch::kFloat ||
+                  options.compute_dtype() == torch::kBFloat16 ||
+                  options.compute_dtype() == torch::kHalf,
+              "FNO: compute_dtype must be float, bfloat16 or half, got ", options.compute_dtype());
+  if (options.compute_dtype() != torch::kFloat && x.scalar_type() != options.compute_dtype()) {
+    x = x.to(options.compute_dtype());
+  }
   if (positional_embedding) x = positional_embedding->forward(x);
   x = lifting->forward(x);
   const auto pads = padding_for(x.sizes().slice(2));
@@ -175,7 +182,10 @@ torch::Tensor FNOImpl::forward_project(torch::Tensor x, torch::IntArrayRef spati
   for (size_t i = 0; i < pads.size(); ++i) {
     if (pads[i] > 0) x = x.narrow(static_cast<int64_t>(i) + 2, pads[i], spatial[i]);
   }
-  return projection->forward(x);
+  auto y = projection->forward(x);
+  // Losses and their reductions run in the parameters' type.
+  const auto param_type = projection->fcs[0]->as<PointwiseLinear>()->weight.scalar_type();
+  return y.scalar_type() == param_type ? y : y.to(param_type);
 }
 
 torch::Tensor FNOImpl::forward(torch::Tensor x) {

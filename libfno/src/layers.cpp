@@ -64,6 +64,47 @@ void PointwiseLinearImpl::pretty_print(std::ostream& stream) const {
 
 namespace {
 
+// Mixed precision (fno/precision.h): activations arrive in the compute type
+// (fp32, bf16 or fp16), weights as their fp32 masters. A weight is cast to the
+// activations' type where a GEMM reads it (a few KiB), and its gradient is
+// accumulated in the weight's own type, so the functions below return fp32
+// weight gradients whatever the activations' type.
+torch::Tensor like(const torch::Tensor& w, const torch::Tensor& x) {
+  return (!w.defined() || w.scalar_type() == x.scalar_type()) ? w : w.to(x.scalar_type());
+}
+
+// g += a b over 2-d operands, accumulated in g's type: a GEMM with an fp32
+// output for bf16/fp16 operands on CUDA (cuBLAS accumulates in fp32 anyway),
+// operands cast up on the CPU.
+void addmm_acc(torch::Tensor& g, const torch::Tensor& a, const torch::Tensor& b) {
+  const auto acc = g.scalar_type();
+  if (a.scalar_type() == acc) {
+    g.addmm_(a, b);
+  } else if (a.is_cuda()) {
+    g.add_(at::mm(a, b, acc));
+  } else {
+    g.addmm_(a.to(acc), b.to(acc));
+  }
+}
+
+// g += sum over dims {0, 2} of t ([B, C, N] -> [C]), summed in g's type.
+void add_channel_sum(torch::Tensor& g, const torch::Tensor& t) {
+  g.add_(t.sum(torch::IntArrayRef{0, 2}, false, g.scalar_type()));
+}
+
+// gw += sum_b gy_b h_b^T: [Cout, Cin], accumulated in gw's type
+void add_wgrad(torch::Tensor& gw, const torch::Tensor& gy, const torch::Tensor& h) {
+  if (gy.size(0) == 1) {
+    addmm_acc(gw, gy[0], h[0].t());
+  } else if (gy.scalar_type() == gw.scalar_type()) {
+    gw.add_(torch::bmm(gy, h.transpose(1, 2)).sum(0));
+  } else if (gy.is_cuda()) {
+    gw.add_(at::bmm(gy, h.transpose(1, 2), gw.scalar_type()).sum(0));
+  } else {
+    gw.add_(torch::bmm(gy.to(gw.scalar_type()), h.transpose(1, 2).to(gw.scalar_type())).sum(0));
+  }
+}
+
 // Grid sizes from which backward works per batch entry: weight-gradient GEMMs
 // with one long reduction each (which cuBLAS splits, where a batched GEMM with
 // a [Cout, Cin] output does not), and recomputed layers one entry at a time,
@@ -92,12 +133,12 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     ctx->saved_data["gelu"] = gelu;
     ctx->saved_data["has_residual"] = r.has_value();
     const auto h = gelu ? torch::gelu(x) : x;
-    const auto wb = w.unsqueeze(0).expand({x.size(0), -1, -1});
+    const auto wb = like(w, x).unsqueeze(0).expand({x.size(0), -1, -1});
     if (r.has_value()) {
       auto y = torch::baddbmm(*r, wb, h);
-      return b.has_value() ? y.add_(b->view({1, -1, 1})) : y;
+      return b.has_value() ? y.add_(like(*b, x).view({1, -1, 1})) : y;
     }
-    return b.has_value() ? torch::baddbmm(b->view({1, -1, 1}), wb, h) : torch::bmm(wb, h);
+    return b.has_value() ? torch::baddbmm(like(*b, x).view({1, -1, 1}), wb, h) : torch::bmm(wb, h);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -110,7 +151,7 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     torch::Tensor gx, gw, gb;
     const bool long_reduction = x.size(2) >= kPerEntry;
     if (ctx->needs_input_grad(0)) {
-      gx = torch::bmm(w.t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
+      gx = torch::bmm(like(w, x).t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
       // Long grids: the GELU backward runs per batch entry, in place, below.
       if (gelu && !long_reduction) gx = at::gelu_backward(gx, x);
     }
@@ -122,7 +163,7 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
       if (ctx->needs_input_grad(1)) gw = torch::zeros_like(w);
       for (int64_t i = 0; i < x.size(0); ++i) {
         const auto xi = x[i];
-        if (gw.defined()) gw.addmm_(gy[i], (gelu ? torch::gelu(xi) : xi).t());
+        if (gw.defined()) addmm_acc(gw, gy[i], (gelu ? torch::gelu(xi) : xi).t());
         if (gelu && gx.defined()) {
           auto gxi = gx[i];
           at::gelu_backward_out(gxi, gxi, xi);
@@ -131,10 +172,13 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     } else if (ctx->needs_input_grad(1)) {
       // Small grids: one batched GEMM and a sum; per-entry launches would dominate.
       const auto h = gelu ? torch::gelu(x) : x;
-      gw = torch::bmm(gy, h.transpose(1, 2)).sum(0);
+      gw = torch::zeros_like(w);
+      add_wgrad(gw, gy, h);
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
-      gb = gy.sum(torch::IntArrayRef{0, 2});
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
+      gb = torch::zeros({gy.size(1)}, w.options());
+      add_channel_sum(gb, gy);
+    }
     // needs_input_grad counts the tensors given: x, w, then b and r when present.
     torch::Tensor gr;
     const size_t r_edge = ctx->saved_data["has_bias"].toBool() ? 3 : 2;
@@ -181,28 +225,20 @@ bool recompute_cheap() { return t_recompute_cheap; }
 namespace {
 
 // [Cout, Cin] x [B, Cin, N] (+ b [Cout]) (+ r [B, Cout, N]) -> [B, Cout, N]
+// (w and b are cast to x's type; see like())
 torch::Tensor lin(const torch::Tensor& w, const torch::Tensor& x, const torch::Tensor& b,
                   const torch::Tensor& r = {}) {
-  const auto wb = w.unsqueeze(0).expand({x.size(0), -1, -1});
+  const auto wb = like(w, x).unsqueeze(0).expand({x.size(0), -1, -1});
   if (r.defined()) {
     auto y = torch::baddbmm(r, wb, x);
-    return b.defined() ? y.add_(b.view({1, -1, 1})) : y;
+    return b.defined() ? y.add_(like(b, x).view({1, -1, 1})) : y;
   }
-  return b.defined() ? torch::baddbmm(b.view({1, -1, 1}), wb, x) : torch::bmm(wb, x);
-}
-
-// gw += sum_b gy_b h_b^T: [Cout, Cin]
-void add_wgrad(torch::Tensor& gw, const torch::Tensor& gy, const torch::Tensor& h) {
-  if (gy.size(0) == 1) {
-    gw.addmm_(gy[0], h[0].t());
-  } else {
-    gw.add_(torch::bmm(gy, h.transpose(1, 2)).sum(0));
-  }
+  return b.defined() ? torch::baddbmm(like(b, x).view({1, -1, 1}), wb, x) : torch::bmm(wb, x);
 }
 
 // W^T g into out: [B, Cin, N]
 void lin_t_into(torch::Tensor out, const torch::Tensor& w, const torch::Tensor& g) {
-  at::bmm_out(out, w.t().unsqueeze(0).expand({g.size(0), -1, -1}), g);
+  at::bmm_out(out, like(w, g).t().unsqueeze(0).expand({g.size(0), -1, -1}), g);
 }
 
 // Runs f(first, count) over the batch: one slice on short grids, one entry per
@@ -239,11 +275,11 @@ torch::Tensor mlp2_hidden_grad(const torch::Tensor& a, const torch::Tensor& dy,
                                const torch::Tensor& w2, MLP2Grads& g) {
   const auto h = lin(w1, a, b1);
   add_wgrad(g.gw2, dy, torch::gelu(h));
-  if (g.gb2.defined()) g.gb2.add_(dy.sum(torch::IntArrayRef{0, 2}));
-  auto dh = torch::bmm(w2.t().unsqueeze(0).expand({dy.size(0), -1, -1}), dy);
+  if (g.gb2.defined()) add_channel_sum(g.gb2, dy);
+  auto dh = torch::bmm(like(w2, dy).t().unsqueeze(0).expand({dy.size(0), -1, -1}), dy);
   at::gelu_backward_out(dh, dh, h);
   add_wgrad(g.gw1, dh, a);
-  if (g.gb1.defined()) g.gb1.add_(dh.sum(torch::IntArrayRef{0, 2}));
+  if (g.gb1.defined()) add_channel_sum(g.gb1, dh);
   return dh;
 }
 
@@ -294,7 +330,7 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     const auto y1 = lin(w_skip, a, torch::Tensor(), s);
     const auto h = lin(w1, gelu_mid ? torch::gelu(y1) : y1, b1);
     auto z = lin(w2, torch::gelu(h), b2);
-    z.addcmul_(gate, a);
+    z.addcmul_(like(gate, a), a);
     ctx->save_for_backward({gelu_input ? x : a, y1, w_skip, w1, b1, w2, b2, gate});
     ctx->saved_data["gelu"] = gelu_input;
     ctx->saved_data["gelu_mid"] = gelu_mid;
@@ -323,10 +359,10 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
       lin_t_into(dy1, w1, dh);
       if (gelu_mid) at::gelu_backward_out(dy1, dy1, y1s);
       add_wgrad(gw_skip, dy1, as);
-      g_gate.add_((dzs * as).sum(torch::IntArrayRef{0, 2}));
+      add_channel_sum(g_gate, dzs * as);
       auto das = da.narrow(0, i, n);
       lin_t_into(das, w_skip, dy1);
-      das.addcmul_(gate, dzs);
+      das.addcmul_(like(gate, dzs), dzs);
     });
     return {torch::Tensor(),
             da,
@@ -518,8 +554,13 @@ namespace {
 // traffic, and in backward the same holds for the transposed GEMMs.
 //   analysis  [n, 2k]: x @ A = rfft(x, norm="forward")[:k], re/im interleaved
 //   synthesis [2k, n]: X @ S = irfft(X zero-filled to n//2+1 modes, n, norm="forward")
+// In bf16/fp16 the analysis matrix is scaled by 1/sqrt(n), not 1/n: fp16
+// would hold entries of 1/n only as subnormals on long grids, and an
+// unnormalized sum would overflow it; its output is cast to fp32 and scaled
+// by `analysis_scale` = 1/sqrt(n).
 struct RealDft {
   torch::Tensor analysis, synthesis;
+  double analysis_scale = 1.0;
 };
 
 RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
@@ -535,13 +576,17 @@ RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
   // (j t mod n) exactly in integers, then the angle: accurate for large n.
   const auto theta = (torch::outer(j, t) % n).to(f64) * (2.0 * M_PI / static_cast<double>(n));
   const auto c = torch::cos(theta), s = torch::sin(theta);  // [k, n]
-  auto analysis = torch::stack({c, -s}, 1).reshape({2 * k, n}).t() / static_cast<double>(n);
+  const bool reduced = options.dtype() == torch::kBFloat16 || options.dtype() == torch::kHalf;
+  const double analysis_scale = reduced ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0;
+  auto analysis = torch::stack({c, -s}, 1).reshape({2 * k, n}).t() /
+                  (reduced ? std::sqrt(static_cast<double>(n)) : static_cast<double>(n));
   // irfft weights: 1 for the zero mode and (n even) the Nyquist mode, 2 for the others.
   auto weight = torch::full({k}, 2.0, f64);
   weight[0] = 1.0;
   if (n % 2 == 0 && k == n / 2 + 1) weight[k - 1] = 1.0;
   auto synthesis = (torch::stack({c, -s}, 1) * weight.view({k, 1, 1})).reshape({2 * k, n});
-  RealDft out{analysis.contiguous().to(options), synthesis.contiguous().to(options)};
+  RealDft out{analysis.contiguous().to(options), synthesis.contiguous().to(options),
+              analysis_scale};
   cache.emplace(key, out);
   return out;
 }
@@ -580,15 +625,23 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   // Forward transform, one dim at a time so each FFT only sees modes that are
   // kept: the real FFT along the last dim, truncated, then complex FFTs along
   // the others, gathering the kept corners. Equals rfftn(norm="forward").
+  // In bf16/fp16 the grid-sized GEMMs run in that type (tensor cores, fp32
+  // accumulation) and the kept modes in complex64: the spectrum is a small
+  // fraction of the grid, and cuFFT has no bf16 (and its fp16 takes powers of
+  // two only).
+  const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
   const bool gemm = kept.back() <= kMaxDftGemmModes && x.is_floating_point();
   RealDft dft;
   torch::Tensor x_ft;
   if (gemm) {
     // x: [B, Cin, *S] -> [B, Cin, *S', 2k] -> [B, Cin, *S', k] complex
     dft = real_dft(spatial.back(), kept.back(), x.options());
-    x_ft = torch::view_as_complex(torch::matmul(x, dft.analysis).unflatten(-1, {kept.back(), 2}));
+    auto coeffs = torch::matmul(x, dft.analysis);
+    if (reduced) coeffs = coeffs.to(torch::kFloat).mul_(dft.analysis_scale);
+    x_ft = torch::view_as_complex(coeffs.unflatten(-1, {kept.back(), 2}));
   } else {
-    x_ft = torch::fft::rfft(x, c10::nullopt, last, "forward").narrow(last, 0, kept.back());
+    x_ft = torch::fft::rfft(reduced ? x.to(torch::kFloat) : x, c10::nullopt, last, "forward")
+               .narrow(last, 0, kept.back());
   }
   for (int64_t i = n_dim - 2; i >= 0; --i) {
     const int64_t dim = i + 2;
@@ -632,10 +685,12 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   }
   if (gemm) {
     // [B, Cout, *S', k] complex -> [B, Cout, *S', 2k] -> [B, Cout, *S]
-    return torch::matmul(torch::view_as_real(out).flatten(-2), dft.synthesis);
+    auto modes = torch::view_as_real(out).flatten(-2);
+    return torch::matmul(reduced ? modes.to(x.scalar_type()) : modes, dft.synthesis);
   }
   // irfft zero-pads the last dim from k_last to n//2 + 1 modes itself.
-  return torch::fft::irfft(out, spatial.back(), last, "forward");
+  auto y = torch::fft::irfft(out, spatial.back(), last, "forward");
+  return reduced ? y.to(x.scalar_type()) : y;
 }
 
 // ---------------------------------------------------------------------------

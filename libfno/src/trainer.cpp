@@ -4,6 +4,7 @@
 #include <fno/losses.h>
 #include <fno/offload_step.h>
 #include <fno/optim.h>
+#include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
 
@@ -162,6 +163,9 @@ struct Trainer::State {
   std::unique_ptr<AdamW> optimizer;
   std::unique_ptr<LRScheduler> scheduler;
   std::unique_ptr<OffloadedStep> step;  // forward + backward under the offload policy
+  Precision precision = Precision::kFP32;
+  std::unique_ptr<MatmulPrecisionGuard> matmul_precision;  // tf32 or not, for the run
+  std::unique_ptr<GradScaler> scaler;                      // fp16 only
   data::UnitGaussianNormalizer in_norm, out_norm;
   torch::Tensor train_x, train_y;  // normalized as configured
   std::vector<EvalSet> tests;
@@ -242,8 +246,13 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   }
 
   torch::manual_seed(static_cast<uint64_t>(c.seed));
-  s.model = FNO(c.model);
+  s.precision = parse_precision(c.precision);
+  s.matmul_precision = std::make_unique<MatmulPrecisionGuard>(s.precision);
+  // The weights are created (and kept) in fp32 whatever the precision: the
+  // same seed gives the same initial model in every precision.
+  s.model = FNO(FNOOptions(c.model).compute_dtype(compute_dtype(s.precision)));
   s.model->to(s.device);
+  if (needs_loss_scaling(s.precision)) s.scaler = std::make_unique<GradScaler>(GradScalerOptions(), s.device);
   {
     OffloadSettings offload = offload_settings(c);
     if (offload.policy == "auto" && !s.device.is_cuda()) {
@@ -277,7 +286,7 @@ const RunConfig& Trainer::config() const { return s_->cfg; }
 std::string Trainer::describe() const {
   const auto& s = *s_;
   std::ostringstream o;
-  o << "device " << s.device << " | ";
+  o << "device " << s.device << " | precision " << to_string(s.precision) << " | ";
   if (s.cfg.offload_policy != "none") o << s.step->describe() << " | ";
   s.model->pretty_print(o);
   o << ", " << n_params() << " parameters | train "
@@ -338,6 +347,9 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, 
   d.insert(kBatchKey, torch::tensor(batch, torch::kInt64));
   d.insert(kLossSumKey, torch::tensor(loss_sum, torch::kFloat64));
   d.insert(kBestKey, torch::tensor(s.best, torch::kFloat64));
+  if (s.scaler) {
+    for (const auto& [k, v] : s.scaler->state()) d.insert("scaler." + k, v);
+  }
   return d;
 }
 
@@ -381,6 +393,12 @@ int64_t Trainer::resume() {
     load_state_dict(*s.model, with_prefix(d, "model."));
     s.optimizer->load_state_dict(with_prefix(d, "optim."));
     if (s.scheduler) s.scheduler->load_state_dict(with_prefix(d, "sched."));
+    if (s.scaler) {
+      // A checkpoint of another precision has no scaler state: start from the initial scale.
+      std::vector<std::pair<std::string, torch::Tensor>> scaler_state;
+      for (const auto& item : with_prefix(d, "scaler.")) scaler_state.emplace_back(item.key(), item.value());
+      s.scaler->load_state(scaler_state);
+    }
     if (const auto* m = d.find("norm.in.mean")) s.in_norm.set_state(m->to(s.device), d["norm.in.std"].to(s.device));
     if (const auto* m = d.find("norm.out.mean")) s.out_norm.set_state(m->to(s.device), d["norm.out.std"].to(s.device));
     if (const auto* r = d.find("rng.cpu")) {
@@ -513,6 +531,7 @@ std::map<std::string, double> Trainer::train() {
   for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
     const auto t0 = Clock::now();
     int64_t epoch_step_peak = 0;
+    int64_t epoch_skipped_steps = 0, epoch_skipped_samples = 0;  // fp16: non-finite gradients
     if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
     s.model->train();
     const double lr = s.optimizer->param_groups()[0].options().get_lr();
@@ -541,8 +560,12 @@ std::map<std::string, double> Trainer::train() {
       try {
         // The training losses add over batch entries (reduction sum), so the
         // step may run as micro-batches (offload auto).
-        loss = s.step->forward_backward(
-            x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) { return train_loss(out, yy); });
+        // fp16: the loss is scaled before backward (GradScaler), so that small
+        // gradients survive fp16's range.
+        loss = s.step->forward_backward(x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) {
+          auto l = train_loss(out, yy);
+          return s.scaler ? s.scaler->scale(l) : l;
+        });
       } catch (const offload::BudgetError& e) {
         if (bar) std::fprintf(stderr, "\n");
         throw TrainingError(e.what());
@@ -555,7 +578,21 @@ std::map<std::string, double> Trainer::train() {
                                  ? "; the last checkpoint is " + s.path("checkpoint_latest.pt")
                                  : std::string("")));
       }
-      s.optimizer->step();
+      bool stepped = true;
+      if (s.scaler) {
+        // Unscale (complex gradients through their real views) and skip the
+        // step when a gradient is not finite; the scale backs off or grows.
+        stepped = s.scaler->unscale(s.model->parameters());
+        if (stepped) s.optimizer->step();
+        loss = s.scaler->unscaled(loss);
+        s.scaler->update();
+        if (!stepped) {
+          ++epoch_skipped_steps;
+          epoch_skipped_samples += x.size(0);
+        }
+      } else {
+        s.optimizer->step();
+      }
       if (s.step->offloading()) {
         epoch_step_peak = std::max(epoch_step_peak, s.step->last_stats().peak_allocated);
         JsonObject t;
@@ -566,7 +603,7 @@ std::map<std::string, double> Trainer::train() {
       }
       if (record) write_timeline(s.step->last_stats().timeline);
       ++global_step;
-      loss_sum += loss.detach().to(torch::kDouble);
+      if (stepped) loss_sum += loss.detach().to(torch::kDouble);
       if (g_stop_signal != 0) {
         // Stop after this step: save where we are, mid-epoch, and let the caller exit.
         const int sig = g_stop_signal;
@@ -586,7 +623,8 @@ std::map<std::string, double> Trainer::train() {
         std::fflush(stderr);
       }
     }
-    const double train_loss_value = loss_sum.item<double>() / static_cast<double>(n);
+    // The mean over the samples of the steps taken (fp16 skips steps with non-finite gradients).
+    const double train_loss_value = loss_sum.item<double>() / static_cast<double>(n - epoch_skipped_samples);
     if (!std::isfinite(train_loss_value)) {
       if (bar) std::fprintf(stderr, "\n");
       const std::string kept = file_exists(s.path("checkpoint_latest.pt"))
@@ -611,6 +649,7 @@ std::map<std::string, double> Trainer::train() {
     line.integer("epoch", epoch).num("lr", lr).num("train_loss", train_loss_value);
     for (const auto& [k, v] : metrics) line.num(k, v);
     line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
+    if (s.scaler) line.integer("skipped_steps", epoch_skipped_steps).num("loss_scale", s.scaler->scale_value());
     metrics_log << line.text() << "\n";
     metrics_log.flush();
 
@@ -629,6 +668,7 @@ std::map<std::string, double> Trainer::train() {
       msg << "epoch " << epoch << "/" << c.epochs << "  lr " << lr << "  train_" << c.train_loss << " "
           << train_loss_value;
       for (const auto& [k, v] : metrics) msg << "  " << k << " " << v;
+      if (s.scaler) msg << "  loss_scale " << s.scaler->scale_value() << "  skipped " << epoch_skipped_steps;
       char secs[32];
       std::snprintf(secs, sizeof(secs), "  %.2fs", seconds);
       msg << secs;
@@ -669,6 +709,7 @@ std::map<std::string, double> Trainer::train() {
 
   JsonObject summary;
   summary.integer("n_params", n_params())
+      .str("precision", to_string(s.precision))
       .raw("metrics", metrics_json(last_metrics))
       .str("device", s.device.is_cuda() ? s.device.str() + " (" + at::cuda::getDeviceProperties(s.device.index())->name + ")"
                                         : std::string("cpu"))

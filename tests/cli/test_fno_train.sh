@@ -97,6 +97,30 @@ else bad "SIGTERM did not stop the run cleanly with exit 143: $(tail -1 "$work/t
 "$bin" --resume "$work/term" > /dev/null 2> "$work/term_resume.err" || bad "resume after SIGTERM failed: $(tail -1 "$work/term_resume.err")"
 [ "$(strip "$work/full/metrics.jsonl")" = "$(strip "$work/term/metrics.jsonl")" ] && ok || bad "metrics after SIGTERM + resume differ"
 
+# Mixed precision on the CPU: bf16 and fp16 train the small config to within
+# 3% of the fp32 run's metrics; fp16 logs its loss scale and skipped steps and
+# resumes with its scaler; state dicts stay fp32 (model.pt has the fp32 size).
+expect 2 "--precision: unknown precision 'fp8'" -- --config "$small" --precision fp8
+expect 2 "training.precision: unknown value 'int8'" -- --config "$small" --set training.precision=int8
+metric() { grep -o "\"$2\": [0-9.e+-]*" "$1/summary.json" | head -1 | awk '{print $2}'; }
+for p in bf16 fp16; do
+  "$bin" --config "$small" --precision $p --out "$work/$p" > /dev/null 2> "$work/$p.err" || bad "$p run failed: $(tail -1 "$work/$p.err")"
+  for m in 16_l2 32_l2; do
+    a=$(metric "$work/full" $m) b=$(metric "$work/$p" $m)
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b <= 1.03 * a && b >= a / 1.03) }' && ok || bad "$p $m $b vs fp32 $a"
+  done
+  grep -q '"precision": "'$p'"' "$work/$p/summary.json" && ok || bad "$p: summary.json lacks the precision"
+  [ "$(stat -c %s "$work/$p/model.pt")" = "$(stat -c %s "$work/full/model.pt")" ] && ok || bad "$p: model.pt differs in size from fp32's"
+done
+grep -q '"skipped_steps": 0, "loss_scale": 65536' "$work/fp16/metrics.jsonl" && ok || bad "fp16: metrics.jsonl lacks the loss scale: $(tail -1 "$work/fp16/metrics.jsonl")"
+# Resumed, the scale goes on from the checkpoint's (equal to epoch 8's when epoch 9 skips nothing).
+scale_of() { sed -n "${1}p" "$work/fp16/metrics.jsonl" | grep -o '"skipped_steps": [0-9]*, "loss_scale": [0-9.e+]*'; }
+"$bin" --resume "$work/fp16" --set training.epochs=9 > /dev/null 2> "$work/fp16_resume.err" &&
+  [ "$(wc -l < "$work/fp16/metrics.jsonl")" -eq 9 ] &&
+  [ "$(scale_of 9 | sed 's/.*loss_scale/loss_scale/')" = "$(scale_of 8 | sed 's/.*loss_scale/loss_scale/')" -o \
+    -z "$(scale_of 9 | grep '"skipped_steps": 0')" ] && ok ||
+  bad "fp16 resume: $(tail -1 "$work/fp16_resume.err"); $(scale_of 8) then $(scale_of 9)"
+
 # A damaged latest checkpoint: resume warns and falls back to the previous one.
 cp -r "$work/full" "$work/damaged"
 size=$(stat -c %s "$work/damaged/checkpoint_latest.pt")

@@ -19,6 +19,7 @@ struct BenchOptions {
   std::vector<int64_t> resolutions{256, 512, 1024};
   std::vector<int64_t> batches{8};
   std::vector<std::string> policies{"none", "all", "recompute+offload", "auto"};
+  std::vector<std::string> precisions{"fp32"};  // fp32 | tf32 | bf16 | fp16 (fno/precision.h)
   int64_t warmup = 2;            // untimed steps per configuration (plans, pinned pool)
   int64_t steps = 5;             // timed steps; the median is reported
   int64_t chunks = 1;            // batch chunks for the fixed policies
@@ -42,6 +43,7 @@ struct BenchOptions {
 
 struct BenchRow {
   std::string policy;
+  std::string precision = "fp32";
   int64_t resolution = 0, batch = 0;
   std::string status;  // "ok" | "oom" | "over budget: ..." | "error: ..."
   double ms_per_step = 0;

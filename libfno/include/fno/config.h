@@ -69,6 +69,7 @@ struct RunConfig {
   int64_t checkpoint_every = 1;
   int64_t eval_every = 1;
   int64_t seed = 0;
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (fno/precision.h)
   // device
   std::string device = "auto";
   // output

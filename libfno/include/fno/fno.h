@@ -50,6 +50,11 @@ struct FNOOptions {
   TORCH_ARG(double, channel_mlp_expansion) = 0.5;
   /// Zero padding as a fraction of each spatial size: {} none, {p} all dims, or one per dim.
   TORCH_ARG(std::vector<double>, domain_padding) = {};
+  /// The type the layers compute and store activations in (fno/precision.h):
+  /// kBFloat16 or kHalf cast the input to it and the output back to the
+  /// parameters' type; the parameters themselves keep their type (fp32).
+  /// kFloat: the parameters' type. Not part of the state dict.
+  TORCH_ARG(c10::ScalarType, compute_dtype) = c10::ScalarType::Float;
 };
 
 /// The n_layers blocks, as neuraloperator's FNOBlocks (state-dict prefix "fno_blocks.").
@@ -82,13 +87,15 @@ class FNOImpl : public torch::nn::Cloneable<FNOImpl> {
   torch::Tensor forward(torch::Tensor x);
 
   // The stages, for callers that schedule them one at a time (offload/).
-  // x: [B, Cin, *S] -> [B, hidden, *S']  (embedding, lifting, padding)
+  // x: [B, Cin, *S] -> [B, hidden, *S']  (cast to the compute type, embedding,
+  // lifting, padding)
   torch::Tensor forward_lift(torch::Tensor x);
   // x: [B, hidden, *S'] -> [B, hidden, *S'], block `index`. Blocks pass
   // pre-activations: block i > 0 applies the GELU that ends block i-1 in
   // neuraloperator, so a block's output is its value before that GELU.
   torch::Tensor forward_block(const torch::Tensor& x, int64_t index);
-  // x: [B, hidden, *S'] -> [B, Cout, *S]  (unpadding to `spatial`, projection)
+  // x: [B, hidden, *S'] -> [B, Cout, *S]  (unpadding to `spatial`, projection,
+  // cast to the parameters' type)
   torch::Tensor forward_project(torch::Tensor x, torch::IntArrayRef spatial);
 
   int64_t n_dim() const { return static_cast<int64_t>(options.n_modes().size()); }
