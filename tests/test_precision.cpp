@@ -169,3 +169,23 @@ TEST_CASE("GradScaler: a planted inf skips the step and backs off; finite steps 
   CHECK_THROWS_WITH(fno::GradScaler(fno::GradScalerOptions().backoff_factor(1.5)),
                     doctest::Contains("backoff_factor must be in (0, 1), got 1.5"));
 }
+
+TEST_CASE("in bf16 and fp16 the spectral conv's FFT path (many kept modes) follows fp32") {
+  // More than 48 kept modes on the last dim take cuFFT/pocketfft, not the DFT
+  // GEMMs; that path computes in fp32 and returns the compute type.
+  torch::manual_seed(2);
+  fno::SpectralConv conv(fno::SpectralConvOptions(4, 4, {6, 120}));
+  const auto x = torch::randn({2, 4, 10, 141}, torch::requires_grad());
+  const auto ref = conv->forward(x);
+  const auto g = torch::randn_like(ref);
+  const auto ref_grad = torch::autograd::grad({ref}, {x}, {g})[0];
+  for (const auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    CAPTURE(dtype);
+    const auto xr = x.detach().to(dtype).requires_grad_(true);
+    const auto y = conv->forward(xr);
+    CHECK((y.scalar_type() == dtype));
+    const auto gx = torch::autograd::grad({y}, {xr}, {g.to(dtype)})[0];
+    CHECK(rel_err(y.to(torch::kFloat), ref) < tolerance(dtype).forward);
+    CHECK(rel_err(gx.to(torch::kFloat), ref_grad) < tolerance(dtype).grad);
+  }
+}
