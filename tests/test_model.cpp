@@ -231,3 +231,35 @@ TEST_CASE("pointwise_linear with fused GELU: gradients equal plain autograd on l
     }
   }
 }
+
+TEST_CASE("channel_mlp2 in spatial chunks (long grids) equals plain autograd, forward and gradients") {
+  // Beyond 2^20 points per entry the MLP runs in spatial chunks of the grid.
+  for (const int64_t n : {int64_t{4096}, (int64_t{1} << 21) + 4097}) {
+    for (const bool gelu : {false, true}) {
+      INFO("N ", n, ", gelu ", gelu);
+      torch::manual_seed(2);
+      const int64_t batch = n > 4096 ? 1 : 3;
+      const auto x = torch::randn({batch, 3, n}, torch::requires_grad());
+      const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
+      const auto b1 = torch::randn({6}, torch::requires_grad());
+      const auto w2 = torch::randn({2, 6, 1}, torch::requires_grad());
+      const auto b2 = torch::randn({2}, torch::requires_grad());
+      const auto gy = torch::randn({batch, 2, n});
+      const auto y = fno::channel_mlp2(x, w1, b1, w2, b2, gelu);
+      (y * gy).sum().backward();
+      std::vector<torch::Tensor> ref;
+      for (const auto& t : {x, w1, b1, w2, b2}) ref.push_back(t.detach().clone().requires_grad_(true));
+      const auto a = gelu ? torch::gelu(ref[0]) : ref[0];
+      const auto h = torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
+      const auto yr =
+          torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) + ref[4].view({1, -1, 1});
+      (yr * gy).sum().backward();
+      CHECK(fno::test::rel_err(y, yr) <= 1e-5);
+      const std::vector<torch::Tensor> got{x, w1, b1, w2, b2};
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("gradient ", i);
+        CHECK(fno::test::rel_err(got[i].grad(), ref[i].grad()) <= 1e-4);
+      }
+    }
+  }
+}

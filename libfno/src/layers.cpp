@@ -252,6 +252,44 @@ void over_batch(int64_t batch, int64_t n, F&& f) {
   for (int64_t i = 0; i < batch; ++i) f(i, int64_t{1});
 }
 
+// A slice of [B, C, N] tensors: batch entries [b, b + nb), grid points [s, s + ns).
+struct GridSlice {
+  int64_t b, nb, s, ns;
+  torch::Tensor of(const torch::Tensor& t) const { return t.narrow(0, b, nb).narrow(2, s, ns); }
+};
+
+// Grid points per spatial chunk on long grids (one 1024^2 entry is one chunk).
+constexpr int64_t kGridChunk = int64_t{1} << 20;
+
+// Runs f over slices: the whole batch at once on short grids; on long ones one
+// entry at a time, in spatial chunks of at most kGridChunk points. The MLPs are
+// pointwise in space, so a hidden layer made inside f (forward, or recomputed
+// in backward) lives for one chunk: its transient is a chunk's, whatever the
+// batch and grid, at no extra compute.
+template <typename F>
+void over_grid(int64_t batch, int64_t n, F&& f) {
+  if (n < kPerEntry) {
+    f(GridSlice{0, batch, 0, n});
+    return;
+  }
+  const int64_t chunks = (n + kGridChunk - 1) / kGridChunk;
+  const int64_t len = (n + chunks - 1) / chunks;
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t s = 0; s < n; s += len) f(GridSlice{i, 1, s, std::min(len, n - s)});
+  }
+}
+
+// out = W x + b over the channel dim, written into out (any strides): [B, Cout, N]
+void lin_into(torch::Tensor out, const torch::Tensor& w, const torch::Tensor& x,
+              const torch::Tensor& b) {
+  const auto wb = like(w, x).unsqueeze(0).expand({x.size(0), -1, -1});
+  if (b.defined()) {
+    at::baddbmm_out(out, like(b, x).view({1, -1, 1}), wb, x);
+  } else {
+    at::bmm_out(out, wb, x);
+  }
+}
+
 torch::Tensor zeros_or_none(const torch::Tensor& like) {
   return like.defined() ? torch::zeros_like(like) : torch::Tensor();
 }
@@ -291,8 +329,14 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
                                const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input) {
     ctx->save_for_backward({x, w1, b1, w2, b2});
     ctx->saved_data["gelu"] = gelu_input;
-    const auto h = lin(w1, gelu_input ? torch::gelu(x) : x, b1);
-    return lin(w2, torch::gelu(h), b2);
+    // The hidden layer is made chunk by chunk on long grids (over_grid).
+    auto y = torch::empty({x.size(0), w2.size(0), x.size(2)}, x.options());
+    over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
+      const auto xs = sl.of(x);
+      const auto h = lin(w1, gelu_input ? torch::gelu(xs) : xs, b1);
+      lin_into(sl.of(y), w2, torch::gelu(h), b2);
+    });
+    return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -304,12 +348,12 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     MLP2Grads g(w1, b1, w2, b2);
     torch::Tensor gx;
     if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
-    over_batch(x.size(0), x.size(2), [&](int64_t i, int64_t n) {
-      const auto xs = x.narrow(0, i, n);
+    over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
+      const auto xs = sl.of(x);
       const auto as = gelu_input ? torch::gelu(xs) : xs;
-      const auto dh = mlp2_hidden_grad(as, gy.narrow(0, i, n), w1, b1, w2, g);
+      const auto dh = mlp2_hidden_grad(as, sl.of(gy), w1, b1, w2, g);
       if (gx.defined()) {
-        auto gxs = gx.narrow(0, i, n);
+        auto gxs = sl.of(gx);
         lin_t_into(gxs, w1, dh);
         if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
       }
