@@ -232,7 +232,8 @@ TEST_CASE("pointwise_linear with fused GELU: gradients equal plain autograd on l
   }
 }
 
-TEST_CASE("channel_mlp2 in spatial chunks (long grids) equals plain autograd, forward and gradients") {
+TEST_CASE(
+    "channel_mlp2 in spatial chunks (long grids) equals plain autograd, forward and gradients") {
   // Beyond 2^20 points per entry the MLP runs in spatial chunks of the grid.
   for (const int64_t n : {int64_t{4096}, (int64_t{1} << 21) + 4097}) {
     for (const bool gelu : {false, true}) {
@@ -248,11 +249,13 @@ TEST_CASE("channel_mlp2 in spatial chunks (long grids) equals plain autograd, fo
       const auto y = fno::channel_mlp2(x, w1, b1, w2, b2, gelu);
       (y * gy).sum().backward();
       std::vector<torch::Tensor> ref;
-      for (const auto& t : {x, w1, b1, w2, b2}) ref.push_back(t.detach().clone().requires_grad_(true));
+      for (const auto& t : {x, w1, b1, w2, b2})
+        ref.push_back(t.detach().clone().requires_grad_(true));
       const auto a = gelu ? torch::gelu(ref[0]) : ref[0];
-      const auto h = torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
-      const auto yr =
-          torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) + ref[4].view({1, -1, 1});
+      const auto h =
+          torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
+      const auto yr = torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) +
+                      ref[4].view({1, -1, 1});
       (yr * gy).sum().backward();
       CHECK(fno::test::rel_err(y, yr) <= 1e-5);
       const std::vector<torch::Tensor> got{x, w1, b1, w2, b2};
