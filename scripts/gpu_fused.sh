@@ -25,7 +25,7 @@ B="$build/bench/fused_block_tail_bench"
 timeout 60 stdbuf -oL "$B" --batch 2 --grid 64 --reps 3 --no-unfused > "$out/micro_smoke.txt" 2>&1
 echo "micro smoke exit $?"; cat "$out/micro_smoke.txt"
 for tc in 'fused block tail: fp32*' 'fused block tail: bf16*' 'fused block tail: 64-bit*'; do
-  timeout 120 stdbuf -oL "$T" -s -d -tc="$tc" >> "$out/gpu_tests_fused.log" 2>&1
+  timeout 120 stdbuf -oL "$T" -d -tc="$tc" >> "$out/gpu_tests_fused.log" 2>&1
   echo "[$tc] exit $? $(grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests_fused.log" | tail -2 | tr '\n' ' ')"
 done
 grep -B3 -A15 'ERROR' "$out/gpu_tests_fused.log" | head -60
@@ -40,11 +40,11 @@ for f in 0 1; do
   echo "FNO_FUSED=$f exit $?: $(grep '^fno_bench' "$out/bench1024_none_fused$f.log" | tail -2)"
 done
 pack
-timeout 150 stdbuf -oL "$T" -tce='fused*' > "$out/gpu_tests_rest.log" 2>&1
+timeout 120 stdbuf -oL "$T" -tce='fused*' > "$out/gpu_tests_rest.log" 2>&1
 echo "other GPU tests: exit $? $(grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests_rest.log" | tr '\n' ' ')"
 grep -B3 -A15 'ERROR' "$out/gpu_tests_rest.log" | head -40
 pack
-timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" \
+timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 "$T" \
   -tc='fused block tail: fp32*,fused block tail: bf16*' > "$out/memcheck_fused.log" 2>&1
 echo "memcheck: exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
 pack
