@@ -1,4 +1,5 @@
 #include <fno/fno.h>
+#include <fno/fused.h>
 
 #include <torch/torch.h>
 
@@ -54,7 +55,11 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   // The spectral conv carries its bias in its zero mode.
   const auto s = conv.forward(a, /*add_bias=*/true);
   auto& mlp = *channel_mlp[index]->as<ChannelMLP>();
-  if (recompute_cheap() && mlp.fcs->size() == 2) {
+  // The fused CUDA block tail (fno/fused.h) stores 2 tensors, as the slim
+  // path does, and is faster than the chain below: plain training takes it too.
+  const bool tail = recompute_cheap() ||
+                    fused_block_tail_applies(x, channels, mlp.options.hidden_channels());
+  if (tail && mlp.fcs->size() == 2) {
     const auto& fc0 = *mlp.fcs[0]->as<PointwiseLinear>();
     const auto& fc1 = *mlp.fcs[1]->as<PointwiseLinear>();
     return block_tail(x, a, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate,

@@ -1,5 +1,7 @@
 #include <fno/layers.h>
 
+#include "block_tail_fused.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -371,6 +373,14 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
                                const torch::Tensor& b1, const torch::Tensor& w2,
                                const torch::Tensor& b2, const torch::Tensor& gate, bool gelu_input,
                                bool gelu_mid) {
+    // CUDA (cuda/block_tail.cu): one kernel reads a and s, writes z and y1.
+    if (detail::fused_block_tail_usable(a, s, w_skip, w1, b1, w2, b2, gate)) {
+      auto [z, y1] = detail::fused_block_tail_forward(a, s, w_skip, w1, b1, w2, b2, gate, gelu_mid);
+      ctx->save_for_backward({gelu_input ? x : a, y1, w_skip, w1, b1, w2, b2, gate});
+      ctx->saved_data["gelu"] = gelu_input;
+      ctx->saved_data["gelu_mid"] = gelu_mid;
+      return z;
+    }
     const auto y1 = lin(w_skip, a, torch::Tensor(), s);
     const auto h = lin(w1, gelu_mid ? torch::gelu(y1) : y1, b1);
     auto z = lin(w2, torch::gelu(h), b2);
@@ -388,6 +398,14 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
                &w2 = saved[5], &b2 = saved[6], &gate = saved[7];
     const bool gelu_input = ctx->saved_data["gelu"].toBool();
     const bool gelu_mid = ctx->saved_data["gelu_mid"].toBool();
+    // CUDA: one kernel recomputes the chain per grid point, writes da, ds and
+    // per-CTA weight-gradient partials, and a second sums the partials.
+    if (detail::fused_block_tail_usable(in, y1, w_skip, w1, b1, w2, b2, gate)) {
+      auto g = detail::fused_block_tail_backward(grads[0], in, y1, w_skip, w1, b1, w2, b2, gate,
+                                                 gelu_input, gelu_mid);
+      return {torch::Tensor(), g.da,   g.ds,   g.w_skip,        g.w1,           g.b1,
+              g.w2,            g.b2,   g.gate, torch::Tensor(), torch::Tensor()};
+    }
     const auto dz = grads[0].contiguous();
     const int64_t batch = dz.size(0);
     auto gw_skip = torch::zeros_like(w_skip);

@@ -1,0 +1,44 @@
+// Fused CUDA kernels (libfno/src/cuda/): which are built, and a switch for them.
+//
+// The fused path runs where the tensors are CUDA tensors of float, bfloat16 or
+// half and the shape is one the kernels are compiled for; everything else runs
+// the LibTorch code. The environment variable FNO_FUSED=0 turns the fused
+// kernels off at start; set_fused_kernels_enabled() switches them at run time
+// (tests and benchmarks compare both paths).
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace fno {
+
+/// Whether this build holds the CUDA kernels (LibTorch with CUDA and nvcc found).
+bool fused_kernels_compiled();
+
+/// Whether fused kernels are used where they apply: compiled in, FNO_FUSED
+/// not "0" at the first call, and not switched off since.
+bool fused_kernels_enabled();
+
+/// Switches the fused kernels on (where compiled in) or off, for every thread.
+void set_fused_kernels_enabled(bool enabled);
+
+/// Whether block_tail on activations like `x` ([B, channels, *S]) with an MLP
+/// hidden width `mid` runs the fused kernels.
+bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid);
+
+/// Turns the fused kernels off (or on) while alive, then restores the setting.
+class FusedKernelsGuard {
+ public:
+  explicit FusedKernelsGuard(bool enabled) : previous_(fused_kernels_enabled()) {
+    set_fused_kernels_enabled(enabled);
+  }
+  ~FusedKernelsGuard() { set_fused_kernels_enabled(previous_); }
+  FusedKernelsGuard(const FusedKernelsGuard&) = delete;
+  FusedKernelsGuard& operator=(const FusedKernelsGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace fno

@@ -1,0 +1,188 @@
+#include "block_tail_fused.h"
+
+#include <fno/fused.h>
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef FNO_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/block_tail.h"
+#endif
+
+namespace fno {
+
+namespace {
+// -1: FNO_FUSED not read yet; else 0 or 1.
+std::atomic<int> g_fused{-1};
+}  // namespace
+
+bool fused_kernels_compiled() {
+#ifdef FNO_CUDA_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool fused_kernels_enabled() {
+  int state = g_fused.load(std::memory_order_relaxed);
+  if (state < 0) {
+    const char* env = std::getenv("FNO_FUSED");
+    const int from_env = (env != nullptr && std::strcmp(env, "0") == 0) ? 0 : 1;
+    g_fused.compare_exchange_strong(state, from_env);
+    state = g_fused.load(std::memory_order_relaxed);
+  }
+  return state == 1 && fused_kernels_compiled();
+}
+
+void set_fused_kernels_enabled(bool enabled) { g_fused.store(enabled ? 1 : 0); }
+
+bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid) {
+#ifdef FNO_CUDA_KERNELS
+  const auto t = x.scalar_type();
+  return fused_kernels_enabled() && x.defined() && x.is_cuda() && x.dim() >= 3 &&
+         x.size(1) == channels &&
+         (t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf) &&
+         cuda::block_tail_supported(channels, mid);
+#else
+  (void)x;
+  (void)channels;
+  (void)mid;
+  return false;
+#endif
+}
+
+namespace detail {
+
+#ifdef FNO_CUDA_KERNELS
+namespace {
+
+cuda::Dtype kernel_dtype(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kBFloat16:
+      return cuda::Dtype::kBFloat16;
+    case torch::kHalf:
+      return cuda::Dtype::kHalf;
+    default:
+      return cuda::Dtype::kFloat;
+  }
+}
+
+// The fp32, contiguous copy the kernels read (a no-op under the precision
+// contract: parameters are fp32 masters).
+torch::Tensor f32(const torch::Tensor& t) { return t.to(torch::kFloat).contiguous(); }
+
+struct Weights {
+  torch::Tensor w_skip, w1, b1, w2, b2, gate;
+  Weights(const torch::Tensor& ws, const torch::Tensor& w1_, const torch::Tensor& b1_,
+          const torch::Tensor& w2_, const torch::Tensor& b2_, const torch::Tensor& g)
+      : w_skip(f32(ws)), w1(f32(w1_)), b1(f32(b1_)), w2(f32(w2_)), b2(f32(b2_)), gate(f32(g)) {}
+  cuda::BlockTailWeights ptrs() const {
+    return {w_skip.data_ptr<float>(), w1.data_ptr<float>(), b1.data_ptr<float>(),
+            w2.data_ptr<float>(),     b2.data_ptr<float>(), gate.data_ptr<float>()};
+  }
+};
+
+void check(int err, const char* what) {
+  TORCH_CHECK(err == 0, "block_tail: the fused ", what, " failed: ", cuda::error_string(err));
+}
+
+}  // namespace
+#endif
+
+bool fused_block_tail_usable(const torch::Tensor& a, const torch::Tensor& s,
+                             const torch::Tensor& w_skip, const torch::Tensor& w1,
+                             const torch::Tensor& b1, const torch::Tensor& w2,
+                             const torch::Tensor& b2, const torch::Tensor& gate) {
+#ifdef FNO_CUDA_KERNELS
+  if (!a.defined() || a.dim() != 3 || !w1.defined() || w1.dim() != 2) return false;
+  const int64_t c = a.size(1), cm = w1.size(0);
+  if (!fused_block_tail_applies(a, c, cm)) return false;
+  const auto dev = a.device();
+  const auto on_dev = [&](const torch::Tensor& t) {
+    return t.defined() && t.device() == dev && t.is_floating_point();
+  };
+  return s.defined() && s.sizes() == a.sizes() && s.scalar_type() == a.scalar_type() &&
+         s.device() == dev && a.is_contiguous() && s.is_contiguous() && on_dev(w_skip) &&
+         on_dev(w1) && on_dev(b1) && on_dev(w2) && on_dev(b2) && on_dev(gate) &&
+         w_skip.sizes() == torch::IntArrayRef{c, c} && w1.sizes() == torch::IntArrayRef{cm, c} &&
+         b1.numel() == cm && w2.sizes() == torch::IntArrayRef{c, cm} && b2.numel() == c &&
+         gate.numel() == c;
+#else
+  return false;
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_block_tail_forward(
+    const torch::Tensor& a, const torch::Tensor& s, const torch::Tensor& w_skip,
+    const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
+    const torch::Tensor& b2, const torch::Tensor& gate, bool gelu_mid) {
+#ifdef FNO_CUDA_KERNELS
+  const c10::cuda::CUDAGuard guard(a.device());
+  const Weights w(w_skip, w1, b1, w2, b2, gate);
+  auto z = torch::empty_like(a), y1 = torch::empty_like(a);
+  check(cuda::block_tail_forward(kernel_dtype(a), a.data_ptr(), s.data_ptr(), z.data_ptr(),
+                                 y1.data_ptr(), a.size(0), a.size(1), w1.size(0), a.size(2),
+                                 w.ptrs(), gelu_mid,
+                                 c10::cuda::getCurrentCUDAStream(a.device().index()).stream()),
+        "forward");
+  return {z, y1};
+#else
+  TORCH_CHECK(false, "block_tail: this build has no fused CUDA kernels");
+#endif
+}
+
+BlockTailGradients fused_block_tail_backward(const torch::Tensor& dz_in, const torch::Tensor& in,
+                                             const torch::Tensor& y1, const torch::Tensor& w_skip,
+                                             const torch::Tensor& w1, const torch::Tensor& b1,
+                                             const torch::Tensor& w2, const torch::Tensor& b2,
+                                             const torch::Tensor& gate, bool gelu_input,
+                                             bool gelu_mid) {
+#ifdef FNO_CUDA_KERNELS
+  const c10::cuda::CUDAGuard guard(in.device());
+  const auto dz = dz_in.to(in.scalar_type()).contiguous();
+  const Weights w(w_skip, w1, b1, w2, b2, gate);
+  const int64_t batch = in.size(0), c = in.size(1), cm = w1.size(0), n = in.size(2);
+  BlockTailGradients g;
+  g.da = torch::empty_like(in);
+  g.ds = torch::empty_like(in);
+  const auto f32opts = in.options().dtype(torch::kFloat);
+  g.w_skip = torch::empty({c, c}, f32opts);
+  g.w1 = torch::empty({cm, c}, f32opts);
+  g.b1 = torch::empty({cm}, f32opts);
+  g.w2 = torch::empty({c, cm}, f32opts);
+  g.b2 = torch::empty({c}, f32opts);
+  g.gate = torch::empty({c}, f32opts);
+  auto workspace = torch::empty({cuda::block_tail_backward_workspace(batch, c, cm, n)}, f32opts);
+  const cuda::BlockTailGrads out{g.w_skip.data_ptr<float>(), g.w1.data_ptr<float>(),
+                                 g.b1.data_ptr<float>(),     g.w2.data_ptr<float>(),
+                                 g.b2.data_ptr<float>(),     g.gate.data_ptr<float>()};
+  check(cuda::block_tail_backward(kernel_dtype(in), dz.data_ptr(), in.data_ptr(), y1.data_ptr(),
+                                  g.da.data_ptr(), g.ds.data_ptr(), batch, c, cm, n, w.ptrs(), out,
+                                  gelu_input, gelu_mid, workspace.data_ptr<float>(),
+                                  c10::cuda::getCurrentCUDAStream(in.device().index()).stream()),
+        "backward");
+  // Shaped (and, off the precision contract, typed) as the parameters given.
+  const auto like = [](const torch::Tensor& grad, const torch::Tensor& p) {
+    return grad.view(p.sizes()).to(p.scalar_type());
+  };
+  g.w_skip = like(g.w_skip, w_skip);
+  g.w1 = like(g.w1, w1);
+  g.b1 = like(g.b1, b1);
+  g.w2 = like(g.w2, w2);
+  g.b2 = like(g.b2, b2);
+  g.gate = like(g.gate, gate);
+  return g;
+#else
+  TORCH_CHECK(false, "block_tail: this build has no fused CUDA kernels");
+#endif
+}
+
+}  // namespace detail
+}  // namespace fno

@@ -1,0 +1,68 @@
+// Fused CUDA kernels for the pointwise tail of an FNO block (internal; see
+// fno::block_tail in fno/layers.h for the maths). Torch-free, so that nvcc
+// compiles block_tail.cu without the torch headers; layers.cpp and
+// block_tail_dispatch.cpp call it with raw pointers.
+//
+// Layout: every activation is [B, C, N] contiguous (N = the flattened grid);
+// channel c of grid point (b, n) is at (b * C + c) * N + n, a 64-bit offset.
+// Precision: activations in `dtype`, weights, biases, the gate and every
+// weight gradient in fp32; all arithmetic in fp32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fno::cuda {
+
+enum class Dtype { kFloat, kBFloat16, kHalf };
+
+/// Whether the kernels are compiled for C channels and a hidden width Cmid
+/// (C = 32, Cmid = 16).
+bool block_tail_supported(int64_t channels, int64_t mid);
+
+/// fp32 device pointers: w_skip [C, C], w1 [Cmid, C], b1 [Cmid], w2 [C, Cmid],
+/// b2 [C], gate [C], all contiguous.
+struct BlockTailWeights {
+  const float* w_skip;
+  const float* w1;
+  const float* b1;
+  const float* w2;
+  const float* b2;
+  const float* gate;
+};
+
+/// fp32 device pointers for the weight gradients, same shapes as the weights.
+struct BlockTailGrads {
+  float* w_skip;
+  float* w1;
+  float* b1;
+  float* w2;
+  float* b2;
+  float* gate;
+};
+
+/// y1 = W_skip a + s;  z = W2 GELU(W1 act(y1) + b1) + b2 + gate * a
+/// (act = GELU when gelu_mid). a, s -> z, y1: [B, C, N] in `dtype`.
+/// Returns a cudaError_t (0 on success).
+int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void* y1, int64_t batch,
+                       int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
+                       bool gelu_mid, void* stream);
+
+/// Floats of workspace the backward needs on this device for this shape (the
+/// per-CTA partial gradients).
+int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n);
+
+/// The gradients of block_tail: from dz and the stored input (x when
+/// gelu_input, then a = GELU(x); else a) and y1, writes da, ds (= dy1) in
+/// `dtype` and the fp32 weight gradients g (overwritten, not accumulated).
+/// Per-CTA partial sums go to `workspace`, then one reduction over CTAs in a
+/// fixed order: the result is deterministic. Returns a cudaError_t.
+int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void* y1, void* da,
+                        void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
+                        const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
+                        bool gelu_mid, float* workspace, void* stream);
+
+/// cudaGetErrorString.
+const char* error_string(int error);
+
+}  // namespace fno::cuda

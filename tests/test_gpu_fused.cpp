@@ -1,0 +1,190 @@
+// The fused CUDA block tail (libfno/src/cuda/block_tail.cu) against the
+// LibTorch path (label "gpu"): fp32 on random inputs, every gelu_input /
+// gelu_mid combination; bf16 and half activations against the fp32 path on
+// the same (rounded) inputs; and a tensor of more than 2^31 elements.
+#include <fno/fused.h>
+#include <fno/layers.h>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include "golden.h"
+
+using fno::test::rel_err;
+
+namespace {
+
+struct TailParams {
+  torch::Tensor w_skip, w1, b1, w2, b2, gate;
+  std::vector<torch::Tensor> list() const { return {w_skip, w1, b1, w2, b2, gate}; }
+};
+
+// Parameters as the FNO holds them (fp32 masters): [C, C, 1], [Cmid, C, 1],
+// [Cmid], [C, Cmid, 1], [C], [1, C, 1, 1].
+TailParams random_params(int64_t c, int64_t cm) {
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  const auto u = [&](std::vector<int64_t> shape, double bound) {
+    return (torch::rand(shape, o) * 2 - 1).mul_(bound).requires_grad_();
+  };
+  const double bc = 1 / std::sqrt(double(c)), bm = 1 / std::sqrt(double(cm));
+  return {u({c, c, 1}, bc), u({cm, c, 1}, bc),
+          u({cm}, bc),      u({c, cm, 1}, bm),
+          u({c}, bm),       (torch::rand({1, c, 1, 1}, o) + 0.5).requires_grad_()};
+}
+
+struct TailResult {
+  torch::Tensor z;
+  std::vector<torch::Tensor> grads;  // x, s, then the parameters
+};
+
+// z = block_tail(x, act(x), s, ...) and the gradients of sum(z * w) with
+// respect to x, s and the parameters, with the fused kernels on or off.
+TailResult run_tail(const torch::Tensor& x0, const torch::Tensor& s0, const TailParams& p,
+                    const torch::Tensor& dz, bool gelu_input, bool gelu_mid, bool fused) {
+  const fno::FusedKernelsGuard guard(fused);
+  const auto x = x0.detach().requires_grad_();
+  const auto s = s0.detach().requires_grad_();
+  const auto a = gelu_input ? torch::gelu(x) : x;
+  auto z = fno::block_tail(x, a, s, p.w_skip, p.w1, p.b1, p.w2, p.b2, p.gate, gelu_input, gelu_mid);
+  std::vector<torch::Tensor> inputs{x, s};
+  for (const auto& t : p.list()) inputs.push_back(t);
+  auto grads = torch::autograd::grad({z}, inputs, {dz});
+  return {z.detach(), grads};
+}
+
+const char* kGradNames[] = {"x", "s", "w_skip", "w1", "b1", "w2", "b2", "gate"};
+
+}  // namespace
+
+TEST_CASE("fused block tail: fp32 matches the LibTorch path (all GELU placements)") {
+  REQUIRE(fno::fused_kernels_compiled());
+  torch::manual_seed(14);
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  // Odd grids (a partial last tile), and one long enough for every CTA to
+  // loop over several tiles.
+  for (const auto& shape :
+       std::vector<std::vector<int64_t>>{{3, 32, 37, 29}, {1, 32, 1000}, {4, 32, 300, 301}}) {
+    const int64_t c = shape[1], cm = c / 2;
+    const auto p = random_params(c, cm);
+    const auto x = torch::randn(shape, o), s = torch::randn(shape, o), dz = torch::randn(shape, o);
+    for (const bool gelu_input : {false, true}) {
+      for (const bool gelu_mid : {false, true}) {
+        INFO("shape ", torch::IntArrayRef(shape), ", gelu_input ", gelu_input, ", gelu_mid ",
+             gelu_mid);
+        const auto ref = run_tail(x, s, p, dz, gelu_input, gelu_mid, false);
+        const auto got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+        CHECK((got.z.scalar_type() == torch::kFloat));
+        CHECK(rel_err(got.z, ref.z) <= 1e-5);
+        for (size_t i = 0; i < ref.grads.size(); ++i) {
+          // (the error is computed before INFO: rel_err's own REQUIRE must not
+          // run inside doctest's lazy stringification of the context)
+          const double e = rel_err(got.grads[i], ref.grads[i]);
+          INFO("gradient of ", kGradNames[i], ": ", e);
+          CHECK((got.grads[i].scalar_type() == torch::kFloat));
+          CHECK((got.grads[i].sizes() == ref.grads[i].sizes()));
+          CHECK(e <= 1e-4);
+        }
+        // Deterministic: the same inputs give bit-identical gradients.
+        const auto again = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+        for (size_t i = 0; i < got.grads.size(); ++i)
+          CHECK(torch::equal(again.grads[i], got.grads[i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same inputs") {
+  REQUIRE(fno::fused_kernels_compiled());
+  torch::manual_seed(15);
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  const std::vector<int64_t> shape{2, 32, 61, 67};
+  const auto p = random_params(32, 16);
+  // Tolerances (relative, norm-wise): the outputs z, da, ds are rounded to the
+  // activation dtype (2^-9 for bf16, 2^-12 for half, per element), y1 is
+  // stored rounded and the fp32 reference keeps it exact.
+  struct Case {
+    torch::ScalarType dtype;
+    double fwd, grad;
+  };
+  for (const auto& c : {Case{torch::kBFloat16, 1e-2, 2e-2}, Case{torch::kHalf, 2e-3, 4e-3}}) {
+    const auto round = [&](const torch::Tensor& t) { return t.to(c.dtype); };
+    const auto x = round(torch::randn(shape, o)), s = round(torch::randn(shape, o)),
+               dz = round(torch::randn(shape, o));
+    for (const bool gelu_input : {false, true}) {
+      for (const bool gelu_mid : {false, true}) {
+        INFO("dtype ", c10::toString(c.dtype), ", gelu_input ", gelu_input, ", gelu_mid ",
+             gelu_mid);
+        const auto ref = run_tail(x.to(torch::kFloat), s.to(torch::kFloat), p, dz.to(torch::kFloat),
+                                  gelu_input, gelu_mid, false);
+        const auto got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+        CHECK((got.z.scalar_type() == c.dtype));
+        const double ez = rel_err(got.z.to(torch::kFloat), ref.z);
+        MESSAGE(std::string(c10::toString(c.dtype)), " gelu_input ", gelu_input, " gelu_mid ",
+                gelu_mid, ": z ", ez);
+        CHECK(ez <= c.fwd);
+        for (size_t i = 0; i < ref.grads.size(); ++i) {
+          const double e = rel_err(got.grads[i].to(torch::kFloat), ref.grads[i]);
+          INFO("gradient of ", kGradNames[i], ": ", e);
+          MESSAGE(std::string("  grad "), kGradNames[i], " ",
+                  c10::toString(got.grads[i].scalar_type()), ": ", e);
+          // x and s follow the activations; the parameters' gradients stay fp32.
+          CHECK((got.grads[i].scalar_type() == (i < 2 ? c.dtype : torch::kFloat)));
+          CHECK(e <= c.grad);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fused block tail: 64-bit offsets (a bf16 tensor of more than 2^31 elements)") {
+  REQUIRE(fno::fused_kernels_compiled());
+  // B * C * N = 2^31 + 2 * 32 * 37: channel 31 of the last point of batch 1
+  // lies past 2^31 elements. Four bf16 tensors of 4 GiB live at once in
+  // forward, five in backward (about 30 GiB).
+  const int64_t b = 2, c = 32, cm = 16, n = (int64_t{1} << 25) + 37, k = 2048;
+  torch::manual_seed(16);
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const auto p = random_params(c, cm);
+  const fno::FusedKernelsGuard fused(true);
+  // Skipped where the device has too little memory.
+  torch::Tensor a;
+  try {
+    a = torch::randn({b, c, n}, o).requires_grad_();
+    torch::empty({int64_t{26} << 30}, o.dtype(torch::kByte));  // room for the rest
+  } catch (const c10::OutOfMemoryError&) {
+    MESSAGE("skipped: too little device memory");
+    return;
+  }
+  auto s = torch::randn({b, c, n}, o).requires_grad_();
+  auto z = fno::block_tail(a, a, s, p.w_skip, p.w1, p.b1, p.w2, p.b2, p.gate, false, true);
+  // dz is zero but on the last k points: every gradient is theirs alone.
+  auto dz = torch::zeros_like(z);
+  const auto dz_tail = torch::randn({1, c, k}, o);
+  dz.narrow(0, 1, 1).narrow(2, n - k, k).copy_(dz_tail);
+  std::vector<torch::Tensor> inputs{a, s};
+  for (const auto& t : p.list()) inputs.push_back(t);
+  auto grads = torch::autograd::grad({z}, inputs, {dz});
+  // The reference: the LibTorch path in fp32 on the first and last k points.
+  const auto tail = [&](const torch::Tensor& t, int64_t i, int64_t from) {
+    return t.detach().narrow(0, i, 1).narrow(2, from, k).to(torch::kFloat).contiguous();
+  };
+  for (const auto& where : std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {1, n - k}}) {
+    const int64_t i = where.first, from = where.second;
+    INFO("batch entry ", i, ", points from ", from);
+    const auto dz_ref =
+        i == 1 ? dz_tail.to(torch::kFloat) : torch::zeros({1, c, k}, o.dtype(torch::kFloat));
+    const auto ref = run_tail(tail(a, i, from), tail(s, i, from), p, dz_ref, false, true, false);
+    CHECK(rel_err(tail(z, i, from), ref.z) <= 1e-2);
+    if (i == 1) {
+      CHECK(rel_err(tail(grads[0], i, from), ref.grads[0]) <= 2e-2);
+      CHECK(rel_err(tail(grads[1], i, from), ref.grads[1]) <= 2e-2);
+      for (size_t j = 2; j < ref.grads.size(); ++j) {
+        INFO("gradient of ", kGradNames[j]);
+        CHECK(rel_err(grads[j], ref.grads[j]) <= 2e-2);
+      }
+    }
+  }
+  // Where dz is zero, so are da and ds (each point written, none written twice).
+  CHECK(grads[0].narrow(2, 0, n - k).abs().max().item<float>() == 0);
+  CHECK(grads[1].narrow(0, 0, 1).abs().max().item<float>() == 0);
+}
