@@ -125,8 +125,8 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
         for (size_t i = 0; i < ref.grads.size(); ++i) {
           const double e = rel_err(got.grads[i].to(torch::kFloat), ref.grads[i]);
           INFO("gradient of ", kGradNames[i], ": ", e);
-          MESSAGE(std::string("  grad "), kGradNames[i], " ",
-                  c10::toString(got.grads[i].scalar_type()), ": ", e);
+          MESSAGE(std::string("  grad "), std::string(kGradNames[i]), " ",
+                  std::string(c10::toString(got.grads[i].scalar_type())), ": ", e);
           // x and s follow the activations; the parameters' gradients stay fp32.
           CHECK((got.grads[i].scalar_type() == (i < 2 ? c.dtype : torch::kFloat)));
           CHECK(e <= c.grad);
