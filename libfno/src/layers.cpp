@@ -1,5 +1,6 @@
 #include <fno/layers.h>
 
+#include <fno/fused.h>
 #include "block_tail_fused.h"
 
 #include <torch/torch.h>
@@ -507,7 +508,11 @@ torch::Tensor ChannelMLPImpl::forward(torch::Tensor x) { return forward(std::mov
 
 torch::Tensor ChannelMLPImpl::forward(torch::Tensor x, bool gelu_input) {
   const int64_t n = static_cast<int64_t>(fcs->size());
-  if (n == 2 && recompute_cheap()) {
+  // On CUDA with the fused kernels on, plain training stores what the slim
+  // level stores, as the fused block tail does: the lifting's hidden layer is
+  // remade from its 3-channel input for less than storing it costs, and the
+  // projection's for about the same, while each would hold 2x a block's tensor.
+  if (n == 2 && (recompute_cheap() || (x.is_cuda() && fused_kernels_enabled()))) {
     // One function that stores only x and recomputes the hidden layer.
     const auto& l0 = *fcs[0]->as<PointwiseLinear>();
     const auto& l1 = *fcs[1]->as<PointwiseLinear>();
