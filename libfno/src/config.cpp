@@ -119,7 +119,7 @@ const std::vector<Entry>& schema() {
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
       // offload
-      {"offload.policy", Kind::kString, "none", "activation memory policy: none, slim (recompute cheap activations), all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
+      {"offload.policy", Kind::kString, "none", "activation memory policy: none (nothing moves; on CUDA with the fused kernels, blocks and MLPs store only their inputs and recompute the rest, as slim), slim (recompute cheap activations), all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
       {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB, 8GB ('': the device's free memory)"},
       {"offload.chunks", Kind::kInt, "1", "batch chunks per stage for the fixed policies (lowers the transient peak)", 1},
       {"offload.micro_batches", Kind::kInt, "1", "run each step as this many micro-batches whose gradients add up (the fixed policies; auto picks its own)", 1},
