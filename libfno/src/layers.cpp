@@ -332,12 +332,14 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
                                const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input) {
     ctx->save_for_backward({x, w1, b1, w2, b2});
     ctx->saved_data["gelu"] = gelu_input;
-    // The hidden layer is made chunk by chunk on long grids (over_grid).
+    // The hidden layer is made chunk by chunk on long grids (over_grid); the
+    // weights are cast to the compute type once, not per chunk.
+    const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x), b2c = like(b2, x);
     auto y = torch::empty({x.size(0), w2.size(0), x.size(2)}, x.options());
     over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
-      const auto h = lin(w1, gelu_input ? torch::gelu(xs) : xs, b1);
-      lin_into(sl.of(y), w2, torch::gelu(h), b2);
+      const auto h = lin(w1c, gelu_input ? torch::gelu(xs) : xs, b1c);
+      lin_into(sl.of(y), w2c, torch::gelu(h), b2c);
     });
     return y;
   }
@@ -348,16 +350,17 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     const auto &x = saved[0], &w1 = saved[1], &b1 = saved[2], &w2 = saved[3], &b2 = saved[4];
     const bool gelu_input = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
-    MLP2Grads g(w1, b1, w2, b2);
+    MLP2Grads g(w1, b1, w2, b2);  // fp32, as the master weights
+    const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x);
     torch::Tensor gx;
     if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
     over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
       const auto as = gelu_input ? torch::gelu(xs) : xs;
-      const auto dh = mlp2_hidden_grad(as, sl.of(gy), w1, b1, w2, g);
+      const auto dh = mlp2_hidden_grad(as, sl.of(gy), w1c, b1c, w2c, g);
       if (gx.defined()) {
         auto gxs = sl.of(gx);
-        lin_t_into(gxs, w1, dh);
+        lin_t_into(gxs, w1c, dh);
         if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
       }
     });
@@ -410,22 +413,25 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     const auto dz = grads[0].contiguous();
     const int64_t batch = dz.size(0);
     auto gw_skip = torch::zeros_like(w_skip);
-    MLP2Grads g(w1, b1, w2, b2);
+    MLP2Grads g(w1, b1, w2, b2);  // fp32, as the master weights
     auto g_gate = torch::zeros({gate.size(1)}, gate.options());
+    // The weights in the compute type, cast once rather than per batch entry.
+    const auto w1c = like(w1, dz), b1c = like(b1, dz), w2c = like(w2, dz);
+    const auto w_skipc = like(w_skip, dz), gatec = like(gate, dz);
     auto da = torch::empty_like(dz), ds = torch::empty_like(dz);
     over_batch(batch, dz.size(2), [&](int64_t i, int64_t n) {
       const auto dzs = dz.narrow(0, i, n), y1s = y1.narrow(0, i, n);
       const auto as = gelu_input ? torch::gelu(in.narrow(0, i, n)) : in.narrow(0, i, n);
       const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;
-      const auto dh = mlp2_hidden_grad(g1, dzs, w1, b1, w2, g);
+      const auto dh = mlp2_hidden_grad(g1, dzs, w1c, b1c, w2c, g);
       auto dy1 = ds.narrow(0, i, n);  // the spectral output's gradient is dy1
-      lin_t_into(dy1, w1, dh);
+      lin_t_into(dy1, w1c, dh);
       if (gelu_mid) at::gelu_backward_out(dy1, dy1, y1s);
       add_wgrad(gw_skip, dy1, as);
       add_channel_sum(g_gate, dzs * as);
       auto das = da.narrow(0, i, n);
-      lin_t_into(das, w_skip, dy1);
-      das.addcmul_(like(gate, dzs), dzs);
+      lin_t_into(das, w_skipc, dy1);
+      das.addcmul_(gatec, dzs);
     });
     return {torch::Tensor(),
             da,
