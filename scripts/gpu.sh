@@ -20,6 +20,7 @@
 #   timelines    one step's memory timeline at 1024^2 for none, all, r+o, auto
 #   study        bench/resolution_study.sh (128^2 .. 2048^2: none, auto, auto 8 GiB)
 #   predictions256  fno_datagen 256^2 data, 30 epochs of the seed model, 4 predictions
+#   fused        the fused block tail's micro-benchmark; fno_bench none with FNO_FUSED=0 and 1
 #   chunks2048   2048^2: recompute vs recompute+offload in fp32 and bf16, auto under 8 GiB
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
@@ -44,7 +45,8 @@ if [ ! -f "$build/build.ninja" ]; then
     { cat "$out/configure.log"; exit 1; }
 fi
 t0=$(date +%s)
-cmake --build "$build" --target fno_gpu_tests fno_bench fno_train fno_datagen > "$out/build.log" 2>&1 ||
+cmake --build "$build" --target fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench \
+  > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; exit 1; }
 say "build: $(($(date +%s) - t0)) s"
 bench=$build/apps/fno_bench
@@ -193,6 +195,19 @@ run_suite() {
         > /dev/null 2> "$out/bench2048_auto8.log"
       grep -h '^fno_bench\|auto: budget' "$out"/bench2048_precision.log "$out"/bench2048_auto8.log \
         | cut -c1-260 | tee -a "$summary"
+      ;;
+    fused)
+      # issue 14: the fused block tail's micro-benchmark (GB/s and TFLOP/s against the
+      # device's peak, and the LibTorch path) and fno_bench none with the kernels off and on
+      "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes float,bf16,half > "$out/fused_micro_bench.txt" 2>&1
+      say "fused micro-bench: exit $?"
+      tee -a "$summary" < "$out/fused_micro_bench.txt"
+      for f in 0 1; do
+        FNO_FUSED=$f "$bench" "${common[@]}" --policies none \
+          --json "$out/bench1024_none_fused$f.json" > /dev/null 2> "$out/bench1024_none_fused$f.log"
+        say "FNO_FUSED=$f: $(grep '^fno_bench' "$out/bench1024_none_fused$f.log" | cut -c1-120)"
+      done
       ;;
     *) say "unknown suite $1" ;;
   esac
