@@ -3,11 +3,15 @@
 // With --cap it emulates a smaller GPU, and --find-largest searches the largest
 // square grid each policy trains under that cap by running it. The model is the
 // seed FNO, or the model section of a training config (--config, --set).
+// Under torchrun (one rank per GPU) each row also reports the samples/s of all
+// ranks and the scaling efficiency against one GPU measured in the same run:
+//   torchrun --no-python --nproc-per-node 2 build/apps/fno_bench --resolutions 1024
 //
 // Exit codes: 0 done; 2 bad command line or config; 3 unwritable output; 4 the
-// benchmark failed.
+// benchmark failed; 5 several processes: a rank died or hung.
 #include <fno/bench.h>
 #include <fno/config.h>
+#include <fno/distributed.h>
 #include <fno/precision.h>
 #include <fno_offload/planner.h>
 
@@ -15,6 +19,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -132,6 +137,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   try {
     const auto result = fno::run_bench(o);
+    if (result.rank != 0) return 0;  // rank 0 reports
     const auto json = result.to_json(command);
     std::cout << json;
     if (!json_path.empty()) {
@@ -143,6 +149,11 @@ int main(int argc, char** argv) {
       if (!(f << result.to_csv())) return fail(3, csv_path + ": cannot write");
     }
     return 0;
+  } catch (const fno::dist::Error& e) {
+    fail(5, e.what());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(5);  // the process group's teardown could wait on a dead peer
   } catch (const c10::Error& e) {
     return fail(4, e.what_without_backtrace());
   } catch (const std::exception& e) {

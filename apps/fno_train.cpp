@@ -2,8 +2,10 @@
 //
 // Exit codes: 0 done; 2 bad command line or config; 3 bad data or an unwritable
 // output; 4 training stopped (non-finite loss, unusable checkpoint); 130/143
-// stopped by SIGINT/SIGTERM after writing a checkpoint.
+// stopped by SIGINT/SIGTERM after writing a checkpoint; 5 several processes
+// (torchrun): a rank died or hung, the rendezvous failed, a port is in use.
 #include <fno/config.h>
+#include <fno/distributed.h>
 #include <fno/precision.h>
 #include <fno/trainer.h>
 #include <fno_offload/planner.h>
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 namespace {
@@ -133,6 +136,12 @@ int main(int argc, char** argv) {
     for (const auto& [k, v] : metrics) std::printf("%s %.6f\n", k.c_str(), v);
     std::printf("wrote %s\n", run_dir.c_str());
     return 0;
+  } catch (const fno::dist::Error& e) {
+    // Exit at once: the process group's teardown could wait on a dead peer.
+    fail(5, e.what());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(5);
   } catch (const fno::ConfigError& e) {
     return fail(2, e.what());
   } catch (const fno::Interrupted& e) {

@@ -22,6 +22,8 @@
 #   predictions256  fno_datagen 256^2 data, 30 epochs of the seed model, 4 predictions
 #   fused        the fused block tail's micro-benchmark; fno_bench none with FNO_FUSED=0 and 1
 #   chunks2048   2048^2: recompute vs recompute+offload in fp32 and bf16, auto under 8 GiB
+#   ddp          two GPUs: tests/cli/test_distributed.sh with NCCL, fno_bench under
+#                torchrun (none, auto 8 GiB) with the scaling efficiency
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5).
@@ -207,6 +209,28 @@ run_suite() {
         FNO_FUSED=$f "$bench" "${common[@]}" --policies none \
           --json "$out/bench1024_none_fused$f.json" > /dev/null 2> "$out/bench1024_none_fused$f.log"
         say "FNO_FUSED=$f: $(grep '^fno_bench' "$out/bench1024_none_fused$f.log" | cut -c1-120)"
+      done
+      ;;
+    ddp)
+      # issue 16, on two GPUs (nvidia-h200-x2; NCCL_NVLS_ENABLE=0 as that machine sets it):
+      # the distributed CLI test with NCCL, then fno_bench under torchrun at 1024^2,
+      # batch 8 per GPU: none, and auto under 8 GiB per GPU (one GPU measured in the same run)
+      local torchrun
+      torchrun=$(command -v torchrun || echo "")
+      timeout 420 bash tests/cli/test_distributed.sh "$build/apps/fno_train" "$root" /tmp/ddp_cli cuda \
+        "$torchrun" > "$out/ddp_cli.log" 2>&1
+      say "ddp cli (NCCL): exit $? ($(tail -1 "$out/ddp_cli.log"))"
+      cp /tmp/ddp_cli/faults.txt "$out/ddp_faults.txt" 2> /dev/null
+      cp /tmp/ddp_cli/two/metrics.jsonl "$out/ddp_two_metrics.jsonl" 2> /dev/null
+      cp /tmp/ddp_cli/one/metrics.jsonl "$out/ddp_one_metrics.jsonl" 2> /dev/null
+      grep FAIL "$out/ddp_cli.log" | cut -c1-400 | tee -a "$summary"
+      for run in "none" "auto --gpu-memory-limit 8GiB"; do
+        local name=${run%% *}
+        # shellcheck disable=SC2086
+        timeout 300 "$torchrun" --no-python --nproc-per-node 2 "$bench" "${common[@]}" --policies $run \
+          --json "$out/ddp_bench1024_$name.json" --csv "$out/ddp_bench1024_$name.csv" \
+          > /dev/null 2> "$out/ddp_bench1024_$name.log"
+        say "ddp bench $run: exit $? $(grep '^fno_bench: ' "$out/ddp_bench1024_$name.log" | cut -c1-200)"
       done
       ;;
     *) say "unknown suite $1" ;;

@@ -1,5 +1,7 @@
 #include <fno_data/darcy.h>
 
+#include <algorithm>
+
 #include <fno/torch_file.h>
 
 #include <torch/torch.h>
@@ -184,15 +186,26 @@ void UnitGaussianNormalizer::set_state(torch::Tensor mean, torch::Tensor std) {
 // Batching
 // ---------------------------------------------------------------------------
 std::vector<torch::Tensor> epoch_batches(int64_t n_samples, int64_t batch_size, bool shuffle,
-                                         uint64_t seed, int64_t epoch) {
+                                         uint64_t seed, int64_t epoch, int64_t rank,
+                                         int64_t world_size) {
   TORCH_CHECK(n_samples > 0, "epoch_batches: no samples");
   TORCH_CHECK(batch_size > 0, "epoch_batches: batch_size must be > 0, got ", batch_size);
+  TORCH_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "epoch_batches: rank ", rank,
+              " of world_size ", world_size);
   torch::Tensor order;
   if (shuffle) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003ULL + static_cast<uint64_t>(epoch));
     order = torch::randperm(n_samples, gen, torch::kLong);
   } else {
     order = torch::arange(n_samples, torch::kLong);
+  }
+  if (world_size > 1) {
+    const int64_t total = (n_samples + world_size - 1) / world_size * world_size;
+    while (order.numel() < total) {
+      order =
+          torch::cat({order, order.narrow(0, 0, std::min(order.numel(), total - order.numel()))});
+    }
+    order = order.slice(0, rank, total, world_size).contiguous();
   }
   return order.split(batch_size);
 }

@@ -1,6 +1,7 @@
 #include <fno/bench.h>
 
 #include <fno/config.h>
+#include <fno/distributed.h>
 #include <fno/losses.h>
 #include <fno/offload_step.h>
 #include <fno/optim.h>
@@ -8,6 +9,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
@@ -44,12 +46,19 @@ struct Runner {
   std::map<std::string, std::unique_ptr<OffloadedStep>>
       steps;  // one per policy and precision: its pinned pool and plans persist
   bool traced = false;
+  // Under torchrun: the ranks' group and the gradient all-reduce (null alone).
+  std::shared_ptr<dist::Group> group;
+  std::unique_ptr<dist::GradientSync> grad_sync;
 
-  explicit Runner(const BenchOptions& opts) : o(opts) {
+  Runner(const BenchOptions& opts, std::shared_ptr<dist::Group> g) : o(opts), group(std::move(g)) {
     torch::manual_seed(0);
     model = FNO(o.model);
     model->to(torch::kCUDA);
     optimizer = std::make_unique<AdamW>(model->parameters(), AdamWOptions(8e-3).weight_decay(1e-4));
+    if (group) {
+      group->broadcast_from_main(model->parameters());
+      grad_sync = std::make_unique<dist::GradientSync>(group, model->parameters());
+    }
   }
 
   OffloadedStep& step_for(const std::string& policy, const std::string& precision) {
@@ -68,8 +77,15 @@ struct Runner {
       st.plan_cache_dir = o.plan_cache_dir;
       s = std::make_unique<OffloadedStep>(model, st);
     }
+    if (grad_sync) {
+      s->set_before_final_backward([this](const std::string& key) {
+        if (syncing) grad_sync->arm(key);
+      });
+    }
     return *s;
   }
+
+  bool syncing = false;  // reduce gradients over ranks in this step
 
   void free_memory() {
     for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
@@ -107,9 +123,35 @@ struct Runner {
         step.forward_backward(x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) {
           return scaler ? scaler->scale(loss(out, yy)) : loss(out, yy);
         });
+        if (syncing) grad_sync->finish();
         if (!scaler || scaler->unscale(model->parameters())) optimizer->step();
         if (scaler) scaler->update();
       };
+      if (group) {
+        // Several ranks: first one GPU alone (rank 0's steps without the
+        // all-reduce, the other ranks waiting), the baseline of the scaling.
+        row.world_size = group->size();
+        syncing = false;
+        if (group->is_main()) {
+          for (int64_t i = 0; i < warmup; ++i) one();
+          std::vector<double> ms1;
+          for (int64_t i = 0; i < timed; ++i) {
+            torch::cuda::synchronize();
+            const auto t0 = std::chrono::steady_clock::now();
+            one();
+            torch::cuda::synchronize();
+            ms1.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+          }
+          std::sort(ms1.begin(), ms1.end());
+          row.ms_per_step_one_gpu = ms1[ms1.size() / 2];
+        }
+        group->barrier();
+        row.ms_per_step_one_gpu =
+            group->all_reduce_sum(std::vector<double>{row.ms_per_step_one_gpu})[0];
+        syncing = true;
+      }
       for (int64_t i = 0; i < warmup; ++i) one();
       row.plan_seconds = step.plan_seconds();
       torch::cuda::synchronize();
@@ -152,6 +194,16 @@ struct Runner {
       }
       std::sort(ms.begin(), ms.end());
       row.ms_per_step = ms[ms.size() / 2];
+      if (group) {
+        // The ranks step together; the slowest rank's median counts.
+        std::vector<double> all(static_cast<size_t>(group->size()), 0.0);
+        all[static_cast<size_t>(group->rank())] = row.ms_per_step;
+        all = group->all_reduce_sum(all);
+        row.ms_per_step = *std::max_element(all.begin(), all.end());
+        row.scaling_efficiency = row.ms_per_step_one_gpu / row.ms_per_step;
+      }
+      row.samples_per_s = 1e3 * static_cast<double>(batch * row.world_size) / row.ms_per_step;
+      syncing = false;
       const auto stats =
           c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
       row.peak_allocated = stats.allocated_bytes[0].peak;
@@ -172,6 +224,8 @@ struct Runner {
       row.plan = step.plan_text();
       row.estimated_peak = step.estimate().peak_bytes;
       row.status = "ok";
+    } catch (const dist::Error&) {
+      throw;  // the ranks can no longer step together
     } catch (const c10::OutOfMemoryError&) {
       row.status = "oom";
     } catch (const offload::BudgetError& e) {
@@ -184,6 +238,7 @@ struct Runner {
     } catch (const std::exception& e) {
       row.status = std::string("error: ") + e.what();
     }
+    syncing = false;
     free_memory();
     model->options.compute_dtype(torch::kFloat);
     return row;
@@ -209,6 +264,12 @@ void log_row(const BenchRow& r) {
   std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.precision << " "
             << r.resolution << "^2 b" << r.batch << ": " << r.status;
   if (r.status == "ok") {
+    if (r.world_size > 1) {
+      std::cerr << std::fixed << std::setprecision(1) << "  " << r.world_size
+                << " ranks: " << r.samples_per_s << " samples/s, one GPU " << r.ms_per_step_one_gpu
+                << " ms/step, scaling efficiency " << std::setprecision(3) << r.scaling_efficiency
+                << " (" << r.scaling_efficiency * static_cast<double>(r.world_size) << "x);";
+    }
     std::cerr << std::fixed << std::setprecision(1) << "  " << r.ms_per_step << " ms/step, peak "
               << offload::format_bytes(r.peak_allocated) << ", offloaded "
               << offload::format_bytes(r.bytes_offloaded) << " (prefetched "
@@ -272,6 +333,19 @@ std::string describe_bench(const BenchOptions& o) {
 
 BenchResult run_bench(const BenchOptions& o) {
   TORCH_CHECK(torch::cuda::is_available(), "fno_bench needs a CUDA device");
+  // Under torchrun: one rank per GPU (LOCAL_RANK), NCCL between them.
+  std::shared_ptr<dist::Group> group;
+  if (const auto env = dist::launch_env(); env && env->world_size > 1) {
+    TORCH_CHECK(env->local_rank < static_cast<int64_t>(torch::cuda::device_count()),
+                "fno_bench: LOCAL_RANK ", env->local_rank, " has no GPU (",
+                torch::cuda::device_count(), " visible)");
+    TORCH_CHECK(!o.find_largest, "fno_bench: --find-largest runs on one GPU (not under torchrun)");
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(env->local_rank));
+    dist::GroupOptions go;
+    go.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout_s * 1000));
+    group = dist::Group::create(
+        *env, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env->local_rank)), go);
+  }
   TORCH_CHECK(!o.find_largest || o.memory_cap > 0,
               "fno_bench: --find-largest needs --cap (the memory to fit)");
   BenchResult result;
@@ -279,13 +353,15 @@ BenchResult run_bench(const BenchOptions& o) {
   result.device_bytes = offload::device_total_bytes();
   result.memory_cap = o.memory_cap;
   if (o.memory_cap > 0) offload::cap_device_memory(o.memory_cap);
-  Runner runner(o);
+  Runner runner(o, group);
+  result.world_size = group ? group->size() : 1;
+  result.rank = group ? group->rank() : 0;
   for (const auto& precision : o.precisions) {
     for (const auto& policy : o.policies) {
       for (auto res : o.resolutions) {
         for (auto batch : o.batches) {
           result.rows.push_back(runner.run(policy, precision, res, batch, o.warmup, o.steps));
-          log_row(result.rows.back());
+          if (result.rank == 0) log_row(result.rows.back());
         }
       }
     }
@@ -334,8 +410,11 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"forward_wait_ms\": " << r.forward_wait_ms
       << ", \"backward_wait_ms\": " << r.backward_wait_ms
       << ", \"estimated_peak_bytes\": " << r.estimated_peak
-      << ", \"plan_seconds\": " << r.plan_seconds << ", \"plan\": \"" << json_escape(r.plan)
-      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+      << ", \"plan_seconds\": " << r.plan_seconds << ", \"world_size\": " << r.world_size
+      << ", \"samples_per_s\": " << r.samples_per_s
+      << ", \"ms_per_step_one_gpu\": " << r.ms_per_step_one_gpu
+      << ", \"scaling_efficiency\": " << r.scaling_efficiency << ", \"plan\": \""
+      << json_escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";
   for (size_t i = 0; i < largest.size(); ++i) {
@@ -352,7 +431,8 @@ std::string BenchResult::to_csv() const {
        "peak_allocated_bytes,peak_reserved_bytes,bytes_offloaded,bytes_prefetched,bytes_fetched_on_"
        "demand,"
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
-       "backward_wait_ms,estimated_peak_bytes,plan_seconds,plan\n";
+       "backward_wait_ms,estimated_peak_bytes,plan_seconds,world_size,samples_per_s,"
+       "ms_per_step_one_gpu,scaling_efficiency,plan\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
       << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
@@ -360,7 +440,8 @@ std::string BenchResult::to_csv() const {
       << r.bytes_prefetched << ',' << r.bytes_on_demand << ',' << r.bytes_reused_on_device << ','
       << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.d2h_busy_ms << ',' << r.h2d_busy_ms << ','
       << r.forward_wait_ms << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ','
-      << r.plan_seconds << ",\"" << r.plan << "\"\n";
+      << r.plan_seconds << ',' << r.world_size << ',' << r.samples_per_s << ','
+      << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ",\"" << r.plan << "\"\n";
   }
   return c.str();
 }

@@ -118,6 +118,10 @@ const std::vector<Entry>& schema() {
       {"training.precision", Kind::kString, "fp32", "compute precision: fp32, tf32 (fp32 GEMMs on TF32 tensor cores), bf16 or fp16 (activations, saved tensors and GEMM inputs in that type, fp32 accumulation; fp16 adds a dynamic loss scaler that skips steps with non-finite gradients). Weights, optimizer state, losses and state dicts stay fp32. One step against fp32, relative: bf16 output 4e-3, gradients 1e-2; fp16 5e-4 and 8e-4", -kInf, kInf, false, false, {"fp32", "tf32", "bf16", "fp16"}},
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
+      // distributed (several processes under torchrun; README "Several GPUs")
+      {"distributed.backend", Kind::kString, "auto", "c10d backend when launched by torchrun: auto (NCCL on CUDA, Gloo on the CPU), nccl or gloo", -kInf, kInf, false, false, {"auto", "nccl", "gloo"}},
+      {"distributed.timeout_s", Kind::kFloat, "300", "seconds a rank waits for the others (rendezvous, each collective) before it stops with an error", 0, kInf, true},
+      {"distributed.bucket_mib", Kind::kFloat, "4", "MiB of gradients per all-reduce bucket; a bucket is reduced as soon as backward has produced it", 0, kInf, true},
       // offload
       {"offload.policy", Kind::kString, "none", "activation memory policy: none (nothing moves; on CUDA with the fused kernels, blocks and MLPs store only their inputs and recompute the rest, as slim), slim (recompute cheap activations), all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
       {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB, 8GB ('': the device's free memory)"},
@@ -498,6 +502,9 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
     error(value(*find_entry("offload.compress")).where, "offload.compress", e.what());
   }
   cfg.plan_cache = r("offload.plan_cache").as<std::string>();
+  cfg.dist_backend = r("distributed.backend").as<std::string>();
+  cfg.dist_timeout_s = r("distributed.timeout_s").as<double>();
+  cfg.dist_bucket_mib = r("distributed.bucket_mib").as<double>();
 
   YAML::Emitter emitter;
   emitter << resolved;

@@ -180,10 +180,20 @@ struct OffloadedStep::Impl {
   bool record_next = false;
   double plan_seconds = 0;  // of the last auto search
   int64_t pinned_seen = 0;  // the pinned pool's largest size seen in a trial
+  std::function<void(const std::string&)> before_final_backward;
+
+  void final_backward(const at::Tensor& l, bool notify) {
+    if (notify && before_final_backward) {
+      before_final_backward(c10::str(l.device(), " ", shape, " ", plan.to_string(stages),
+                                     " micro-batches ", plan.micro_batches));
+    }
+    l.backward();
+  }
 
   // Forward and backward of `b` under `run_plan`, micro-batch by micro-batch;
   // the loss (summed over micro-batches), detached.
-  at::Tensor run(const offload::Plan& run_plan, const StepBatch& b) {
+  // `notify`: a real step (before_final_backward is called), not a trial.
+  at::Tensor run(const offload::Plan& run_plan, const StepBatch& b, bool notify = false) {
     std::optional<offload::OffloadGuard> guard;
     if (offloader->active()) guard.emplace(*offloader, offload::Level::kKeep);
     const int64_t k = std::min(run_plan.micro_batches, b.x.size(0));
@@ -191,20 +201,26 @@ struct OffloadedStep::Impl {
       auto out = offload::run_stages(stages, run_plan, b.x, offloader.get());
       auto l = b.loss2 ? b.loss2(out, b.y) : b.loss(out);
       offloader->mark("loss");
-      l.backward();
+      final_backward(l, notify);
       return l.detach();
     }
     TORCH_CHECK(b.can_split(), "fno: a plan of micro-batches needs a loss over (output, target)");
     const int64_t batch = b.x.size(0);
     at::Tensor total;
     int64_t first = 0;
-    for (int64_t n : offload::split_sizes(batch, k)) {
+    const auto sizes = offload::split_sizes(batch, k);
+    for (size_t m = 0; m < sizes.size(); ++m) {
+      const int64_t n = sizes[m];
       // x: [B, ...] -> [n, ...]; the gradients of the micro-batches add up.
       auto out = offload::run_stages(stages, run_plan, b.x.narrow(0, first, n), offloader.get());
       auto l = b.loss2(out, b.y.narrow(0, first, n));
       if (b.mean) l = l * (static_cast<double>(n) / static_cast<double>(batch));
       offloader->mark("loss");
-      l.backward();
+      if (m + 1 == sizes.size()) {
+        final_backward(l, notify);
+      } else {
+        l.backward();
+      }
       total = total.defined() ? total + l.detach() : l.detach();
       first += n;
     }
@@ -430,16 +446,18 @@ struct OffloadedStep::Impl {
     if (!offloader || (none && !record_next && !micro)) {
       auto out = model->forward(b.x);
       auto l = b.loss2 ? b.loss2(out, b.y) : b.loss(out);
+      if (before_final_backward)
+        before_final_backward(c10::str(l.device(), " ", b.x.sizes(), " plain"));
       l.backward();
       return l.detach();
     }
     if (b.x.sizes().vec() != shape) make_plan(b);
-    if (!offloader->active()) return run(plan, b);  // no CUDA: micro-batches only
+    if (!offloader->active()) return run(plan, b, true);  // no CUDA: micro-batches only
     if (record_next) offloader->set_record_timeline(true);
     offloader->begin_step();
     // The loss and anything outside the stages keep their tensors; each
     // stage's scope sets its own level.
-    auto l = run(plan, b);
+    auto l = run(plan, b, true);
     stats = offloader->end_step();
     if (record_next) {
       offloader->set_record_timeline(false);
@@ -512,6 +530,10 @@ std::string OffloadedStep::describe() const {
     return "offload: none";
   }
   return "offload policy " + p_->settings.policy + "; " + p_->offloader->describe();
+}
+
+void OffloadedStep::set_before_final_backward(std::function<void(const std::string&)> fn) {
+  p_->before_final_backward = std::move(fn);
 }
 
 const offload::StepStats& OffloadedStep::last_stats() const { return p_->stats; }

@@ -1,5 +1,6 @@
 #include <fno/trainer.h>
 
+#include <fno/distributed.h>
 #include <fno/fno.h>
 #include <fno/losses.h>
 #include <fno/offload_step.h>
@@ -111,9 +112,20 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, text.data(), text.size());
 }
 
-torch::Device pick_device(const std::string& name) {
+// Under torchrun each rank trains on GPU LOCAL_RANK (`cuda` and `auto` name
+// no index then; an explicit cuda:N is taken as given).
+torch::Device pick_device(const std::string& name, int64_t local_rank) {
   if (name == "cpu") return torch::kCPU;
-  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
+  if (name == "auto" && !torch::cuda::is_available()) return torch::kCPU;
+  if ((name == "auto" || name == "cuda") && local_rank >= 0) {
+    if (local_rank >= static_cast<int64_t>(torch::cuda::device_count())) {
+      throw std::runtime_error("device.name: LOCAL_RANK " + std::to_string(local_rank) + " needs GPU " +
+                               std::to_string(local_rank) + ", but only " +
+                               std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+    }
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  }
+  if (name == "auto") return torch::Device(torch::kCUDA, 0);
   if (!torch::cuda::is_available()) {
     throw std::runtime_error("device.name: '" + name + "' asked for, but no CUDA device is visible");
   }
@@ -166,12 +178,19 @@ struct Trainer::State {
   Precision precision = Precision::kFP32;
   std::unique_ptr<MatmulPrecisionGuard> matmul_precision;  // tf32 or not, for the run
   std::unique_ptr<GradScaler> scaler;                      // fp16 only
+  // Several processes (torchrun): the group of all ranks and the gradient
+  // all-reduce; null in a single-process run.
+  std::shared_ptr<dist::Group> group;
+  std::unique_ptr<dist::GradientSync> grad_sync;
+  int64_t rank = 0, world_size = 1;
+  bool main() const { return rank == 0; }
   data::UnitGaussianNormalizer in_norm, out_norm;
   torch::Tensor train_x, train_y;  // normalized as configured
   std::vector<EvalSet> tests;
   int64_t start_epoch = 0;   // epochs already done
   int64_t start_batch = 0;   // batches of epoch start_epoch+1 already done (an interrupted epoch)
-  double start_loss_sum = 0; // their summed loss
+  double start_loss_sum = 0; // their summed loss (over all ranks)
+  int64_t start_samples = 0; // and their samples (over all ranks)
   double best = std::numeric_limits<double>::infinity();
   std::string best_key;
 
@@ -183,8 +202,20 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   s.cfg = std::move(config);
   s.run_dir = std::move(run_dir);
   const auto& c = s.cfg;
-  make_dirs(s.run_dir);
-  s.device = pick_device(c.device);
+  const auto launch = dist::launch_env();
+  if (launch && launch->world_size > 1) {
+    s.rank = launch->rank;
+    s.world_size = launch->world_size;
+  }
+  // Rank 0 alone writes the run directory.
+  if (s.main()) make_dirs(s.run_dir);
+  s.device = pick_device(c.device, s.world_size > 1 ? launch->local_rank : -1);
+  if (s.world_size > 1) {
+    dist::GroupOptions go;
+    go.backend = c.dist_backend;
+    go.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.dist_timeout_s * 1000.0));
+    s.group = dist::Group::create(*launch, s.device, go);
+  }
 
   // Data: validated at load; inputs normalized if configured, outputs normalized for training.
   data::LoadOptions lo;
@@ -252,6 +283,14 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   // same seed gives the same initial model in every precision.
   s.model = FNO(FNOOptions(c.model).compute_dtype(compute_dtype(s.precision)));
   s.model->to(s.device);
+  if (s.group) {
+    // DDP: every rank starts from rank 0's weights, and reduces its gradients
+    // in buckets during backward.
+    s.group->broadcast_from_main(s.model->parameters());
+    s.grad_sync = std::make_unique<dist::GradientSync>(
+        s.group, s.model->parameters(),
+        dist::GradientSyncOptions{static_cast<int64_t>(c.dist_bucket_mib * 1048576.0)});
+  }
   if (needs_loss_scaling(s.precision)) s.scaler = std::make_unique<GradScaler>(GradScalerOptions(), s.device);
   {
     OffloadSettings offload = offload_settings(c);
@@ -260,8 +299,12 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
       std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
       offload.policy = "none";
     }
-    offload.plan_file = s.path("offload_plan.txt");
+    // Each rank plans for its own GPU; rank 0 keeps its plan in the run directory.
+    offload.plan_file = s.main() ? s.path("offload_plan.txt") : std::string();
     s.step = std::make_unique<OffloadedStep>(s.model, std::move(offload));
+    if (s.grad_sync) {
+      s.step->set_before_final_backward([sync = s.grad_sync.get()](const std::string& key) { sync->arm(key); });
+    }
   }
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),
@@ -286,6 +329,10 @@ const RunConfig& Trainer::config() const { return s_->cfg; }
 std::string Trainer::describe() const {
   const auto& s = *s_;
   std::ostringstream o;
+  if (s.group) {
+    o << "rank " << s.rank << " of " << s.world_size << " (" << s.group->backend_name() << ", batch "
+      << s.cfg.batch_size << " per rank) | ";
+  }
   o << "device " << s.device << " | precision " << to_string(s.precision) << " | ";
   if (s.cfg.offload_policy != "none") o << s.step->describe() << " | ";
   s.model->pretty_print(o);
@@ -303,7 +350,9 @@ namespace {
 constexpr const char* kEpochKey = "meta.epoch";
 constexpr const char* kBestKey = "meta.best";
 constexpr const char* kBatchKey = "meta.batch";      // batches done of the next epoch
-constexpr const char* kLossSumKey = "meta.loss_sum";  // and their summed loss
+constexpr const char* kLossSumKey = "meta.loss_sum";  // and their summed loss (all ranks)
+constexpr const char* kSamplesKey = "meta.samples";   // and their samples (all ranks)
+constexpr const char* kWorldKey = "meta.world_size";  // ranks of the run that wrote it
 
 // The signal that asked the run to stop (SIGINT, SIGTERM), or 0.
 volatile std::sig_atomic_t g_stop_signal = 0;
@@ -329,7 +378,8 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, double loss_sum = 0) {
+TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, double loss_sum = 0,
+                           int64_t samples = 0) {
   TensorDict d;
   for (const auto& item : state_dict(*s.model)) d.insert("model." + item.key(), item.value());
   for (const auto& item : s.optimizer->state_dict()) d.insert("optim." + item.key(), item.value());
@@ -346,6 +396,8 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, 
   d.insert(kEpochKey, torch::tensor(epoch, torch::kInt64));
   d.insert(kBatchKey, torch::tensor(batch, torch::kInt64));
   d.insert(kLossSumKey, torch::tensor(loss_sum, torch::kFloat64));
+  d.insert(kSamplesKey, torch::tensor(samples, torch::kInt64));
+  d.insert(kWorldKey, torch::tensor(s.world_size, torch::kInt64));
   d.insert(kBestKey, torch::tensor(s.best, torch::kFloat64));
   if (s.scaler) {
     for (const auto& [k, v] : s.scaler->state()) d.insert("scaler." + k, v);
@@ -409,11 +461,37 @@ int64_t Trainer::resume() {
     s.start_epoch = epoch->item<int64_t>();
     if (const auto* b = d.find(kBatchKey)) s.start_batch = b->item<int64_t>();
     if (const auto* l = d.find(kLossSumKey)) s.start_loss_sum = l->item<double>();
+    s.start_samples = s.start_batch * s.cfg.batch_size;  // (checkpoints before meta.samples)
+    if (const auto* n = d.find(kSamplesKey)) s.start_samples = n->item<int64_t>();
+    const auto* w = d.find(kWorldKey);
+    const int64_t old_world = w != nullptr ? w->item<int64_t>() : 1;
+    if (s.start_batch > 0 && old_world != s.world_size) {
+      // An interrupted epoch, continued by another number of ranks: the
+      // samples done (the first ones of the epoch's order, over all ranks)
+      // become whole batches of the new global batch, rounded down; the
+      // samples past that boundary are trained again.
+      const int64_t global = s.cfg.batch_size * s.world_size;
+      const int64_t done = s.start_samples / global * global;
+      if (done != s.start_samples && s.main()) {
+        std::fprintf(stderr,
+                     "fno_train: the checkpoint was written by %lld rank(s), this run has %lld: epoch %lld "
+                     "continues after %lld of its %lld samples done\n",
+                     static_cast<long long>(old_world), static_cast<long long>(s.world_size),
+                     static_cast<long long>(s.start_epoch + 1), static_cast<long long>(done),
+                     static_cast<long long>(s.start_samples));
+      }
+      if (done != s.start_samples && s.start_samples > 0) {
+        s.start_loss_sum *= static_cast<double>(done) / static_cast<double>(s.start_samples);
+      }
+      s.start_samples = done;
+      s.start_batch = done / global;
+    }
   } catch (const std::exception& e) {
     const std::string msg = e.what();
     throw TrainingError(ckpt + ": unusable checkpoint: " + msg.substr(0, msg.find('\n')));
   }
   // Drop metrics lines of epochs after the checkpoint (a killed run may have logged them).
+  if (!s.main()) return s.start_epoch;
   const std::string metrics = s.path("metrics.jsonl");
   std::ifstream in(metrics);
   std::string line, kept;
@@ -429,21 +507,21 @@ int64_t Trainer::resume() {
 
 std::string Trainer::dry_run() {
   auto& s = *s_;
-  write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+  if (s.main()) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
   std::string estimates;
   if (s.device.is_cuda()) {
     const auto b = std::min<int64_t>(s.cfg.batch_size, s.train_x.size(0));
     const auto x = s.train_x.narrow(0, 0, b).to(s.device);
     estimates = "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
                 estimate_policies(s.model, x, offload_settings(s.cfg));
-    write_text_atomic(s.path("offload_estimates.txt"), estimates);
+    if (s.main()) write_text_atomic(s.path("offload_estimates.txt"), estimates);
   }
   JsonObject o;
   o.integer("n_params", n_params())
       .str("device", s.device.str())
       .str("train_shape", c10::str(s.train_x.sizes()))
       .raw("dry_run", "true");
-  write_text_atomic(s.path("summary.json"), o.text() + "\n");
+  if (s.main()) write_text_atomic(s.path("summary.json"), o.text() + "\n");
   return estimates;
 }
 
@@ -451,7 +529,7 @@ std::map<std::string, double> Trainer::train() {
   auto& s = *s_;
   const auto& c = s.cfg;
   const auto wall0 = Clock::now();
-  write_text_atomic(s.path("config.yaml"), c.resolved_yaml);
+  if (s.main()) write_text_atomic(s.path("config.yaml"), c.resolved_yaml);
   const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> train_loss;
   if (c.train_loss == "h1") {
@@ -465,18 +543,24 @@ std::map<std::string, double> Trainer::train() {
     if (name == "l2") eval_losses[name] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
   }
   const bool tty = ::isatty(STDERR_FILENO) == 1;
-  const bool bar = c.progress == "bar" || (c.progress == "auto" && tty);
-  const bool plain = c.progress == "plain" || (c.progress == "auto" && !tty);
+  // Progress: rank 0's.
+  const bool bar = s.main() && (c.progress == "bar" || (c.progress == "auto" && tty));
+  const bool plain = s.main() && (c.progress == "plain" || (c.progress == "auto" && !tty));
 
   auto evaluate = [&]() {
-    std::map<std::string, double> m;
+    std::map<std::string, double> metrics;
     torch::NoGradGuard no_grad;
     s.model->eval();
     for (const auto& e : s.tests) {
       std::map<std::string, torch::Tensor> sums;
+      // Several ranks: each evaluates a contiguous share of the set, and the
+      // sums are added over ranks (no sample twice, none left out).
+      const int64_t m = e.x.size(0);
+      const int64_t share = (m + s.world_size - 1) / s.world_size;
+      const int64_t lo = std::min(m, s.rank * share), hi = std::min(m, lo + share);
       // In order, as contiguous slices: no index tensors, no host-device syncs.
-      for (int64_t start = 0; start < e.x.size(0); start += e.batch_size) {
-        const int64_t len = std::min(e.batch_size, e.x.size(0) - start);
+      for (int64_t start = lo; start < hi; start += e.batch_size) {
+        const int64_t len = std::min(e.batch_size, hi - start);
         auto out = s.model->forward(e.x.narrow(0, start, len).to(s.device, /*non_blocking=*/true));
         if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
         const auto y = e.y.narrow(0, start, len).to(s.device, true);
@@ -485,43 +569,49 @@ std::map<std::string, double> Trainer::train() {
           sums[name] = sums.count(name) ? sums[name] + v : v;
         }
       }
-      for (const auto& [name, sum] : sums) {
-        m[e.name + "_" + name] = sum.item<double>() / static_cast<double>(e.x.size(0));
+      for (const auto& [name, fn] : eval_losses) {
+        double sum = sums.count(name) ? sums[name].item<double>() : 0.0;
+        if (s.group) sum = s.group->all_reduce_sum(std::vector<double>{sum})[0];
+        metrics[e.name + "_" + name] = sum / static_cast<double>(m);
       }
     }
     s.model->train();
-    return m;
+    return metrics;
   };
 
+  // Checkpoints: rank 0 writes them (the state is the same on every rank).
   auto save_checkpoint = [&](const std::string& name, int64_t epoch, int64_t batch = 0,
-                             double loss_sum = 0) {
-    save_checkpoint_file(checkpoint_dict(s, epoch, batch, loss_sum), s.path(name));
+                             double loss_sum = 0, int64_t samples = 0) {
+    if (!s.main()) return;
+    save_checkpoint_file(checkpoint_dict(s, epoch, batch, loss_sum, samples), s.path(name));
   };
   // The latest checkpoint rotates: the one it replaces stays as checkpoint_previous.pt.
-  auto save_latest = [&](int64_t epoch, int64_t batch = 0, double loss_sum = 0) {
+  auto save_latest = [&](int64_t epoch, int64_t batch = 0, double loss_sum = 0, int64_t samples = 0) {
+    if (!s.main()) return;
     const std::string latest = s.path("checkpoint_latest.pt");
     if (file_exists(latest) && ::rename(latest.c_str(), s.path("checkpoint_previous.pt").c_str()) != 0) {
       throw std::runtime_error(latest + ": cannot rotate to checkpoint_previous.pt: " + std::strerror(errno));
     }
-    save_checkpoint("checkpoint_latest.pt", epoch, batch, loss_sum);
+    save_checkpoint("checkpoint_latest.pt", epoch, batch, loss_sum, samples);
   };
   StopSignals stop_signals;
 
   std::map<std::string, double> last_metrics;
-  std::ofstream metrics_log(s.path("metrics.jsonl"), std::ios::app);
-  if (!metrics_log) throw std::runtime_error(s.path("metrics.jsonl") + ": cannot open for writing");
+  std::ofstream metrics_log;
+  if (s.main()) metrics_log.open(s.path("metrics.jsonl"), std::ios::app);
+  if (s.main() && !metrics_log) throw std::runtime_error(s.path("metrics.jsonl") + ": cannot open for writing");
   const int64_t n = s.train_x.size(0);
   // Offload telemetry, and the memory timeline of one step (the third: the
   // first ones pay for cuDNN/cuFFT plans and the pinned pool).
   std::ofstream telemetry;
-  if (s.step->offloading()) {
+  if (s.step->offloading() && s.main()) {
     telemetry.open(s.path("telemetry.jsonl"), std::ios::app);
     if (!telemetry) throw std::runtime_error(s.path("telemetry.jsonl") + ": cannot open for writing");
   }
   int64_t global_step = 0;
   const int64_t steps_per_epoch = (n + c.batch_size - 1) / c.batch_size;
   const int64_t timeline_step =
-      (c.offload_timeline && s.device.is_cuda()) ? std::min<int64_t>(2, steps_per_epoch * c.epochs - 1) : -1;
+      (c.offload_timeline && s.device.is_cuda() && s.main()) ? std::min<int64_t>(2, steps_per_epoch * c.epochs - 1) : -1;
   auto write_timeline = [&](const std::vector<offload::MemorySample>& samples) {
     write_text_atomic(s.path("memory_timeline.csv"),
                       offload::timeline_csv(samples, "GPU memory of one training step; policy " +
@@ -531,11 +621,12 @@ std::map<std::string, double> Trainer::train() {
   for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
     const auto t0 = Clock::now();
     int64_t epoch_step_peak = 0;
-    int64_t epoch_skipped_steps = 0, epoch_skipped_samples = 0;  // fp16: non-finite gradients
+    int64_t epoch_skipped_steps = 0;  // fp16: non-finite gradients
     if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
     s.model->train();
     const double lr = s.optimizer->param_groups()[0].options().get_lr();
-    auto batches = data::epoch_batches(n, c.batch_size, c.shuffle, static_cast<uint64_t>(c.seed), epoch);
+    auto batches = data::epoch_batches(n, c.batch_size, c.shuffle, static_cast<uint64_t>(c.seed), epoch,
+                                       s.rank, s.world_size);
     // The epoch's sample order goes to the data's device once; each batch is a
     // slice of it. (A small index copied per batch from pageable memory would
     // synchronize the stream every step and expose every kernel launch.)
@@ -543,11 +634,26 @@ std::map<std::string, double> Trainer::train() {
     std::vector<int64_t> offsets{0};
     for (const auto& b : batches) offsets.push_back(offsets.back() + b.numel());
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
+    int64_t samples = 0;  // of the steps taken (fp16 skips steps with non-finite gradients)
     size_t first_batch = 0;
     if (epoch == s.start_epoch + 1 && s.start_batch > 0) {  // resuming an interrupted epoch
       first_batch = static_cast<size_t>(s.start_batch);
-      loss_sum += s.start_loss_sum;
+      if (s.main()) {  // the sums so far are over all ranks: count them once
+        loss_sum += s.start_loss_sum;
+        samples += s.start_samples;
+      }
     }
+    // The epoch's loss and samples so far, over all ranks.
+    auto epoch_totals = [&]() -> std::pair<double, int64_t> {
+      double l = loss_sum.item<double>();
+      double k = static_cast<double>(samples);
+      if (s.group) {
+        const auto t = s.group->all_reduce_sum(std::vector<double>{l, k});
+        l = t[0];
+        k = t[1];
+      }
+      return {l, static_cast<int64_t>(std::llround(k))};
+    };
     for (size_t b = first_batch; b < batches.size(); ++b) {
       const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
       const auto x = s.train_x.index_select(0, i).to(s.device, true);
@@ -566,6 +672,9 @@ std::map<std::string, double> Trainer::train() {
           auto l = train_loss(out, yy);
           return s.scaler ? s.scaler->scale(l) : l;
         });
+        // Several ranks: wait for the gradient buckets (started during
+        // backward) and take the sums over ranks.
+        if (s.grad_sync) s.grad_sync->finish();
       } catch (const offload::BudgetError& e) {
         if (bar) std::fprintf(stderr, "\n");
         throw TrainingError(e.what());
@@ -586,15 +695,12 @@ std::map<std::string, double> Trainer::train() {
         if (stepped) s.optimizer->step();
         loss = s.scaler->unscaled(loss);
         s.scaler->update();
-        if (!stepped) {
-          ++epoch_skipped_steps;
-          epoch_skipped_samples += x.size(0);
-        }
+        if (!stepped) ++epoch_skipped_steps;
       } else {
         s.optimizer->step();
       }
-      if (s.step->offloading()) {
-        epoch_step_peak = std::max(epoch_step_peak, s.step->last_stats().peak_allocated);
+      if (s.step->offloading()) epoch_step_peak = std::max(epoch_step_peak, s.step->last_stats().peak_allocated);
+      if (telemetry.is_open()) {
         JsonObject t;
         t.integer("epoch", epoch).integer("step", global_step)
             .num("host_ms", std::chrono::duration<double, std::milli>(Clock::now() - step_t0).count())
@@ -603,12 +709,18 @@ std::map<std::string, double> Trainer::train() {
       }
       if (record) write_timeline(s.step->last_stats().timeline);
       ++global_step;
-      if (stepped) loss_sum += loss.detach().to(torch::kDouble);
-      if (g_stop_signal != 0) {
+      if (stepped) {
+        loss_sum += loss.detach().to(torch::kDouble);
+        samples += x.size(0);
+      }
+      // Several ranks stop together: a signal to any of them stops all after this step.
+      const int sig = s.group ? static_cast<int>(s.group->all_reduce_max(g_stop_signal))
+                              : static_cast<int>(g_stop_signal);
+      if (sig != 0) {
         // Stop after this step: save where we are, mid-epoch, and let the caller exit.
-        const int sig = g_stop_signal;
         if (bar) std::fprintf(stderr, "\n");
-        save_latest(epoch - 1, static_cast<int64_t>(b + 1), loss_sum.item<double>());
+        const auto [l, k] = epoch_totals();
+        save_latest(epoch - 1, static_cast<int64_t>(b + 1), l, k);
         throw Interrupted(sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
                                    " in epoch " + std::to_string(epoch) + " after batch " +
                                    std::to_string(b + 1) + "; checkpoint written; continue with --resume " +
@@ -623,8 +735,10 @@ std::map<std::string, double> Trainer::train() {
         std::fflush(stderr);
       }
     }
-    // The mean over the samples of the steps taken (fp16 skips steps with non-finite gradients).
-    const double train_loss_value = loss_sum.item<double>() / static_cast<double>(n - epoch_skipped_samples);
+    // The mean over the samples of the steps taken (fp16 skips steps with
+    // non-finite gradients), over all ranks.
+    const auto [epoch_loss, epoch_samples] = epoch_totals();
+    const double train_loss_value = epoch_loss / static_cast<double>(epoch_samples);
     if (!std::isfinite(train_loss_value)) {
       if (bar) std::fprintf(stderr, "\n");
       const std::string kept = file_exists(s.path("checkpoint_latest.pt"))
@@ -645,13 +759,16 @@ std::map<std::string, double> Trainer::train() {
       peak = std::max(epoch_step_peak,
                       c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index()).allocated_bytes[0].peak);
     }
+    if (s.group) peak = s.group->all_reduce_max(peak);  // the largest of any rank's GPU
     JsonObject line;
     line.integer("epoch", epoch).num("lr", lr).num("train_loss", train_loss_value);
     for (const auto& [k, v] : metrics) line.num(k, v);
     line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
     if (s.scaler) line.integer("skipped_steps", epoch_skipped_steps).num("loss_scale", s.scaler->scale_value());
-    metrics_log << line.text() << "\n";
-    metrics_log.flush();
+    if (s.main()) {
+      metrics_log << line.text() << "\n";
+      metrics_log.flush();
+    }
 
     if (!metrics.empty()) {
       last_metrics = metrics;
@@ -677,6 +794,8 @@ std::map<std::string, double> Trainer::train() {
   }
   if (last_metrics.empty() && !s.tests.empty()) last_metrics = evaluate();
 
+  // Rank 0 alone writes the outputs.
+  if (!s.main()) return last_metrics;
   // predictions.h5: the first few samples of each test set.
   if (c.n_predictions > 0 && !s.tests.empty()) {
     torch::NoGradGuard no_grad;
@@ -714,6 +833,7 @@ std::map<std::string, double> Trainer::train() {
       .str("device", s.device.is_cuda() ? s.device.str() + " (" + at::cuda::getDeviceProperties(s.device.index())->name + ")"
                                         : std::string("cpu"))
       .integer("epochs", c.epochs)
+      .integer("world_size", s.world_size)
       .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
   if (!s.best_key.empty()) summary.str("best_metric", s.best_key).num("best", s.best);
   write_text_atomic(s.path("summary.json"), summary.text() + "\n");

@@ -132,8 +132,16 @@ class UnitGaussianNormalizer {
 // Batching: sample indices per batch for one epoch. With shuffle, the order is
 // a permutation drawn from its own generator seeded by (seed, epoch), so it is
 // the same after a resume and independent of any other use of the RNG.
+//
+// Several processes (world_size > 1) shard the epoch as torch's
+// DistributedSampler does (drop_last=False): the order is padded to a multiple
+// of world_size with its own first entries, and rank r takes entries r,
+// r + world_size, r + 2 world_size, ...; every rank gets the same number of
+// samples, and batch k of all ranks together is batch k of one process with
+// batch_size x world_size (when world_size divides n_samples, exactly).
 // ---------------------------------------------------------------------------
 std::vector<torch::Tensor> epoch_batches(int64_t n_samples, int64_t batch_size, bool shuffle,
-                                         uint64_t seed, int64_t epoch);
+                                         uint64_t seed, int64_t epoch, int64_t rank = 0,
+                                         int64_t world_size = 1);
 
 }  // namespace fno::data

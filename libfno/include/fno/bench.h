@@ -39,6 +39,7 @@ struct BenchOptions {
   std::string plan_cache_dir;                   // auto reuses plans from here ("": always searches)
   std::string timeline_dir;                     // write one step's memory timeline per row here
   std::string trace_path;  // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
+  double dist_timeout_s = 300;  // under torchrun: how long a rank waits for the others
 };
 
 struct BenchRow {
@@ -56,12 +57,21 @@ struct BenchRow {
   std::string plan;
   int64_t estimated_peak = 0;
   double plan_seconds = 0;  // auto's plan search (the first step of the row)
+  // Under torchrun (N = world_size ranks, one GPU each, batch per rank):
+  // ms_per_step is the slowest rank's median with the gradient all-reduce;
+  // ms_per_step_one_gpu is rank 0's alone, without it, in the same run;
+  // scaling_efficiency = one GPU / N ranks step time (N x that is the speed-up).
+  int64_t world_size = 1;
+  double samples_per_s = 0;
+  double ms_per_step_one_gpu = 0;
+  double scaling_efficiency = 0;
 };
 
 struct BenchResult {
   std::string device;
   int64_t device_bytes = 0;
   int64_t memory_cap = 0;
+  int64_t world_size = 1, rank = 0;  // under torchrun; rank 0 reports
   std::vector<BenchRow> rows;
   std::vector<std::pair<std::string, int64_t>> largest;  // policy -> largest grid (0: none)
   std::string to_json(const std::string& command) const;

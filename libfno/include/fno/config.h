@@ -88,6 +88,10 @@ struct RunConfig {
   bool offload_timeline = true;
   std::string offload_compress = "none";  // none | bf16
   std::string plan_cache = "";            // '': the default cache; 'none': no cache
+  // distributed (fno/distributed.h)
+  std::string dist_backend = "auto";  // auto | nccl | gloo
+  double dist_timeout_s = 300;
+  double dist_bucket_mib = 4;
 
   /// Directory the config file was read from; relative data paths resolve against it.
   std::string base_dir = ".";

@@ -61,6 +61,11 @@ class OffloadedStep {
       const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& loss,
       bool mean = false);
 
+  /// Called just before the backward pass that completes a step's gradients
+  /// (the last micro-batch's) with a key naming the input shape and the plan;
+  /// the plan search's trial steps do not call it. For dist::GradientSync::arm.
+  void set_before_final_backward(std::function<void(const std::string& key)> fn);
+
   bool offloading() const;
   /// The plan, "stage=level[/chunks], ...", and its estimate (when profiled).
   std::string plan_text() const;

@@ -1,0 +1,148 @@
+// Data-parallel training on torch.distributed's C++ engine: a c10d process
+// group (NCCL on CUDA, Gloo on the CPU) over a TCPStore rendezvous, set up from
+// the variables torchrun gives each process (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and a gradient all-reduce in
+// buckets that start during backward.
+//
+//   torchrun --no-python --nproc-per-node 2 build/apps/fno_train --config configs/darcy.yaml
+//
+// What each rank does (DistributedDataParallel's semantics, README "Several GPUs"):
+//   - rank 0's initial parameters are broadcast to every rank;
+//   - each rank trains on its own shard of every epoch (data::epoch_batches
+//     with rank and world size: DistributedSampler's shuffle and padding);
+//   - gradients are reduced in buckets as backward produces them. Complex
+//     gradients travel as their real views, both parts. The training losses
+//     add over batch entries, so ranks add their gradients: the step equals one
+//     process's step on the global batch (world_size x data.batch_size), as
+//     DDP's average does for a mean loss;
+//   - evaluation metrics and the training loss are reduced over all ranks;
+//     rank 0 alone writes the run directory.
+// A rank that dies, or a collective that does not finish within the timeout,
+// raises dist::Error on the others, naming the rank that reports it.
+#pragma once
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fno::dist {
+
+/// A failed rendezvous or collective: a peer died or hung, a port is taken.
+/// what() is one line that names this process's rank.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Where this process sits in the job, as torchrun describes it.
+struct LaunchEnv {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  int64_t local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 29500;
+  /// TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent hosts the TCPStore,
+  /// and every rank is a client of it.
+  bool agent_store = false;
+};
+
+/// The launch from the environment: nullopt when neither RANK nor WORLD_SIZE
+/// is set (a plain single-process run). Throws Error naming the variable when
+/// one is missing, not a number, or out of range (RANK >= WORLD_SIZE, a port
+/// outside 1..65535).
+std::optional<LaunchEnv> launch_env();
+
+struct GroupOptions {
+  /// "auto" (NCCL for a CUDA device, Gloo for the CPU) | "nccl" | "gloo".
+  std::string backend = "auto";
+  /// Rendezvous and every collective: a peer silent for longer is an error.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+/// A process group of all ranks. Collectives are issued in the same order on
+/// every rank; each call here blocks until it completes (or throws Error).
+class Group {
+ public:
+  /// Joins the rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 hosts the store
+  /// unless torchrun's agent does) and creates the backend for `device`.
+  static std::shared_ptr<Group> create(const LaunchEnv& env, const torch::Device& device,
+                                       const GroupOptions& options = {});
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int64_t rank() const;
+  int64_t size() const;
+  int64_t local_rank() const;
+  int64_t local_size() const;
+  bool is_main() const { return rank() == 0; }
+  /// "nccl" or "gloo".
+  std::string backend_name() const;
+  torch::Device device() const;
+
+  /// Every tensor takes rank 0's values (complex ones through their real views).
+  void broadcast_from_main(const std::vector<torch::Tensor>& tensors);
+  /// In place: the sum over ranks (complex: both parts).
+  void all_reduce_sum(torch::Tensor& t);
+  /// The sum over ranks of host numbers (metrics, counts), in double.
+  std::vector<double> all_reduce_sum(const std::vector<double>& values);
+  /// The largest value over ranks.
+  int64_t all_reduce_max(int64_t value);
+  void barrier();
+
+  struct Impl;
+
+ private:
+  explicit Group(std::unique_ptr<Impl> impl);
+  friend class GradientSync;
+  std::unique_ptr<Impl> p_;
+};
+
+struct GradientSyncOptions {
+  /// Gradient bytes per bucket; a bucket is reduced as soon as backward has
+  /// produced all of its gradients.
+  int64_t bucket_bytes = 4 << 20;
+};
+
+/// Reduces the gradients of `params` over the group's ranks, overlapping
+/// backward. Parameters are bucketed in reverse order (backward produces the
+/// last layers' gradients first); buckets start in that order on every rank.
+///
+/// A step: arm(key) before the backward pass that completes the gradients
+/// (the last micro-batch's), then finish() after it, before the optimizer.
+/// A gradient may accumulate several times in one backward (batch chunks,
+/// recompute), so the first step of each `key` (the input shape and offload
+/// plan) counts the accumulations per parameter and reduces at finish();
+/// later steps of that key start each bucket when its counts are reached.
+class GradientSync {
+ public:
+  GradientSync(std::shared_ptr<Group> group, std::vector<torch::Tensor> params,
+               GradientSyncOptions options = {});
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  void arm(const std::string& key);
+  /// Waits for every bucket and writes the summed gradients back; parameters
+  /// without a gradient on a rank count as zeros. Throws Error on failure.
+  void finish();
+
+  int64_t buckets() const;
+  /// Buckets of the last step that started during backward (not in finish()).
+  int64_t overlapped_last_step() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> p_;
+};
+
+}  // namespace fno::dist
