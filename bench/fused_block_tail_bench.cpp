@@ -167,8 +167,8 @@ int main(int argc, char** argv) {
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);
     }
     if (!unfused) continue;
-    // The LibTorch path (fp32 weights for float and tf32, TF32 GEMMs for tf32; for bf16 and half, weights
-    // cast to the activations' dtype, as that path needs one dtype).
+    // The LibTorch path (fp32 weights for float and tf32, TF32 GEMMs for tf32; for bf16 and half,
+    // weights cast to the activations' dtype, as that path needs one dtype).
     {
       const fno::FusedKernelsGuard off(false);
       auto x = torch::randn({batch, channels, n}, o).requires_grad_();

@@ -131,11 +131,10 @@ std::pair<torch::Tensor, torch::Tensor> fused_block_tail_forward(
   const c10::cuda::CUDAGuard guard(a.device());
   const Weights w(w_skip, w1, b1, w2, b2, gate);
   auto z = torch::empty_like(a), y1 = torch::empty_like(a);
-  check(cuda::block_tail_forward(kernel_dtype(a), a.data_ptr(), s.data_ptr(), z.data_ptr(),
-                                 y1.data_ptr(), a.size(0), a.size(1), w1.size(0), a.size(2),
-                                 w.ptrs(), gelu_mid,
-                                 c10::cuda::getCurrentCUDAStream(a.device().index()).stream(),
-                                 tf32_allowed()),
+  check(cuda::block_tail_forward(
+            kernel_dtype(a), a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), a.size(0),
+            a.size(1), w1.size(0), a.size(2), w.ptrs(), gelu_mid,
+            c10::cuda::getCurrentCUDAStream(a.device().index()).stream(), tf32_allowed()),
         "forward");
   return {z, y1};
 #else

@@ -646,7 +646,9 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
@@ -656,7 +658,7 @@ __device__ __forceinline__ void cp_async_wait() {
 struct TileRef {
   int64_t base;  // element offset of (b, channel 0, n0)
   int count;
-  bool vec;      // whole and 16-byte aligned: vector copies
+  bool vec;  // whole and 16-byte aligned: vector copies
 };
 template <typename T>
 __device__ __forceinline__ TileRef tile_ref(int64_t tile, int64_t tiles_per_batch, int64_t n,
@@ -718,9 +720,9 @@ struct FwdSmem {
   static constexpr int kRows = C * Geo<T>::kS;  // elements of one staged [C] tile
   // per warp: a[2], s[2], y1, z
   static constexpr int kWarpElems = 6 * kRows;
-  static constexpr int kWSkip = 0;                                  // B(j, i) = W_skip[i][j]
-  static constexpr int kW1 = kWSkip + BFrag<T, C, C>::kWords;       // B(i, k) = W1[k][i]
-  static constexpr int kW2 = kW1 + BFrag<T, C, CM>::kWords;         // B(k, i) = W2[i][k]
+  static constexpr int kWSkip = 0;                             // B(j, i) = W_skip[i][j]
+  static constexpr int kW1 = kWSkip + BFrag<T, C, C>::kWords;  // B(i, k) = W1[k][i]
+  static constexpr int kW2 = kW1 + BFrag<T, C, CM>::kWords;    // B(k, i) = W2[i][k]
   static constexpr int kWords = kW2 + BFrag<T, CM, C>::kWords;
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   // then b1 [CM], b2 [C], gate [C] in fp32
@@ -893,7 +895,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_async_commit();
     cp_async_wait<1>();
     __syncwarp();
-    T* const s_a = s_in(st);  // a, in place of x when gelu_input
+    T* const s_a = s_in(st);   // a, in place of x when gelu_input
     T* const s_g1 = s_y1(st);  // act(y1), in place of y1
     const T* const s_dzc = s_dz(st);
 #pragma unroll 1
@@ -1149,9 +1151,8 @@ constexpr int kTcBackwardPerSm = 2;
 template <typename T>
 int64_t tc_backward_blocks(int64_t batch, int64_t n) {
   const int64_t tiles = batch * tc_tiles_per_batch<T>(n);
-  return std::max<int64_t>(
-      1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps,
-                           int64_t{device_sms()} * kTcBackwardPerSm));
+  return std::max<int64_t>(1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps,
+                                                int64_t{device_sms()} * kTcBackwardPerSm));
 }
 
 template <typename T, int C, int CM>
@@ -1177,9 +1178,10 @@ struct ForwardTc {
     const int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
     if (per_sm == 0) return cudaErrorInvalidConfiguration;
     const int64_t blocks = std::max<int64_t>(
-        1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
-    const bool vec = n % tc::Geo<T>::kVec == 0 && aligned16(a) && aligned16(s) && aligned16(z) &&
-                     aligned16(y1);
+        1,
+        std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
+    const bool vec =
+        n % tc::Geo<T>::kVec == 0 && aligned16(a) && aligned16(s) && aligned16(z) && aligned16(y1);
     auto kernel = gelu_mid ? tc::forward_tc<T, C, CM, true> : tc::forward_tc<T, C, CM, false>;
     kernel<<<static_cast<unsigned>(blocks), tc::kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(a), static_cast<const T*>(s), static_cast<T*>(z), static_cast<T*>(y1),
@@ -1269,9 +1271,9 @@ int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void*
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n) {
   if (channels == 32 && mid == 16) {
     // Enough for either kernel (fp32 tiles are the narrowest: the most CTAs).
-    const int64_t blocks = std::max({Backward<float, 32, 16>::blocks(batch * n),
-                                     tc_backward_blocks<float>(batch, n),
-                                     tc_backward_blocks<__nv_bfloat16>(batch, n)});
+    const int64_t blocks =
+        std::max({Backward<float, 32, 16>::blocks(batch * n), tc_backward_blocks<float>(batch, n),
+                  tc_backward_blocks<__nv_bfloat16>(batch, n)});
     return Shape<32, 16>::kEntries * blocks;
   }
   return 0;
@@ -1281,8 +1283,8 @@ int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void*
                         void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
                         const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
                         bool gelu_mid, float* workspace, void* stream, bool allow_tf32) {
-  return dispatch<Backward, BackwardTc>(dtype, allow_tf32, channels, mid, dz, in, y1, da, ds,
-                                        batch, n, w, g, gelu_input, gelu_mid, workspace,
+  return dispatch<Backward, BackwardTc>(dtype, allow_tf32, channels, mid, dz, in, y1, da, ds, batch,
+                                        n, w, g, gelu_input, gelu_mid, workspace,
                                         static_cast<cudaStream_t>(stream));
 }
 
