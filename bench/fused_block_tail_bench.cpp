@@ -3,9 +3,13 @@
 // read and write, over its time) and fp32 rate next to the device's, and the
 // LibTorch (unfused) block_tail's forward and backward times.
 //
-//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,bf16
+//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,tf32,bf16,half
+//
+// tf32: fp32 activations with TF32 allowed (fno::MatmulPrecisionGuard), which
+// runs the tensor-core kernels; float runs the exact fp32 (FFMA) kernels.
 #include <fno/fused.h>
 #include <fno/layers.h>
+#include <fno/precision.h>
 
 #include <cuda_runtime.h>
 #include <torch/torch.h>
@@ -65,7 +69,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grid", grid, "grid side: N = grid^2")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions (median)")->check(CLI::PositiveNumber);
-  app.add_option("--dtypes", dtypes, "activation dtypes: float, bf16, half");
+  app.add_option("--dtypes", dtypes, "activation dtypes: float, tf32, bf16, half");
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");
@@ -133,6 +137,8 @@ int main(int argc, char** argv) {
   std::stringstream list(dtypes);
   for (std::string dt; std::getline(list, dt, ',');) {
     const auto st = dt == "bf16" ? torch::kBFloat16 : dt == "half" ? torch::kHalf : torch::kFloat;
+    const bool tf32 = dt == "tf32";
+    const fno::MatmulPrecisionGuard precision(tf32 ? fno::Precision::kTF32 : fno::Precision::kFP32);
     const auto kd = dt == "bf16"   ? fno::cuda::Dtype::kBFloat16
                     : dt == "half" ? fno::cuda::Dtype::kHalf
                                    : fno::cuda::Dtype::kFloat;
@@ -148,21 +154,21 @@ int main(int argc, char** argv) {
       const double fwd = median_ms(reps, [&] {
         ck(static_cast<cudaError_t>(fno::cuda::block_tail_forward(
                kd, a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), batch, channels, cm, n,
-               w, true, nullptr)),
+               w, true, nullptr, tf32)),
            "forward");
       });
       report(dt, "fused", "forward", fwd, 4 * elt * numel, fwd_flops);
       const double bwd = median_ms(reps, [&] {
         ck(static_cast<cudaError_t>(fno::cuda::block_tail_backward(
                kd, dz.data_ptr(), x.data_ptr(), y1.data_ptr(), da.data_ptr(), ds.data_ptr(), batch,
-               channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr)),
+               channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr, tf32)),
            "backward");
       });
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);
     }
     if (!unfused) continue;
-    // The LibTorch path (fp32 weights for float; for bf16 and half, weights
-    // cast to the activations' dtype, as that path needs one dtype).
+    // The LibTorch path (fp32 weights for float and tf32, TF32 GEMMs for tf32; for bf16 and half,
+    // weights cast to the activations' dtype, as that path needs one dtype).
     {
       const fno::FusedKernelsGuard off(false);
       auto x = torch::randn({batch, channels, n}, o).requires_grad_();

@@ -57,7 +57,7 @@ common=(--resolutions 1024 --batches 8 --steps "$steps" --warmup 2)
 run_suite() {
   case "$1" in
     tests)
-      "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
+      timeout 300 "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
       say "tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' "$out/gpu_tests.log" | tr '\n' ' '))"
       grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -80
       ;;
@@ -201,8 +201,8 @@ run_suite() {
     fused)
       # issue 14: the fused block tail's micro-benchmark (GB/s and TFLOP/s against the
       # device's peak, and the LibTorch path) and fno_bench none with the kernels off and on
-      "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
-        --dtypes float,bf16,half > "$out/fused_micro_bench.txt" 2>&1
+      timeout 120 "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes float,tf32,bf16,half > "$out/fused_micro_bench.txt" 2>&1
       say "fused micro-bench: exit $?"
       tee -a "$summary" < "$out/fused_micro_bench.txt"
       for f in 0 1; do

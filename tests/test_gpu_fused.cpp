@@ -1,9 +1,11 @@
 // The fused CUDA block tail (libfno/src/cuda/block_tail.cu) against the
 // LibTorch path (label "gpu"): fp32 on random inputs, every gelu_input /
-// gelu_mid combination; bf16 and half activations against the fp32 path on
-// the same (rounded) inputs; and a tensor of more than 2^31 elements.
+// gelu_mid combination; fp32 on TF32 tensor cores (where TF32 is allowed) and
+// bf16 and half activations (tensor cores) against the fp32 path on the same
+// (rounded) inputs; and a tensor of more than 2^31 elements.
 #include <fno/fused.h>
 #include <fno/layers.h>
+#include <fno/precision.h>
 
 #include <doctest/doctest.h>
 #include <torch/torch.h>
@@ -97,43 +99,101 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
   REQUIRE(fno::fused_kernels_compiled());
   torch::manual_seed(15);
   const auto o = torch::TensorOptions().device(torch::kCUDA);
-  const std::vector<int64_t> shape{2, 32, 61, 67};
   const auto p = random_params(32, 16);
-  // Tolerances (relative, norm-wise): the outputs z, da, ds are rounded to the
-  // activation dtype (2^-9 for bf16, 2^-12 for half, per element), y1 is
-  // stored rounded and the fp32 reference keeps it exact.
+  // Tolerances (relative, norm-wise): the tensor-core kernels round the
+  // weights and every per-point intermediate to the activation dtype (2^-9 for
+  // bf16, 2^-12 for half, per element), as the LibTorch path in that dtype
+  // does; the outputs z, da, ds are stored rounded, and y1 is stored rounded
+  // where the fp32 reference keeps it exact.
   struct Case {
     torch::ScalarType dtype;
     double fwd, grad;
   };
-  for (const auto& c : {Case{torch::kBFloat16, 1e-2, 2e-2}, Case{torch::kHalf, 2e-3, 4e-3}}) {
-    const auto round = [&](const torch::Tensor& t) { return t.to(c.dtype); };
-    const auto x = round(torch::randn(shape, o)), s = round(torch::randn(shape, o)),
-               dz = round(torch::randn(shape, o));
-    for (const bool gelu_input : {false, true}) {
-      for (const bool gelu_mid : {false, true}) {
-        INFO("dtype ", c10::toString(c.dtype), ", gelu_input ", gelu_input, ", gelu_mid ",
-             gelu_mid);
-        const auto ref = run_tail(x.to(torch::kFloat), s.to(torch::kFloat), p, dz.to(torch::kFloat),
-                                  gelu_input, gelu_mid, false);
-        const auto got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
-        CHECK((got.z.scalar_type() == c.dtype));
-        const double ez = rel_err(got.z.to(torch::kFloat), ref.z);
-        MESSAGE(std::string(c10::toString(c.dtype)), " gelu_input ", gelu_input, " gelu_mid ",
-                gelu_mid, ": z ", ez);
-        CHECK(ez <= c.fwd);
-        for (size_t i = 0; i < ref.grads.size(); ++i) {
-          const double e = rel_err(got.grads[i].to(torch::kFloat), ref.grads[i]);
-          INFO("gradient of ", kGradNames[i], ": ", e);
-          MESSAGE(std::string("  grad "), std::string(kGradNames[i]), " ",
-                  std::string(c10::toString(got.grads[i].scalar_type())), ": ", e);
-          // x and s follow the activations; the parameters' gradients stay fp32.
-          CHECK((got.grads[i].scalar_type() == (i < 2 ? c.dtype : torch::kFloat)));
-          CHECK(e <= c.grad);
+  // Shapes: every tile partial (N odd: element-wise copies), whole 16-byte
+  // tiles but a partial last one, and several tiles per warp.
+  for (const auto& shape :
+       std::vector<std::vector<int64_t>>{{2, 32, 61, 67}, {3, 32, 1000}, {2, 32, 256, 256}}) {
+    for (const auto& c : {Case{torch::kBFloat16, 1e-2, 2e-2}, Case{torch::kHalf, 2e-3, 4e-3}}) {
+      const auto round = [&](const torch::Tensor& t) { return t.to(c.dtype); };
+      const auto x = round(torch::randn(shape, o)), s = round(torch::randn(shape, o)),
+                 dz = round(torch::randn(shape, o));
+      for (const bool gelu_input : {false, true}) {
+        for (const bool gelu_mid : {false, true}) {
+          INFO("shape ", torch::IntArrayRef(shape), ", dtype ", c10::toString(c.dtype),
+               ", gelu_input ", gelu_input, ", gelu_mid ", gelu_mid);
+          const auto ref = run_tail(x.to(torch::kFloat), s.to(torch::kFloat), p,
+                                    dz.to(torch::kFloat), gelu_input, gelu_mid, false);
+          const auto got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          CHECK((got.z.scalar_type() == c.dtype));
+          const double ez = rel_err(got.z.to(torch::kFloat), ref.z);
+          MESSAGE(std::string(c10::toString(c.dtype)), " ", torch::IntArrayRef(shape),
+                  " gelu_input ", gelu_input, " gelu_mid ", gelu_mid, ": z ", ez);
+          CHECK(ez <= c.fwd);
+          for (size_t i = 0; i < ref.grads.size(); ++i) {
+            const double e = rel_err(got.grads[i].to(torch::kFloat), ref.grads[i]);
+            INFO("gradient of ", kGradNames[i], ": ", e);
+            MESSAGE(std::string("  grad "), std::string(kGradNames[i]), " ",
+                    std::string(c10::toString(got.grads[i].scalar_type())), ": ", e);
+            // x and s follow the activations; the parameters' gradients stay fp32.
+            CHECK((got.grads[i].scalar_type() == (i < 2 ? c.dtype : torch::kFloat)));
+            CHECK(e <= c.grad);
+          }
+          // Deterministic: the same inputs give bit-identical outputs and gradients.
+          const auto again = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          CHECK(torch::equal(again.z, got.z));
+          for (size_t i = 0; i < got.grads.size(); ++i)
+            CHECK(torch::equal(again.grads[i], got.grads[i]));
         }
       }
     }
   }
+}
+
+TEST_CASE("fused block tail: fp32 on TF32 tensor cores where TF32 is allowed") {
+  REQUIRE(fno::fused_kernels_compiled());
+  torch::manual_seed(17);
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  // Tolerances (relative, norm-wise, against the fp32 LibTorch path with TF32
+  // off): the products' operands are rounded to TF32 (10-bit mantissa,
+  // 2^-11 per element, as cuBLAS's TF32 GEMMs), accumulation stays fp32.
+  const double tol_fwd = 2e-3, tol_grad = 4e-3;
+  for (const auto& shape :
+       std::vector<std::vector<int64_t>>{{3, 32, 37, 29}, {1, 32, 1000}, {4, 32, 300, 301}}) {
+    const auto p = random_params(32, 16);
+    const auto x = torch::randn(shape, o), s = torch::randn(shape, o), dz = torch::randn(shape, o);
+    for (const bool gelu_input : {false, true}) {
+      for (const bool gelu_mid : {false, true}) {
+        INFO("shape ", torch::IntArrayRef(shape), ", gelu_input ", gelu_input, ", gelu_mid ",
+             gelu_mid);
+        const auto ref = run_tail(x, s, p, dz, gelu_input, gelu_mid, false);
+        TailResult got, again;
+        {
+          const fno::MatmulPrecisionGuard tf32(fno::Precision::kTF32);
+          got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          again = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+        }
+        CHECK((got.z.scalar_type() == torch::kFloat));
+        const double ez = rel_err(got.z, ref.z);
+        MESSAGE("tf32 ", torch::IntArrayRef(shape), " gelu_input ", gelu_input, " gelu_mid ",
+                gelu_mid, ": z ", ez);
+        CHECK(ez <= tol_fwd);
+        // (TF32 really ran: exact fp32 products land within 1e-5)
+        CHECK(ez > 1e-6);
+        for (size_t i = 0; i < ref.grads.size(); ++i) {
+          const double e = rel_err(got.grads[i], ref.grads[i]);
+          INFO("gradient of ", kGradNames[i], ": ", e);
+          MESSAGE(std::string("  grad "), std::string(kGradNames[i]), ": ", e);
+          CHECK((got.grads[i].scalar_type() == torch::kFloat));
+          CHECK(e <= tol_grad);
+        }
+        CHECK(torch::equal(again.z, got.z));
+        for (size_t i = 0; i < got.grads.size(); ++i)
+          CHECK(torch::equal(again.grads[i], got.grads[i]));
+      }
+    }
+  }
+  // Outside the guard, TF32 is off again: exact fp32 products.
+  CHECK_FALSE(at::globalContext().allowTF32CuBLAS());
 }
 
 TEST_CASE("fused block tail: 64-bit offsets (a bf16 tensor of more than 2^31 elements)") {

@@ -89,6 +89,10 @@ struct Weights {
   }
 };
 
+// Whether fp32 activations may run on TF32 tensor cores: as fp32 GEMMs do
+// (fno::MatmulPrecisionGuard sets this for --precision tf32).
+bool tf32_allowed() { return at::globalContext().allowTF32CuBLAS(); }
+
 void check(int err, const char* what) {
   TORCH_CHECK(err == 0, "block_tail: the fused ", what, " failed: ", cuda::error_string(err));
 }
@@ -127,10 +131,10 @@ std::pair<torch::Tensor, torch::Tensor> fused_block_tail_forward(
   const c10::cuda::CUDAGuard guard(a.device());
   const Weights w(w_skip, w1, b1, w2, b2, gate);
   auto z = torch::empty_like(a), y1 = torch::empty_like(a);
-  check(cuda::block_tail_forward(kernel_dtype(a), a.data_ptr(), s.data_ptr(), z.data_ptr(),
-                                 y1.data_ptr(), a.size(0), a.size(1), w1.size(0), a.size(2),
-                                 w.ptrs(), gelu_mid,
-                                 c10::cuda::getCurrentCUDAStream(a.device().index()).stream()),
+  check(cuda::block_tail_forward(
+            kernel_dtype(a), a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), a.size(0),
+            a.size(1), w1.size(0), a.size(2), w.ptrs(), gelu_mid,
+            c10::cuda::getCurrentCUDAStream(a.device().index()).stream(), tf32_allowed()),
         "forward");
   return {z, y1};
 #else
@@ -166,7 +170,8 @@ BlockTailGradients fused_block_tail_backward(const torch::Tensor& dz_in, const t
   check(cuda::block_tail_backward(kernel_dtype(in), dz.data_ptr(), in.data_ptr(), y1.data_ptr(),
                                   g.da.data_ptr(), g.ds.data_ptr(), batch, c, cm, n, w.ptrs(), out,
                                   gelu_input, gelu_mid, workspace.data_ptr<float>(),
-                                  c10::cuda::getCurrentCUDAStream(in.device().index()).stream()),
+                                  c10::cuda::getCurrentCUDAStream(in.device().index()).stream(),
+                                  tf32_allowed()),
         "backward");
   // Shaped (and, off the precision contract, typed) as the parameters given.
   const auto like = [](const torch::Tensor& grad, const torch::Tensor& p) {

@@ -1,6 +1,10 @@
 // Fused forward and backward of an FNO block's pointwise tail (block_tail.h).
 //
-// One thread owns one grid point: its C-channel vectors live in registers and
+// Two families of kernels: the tensor-core kernels (namespace tc below) for
+// bf16 and half activations, and for fp32 ones where TF32 is allowed; and the
+// FFMA kernels described here, for exact fp32 products.
+//
+// FFMA kernels: one thread owns one grid point: its C-channel vectors live in registers and
 // channel c is read at (b * C + c) * N + n, so a warp's loads of one channel
 // are coalesced. Weights sit in shared memory as fp32 and are read with
 // uniform (broadcast) 16-byte loads. Backward recomputes a, GELU(y1) and the
@@ -22,14 +26,11 @@ namespace fno::cuda {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Element access and GELU (exact erf form, as torch::gelu's default)
+// Element access (the FFMA kernels run fp32 only) and GELU (exact erf form,
+// as torch::gelu's default)
 // ---------------------------------------------------------------------------
 __device__ __forceinline__ float load(const float* p) { return __ldg(p); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
-__device__ __forceinline__ float load(const __half* p) { return __half2float(__ldg(p)); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
-__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half(v); }
 // v rounded to T and back: what a stored-then-reloaded value is.
 template <typename T>
 __device__ __forceinline__ float round_to(float v);
@@ -406,6 +407,671 @@ __global__ void reduce_partials_kernel(const float* __restrict__ partial, int ct
   g.gate[r - c] = acc;
 }
 
+// ===========================================================================
+// Tensor-core kernels (mma.sync): bf16 and half activations, and fp32
+// activations on TF32 when the caller allows it.
+//
+// Each warp works on its own tiles of kWP consecutive grid points of one batch
+// entry (64 bytes of each channel row), staged in shared memory as [channel]
+// [point] rows (cp.async, double buffered: the next tile loads while this one
+// computes). A tile of 16 points is a [16 x C] matrix: the per-point channel
+// products are m16n8k16 (bf16/half) or m16n8k8 (TF32) MMAs with the weights
+// as the B operand (fragments built once per CTA in shared memory, rounded to
+// the activation type as the LibTorch path casts its weights), fp32
+// accumulators. An accumulator's layout (rows g, g+8; columns 2t, 2t+1) is
+// the next product's A fragment, so the chain stays in registers. The weight
+// gradients [C x 16 points] x [16 points x C] run on the same MMAs from the
+// staged rows; each warp keeps its fp32 accumulators for all its tiles, and
+// the CTA adds its warps in order before the fixed-order reduction over CTAs.
+// ===========================================================================
+namespace tc {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+
+// MMA traits. kK: the K of one MMA. For TF32 the K index inside a chunk of 8
+// is permuted (position t <-> column 2t, t + 4 <-> 2t + 1) in both operands,
+// which leaves the product unchanged and lets the accumulator layout feed A.
+template <typename T>
+struct Mma;
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+template <>
+struct Mma<float> {
+  static constexpr int kK = 8;
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Mma<__nv_bfloat16> {
+  static constexpr int kK = 16;
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Mma<__half> {
+  static constexpr int kK = 16;
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// Tile geometry for activations of type T: kWP points per warp tile (64-byte
+// rows), row stride kS elements (80 bytes: the fragment and per-point accesses
+// below are bank-conflict free, rows stay 16-byte aligned).
+template <typename T>
+struct Geo {
+  static constexpr int kWP = 64 / sizeof(T);
+  static constexpr int kS = 80 / sizeof(T);
+  static constexpr int kVec = 16 / sizeof(T);  // elements per 16-byte chunk
+};
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ void from_f(float& d, float v) { d = v; }
+__device__ __forceinline__ void from_f(__nv_bfloat16& d, float v) { d = __float2bfloat16(v); }
+__device__ __forceinline__ void from_f(__half& d, float v) { d = __float2half(v); }
+
+// Per-point values of 16 points x K channels in the accumulator layout:
+// v[j][0..3] = (point g, channel 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t),
+// (g + 8, 8j + 2t + 1), with g = lane / 4, t = lane % 4.
+template <typename T, int K>
+__device__ __forceinline__ void load_acc(const T* buf, int r0, int lane, float (&v)[K / 8][4]) {
+  constexpr int S = Geo<T>::kS;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    const T* p = buf + (8 * j + 2 * t) * S + r0 + g;
+    v[j][0] = to_f(p[0]);
+    v[j][1] = to_f(p[S]);
+    v[j][2] = to_f(p[8]);
+    v[j][3] = to_f(p[S + 8]);
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void store_acc(T* buf, int r0, int lane, const float (&v)[K / 8][4]) {
+  constexpr int S = Geo<T>::kS;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    T* p = buf + (8 * j + 2 * t) * S + r0 + g;
+    from_f(p[0], v[j][0]);
+    from_f(p[S], v[j][1]);
+    from_f(p[8], v[j][2]);
+    from_f(p[S + 8], v[j][3]);
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void round_acc(float (&v)[K / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[j][e] = round_to<T>(v[j][e]);
+}
+// Per-column values (bias, gate) in the accumulator layout.
+template <int K>
+__device__ __forceinline__ void fill_cols(const float* col, int lane, float (&v)[K / 8][4]) {
+  const int t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    v[j][0] = v[j][2] = col[8 * j + 2 * t];
+    v[j][1] = v[j][3] = col[8 * j + 2 * t + 1];
+  }
+}
+
+// The A fragment of K-chunk q of a [16 x K] accumulator-layout matrix.
+template <typename T, int KT>
+__device__ __forceinline__ void afrag(const float (&v)[KT][4], int q, uint32_t (&a)[4]) {
+  if constexpr (Mma<T>::kK == 16) {
+    a[0] = Mma<T>::pack(v[2 * q][0], v[2 * q][1]);
+    a[1] = Mma<T>::pack(v[2 * q][2], v[2 * q][3]);
+    a[2] = Mma<T>::pack(v[2 * q + 1][0], v[2 * q + 1][1]);
+    a[3] = Mma<T>::pack(v[2 * q + 1][2], v[2 * q + 1][3]);
+  } else {
+    a[0] = tf32(v[q][0]);
+    a[1] = tf32(v[q][2]);
+    a[2] = tf32(v[q][1]);
+    a[3] = tf32(v[q][3]);
+  }
+}
+
+// B fragments of a [K x N] weight operand B(k, n), in shared memory as
+// [K-chunk][n-tile][register][lane] words (one conflict-free load each).
+template <typename T, int K, int N>
+struct BFrag {
+  static constexpr int kWords = (K / Mma<T>::kK) * (N / 8) * 2 * 32;
+};
+template <typename T, int K, int N, class F>
+__device__ void build_bfrag(uint32_t* dst, F b) {
+  for (int i = threadIdx.x; i < BFrag<T, K, N>::kWords; i += blockDim.x) {
+    const int lane = i % 32, r = (i / 32) % 2, nt = (i / 64) % (N / 8), q = i / (64 * (N / 8));
+    const int g = lane >> 2, t = lane & 3, n = 8 * nt + g;
+    if constexpr (Mma<T>::kK == 16) {
+      const int k = 16 * q + 2 * t + 8 * r;
+      dst[i] = Mma<T>::pack(b(k, n), b(k + 1, n));
+    } else {
+      dst[i] = tf32(b(8 * q + 2 * t + r, n));
+    }
+  }
+}
+
+// acc[16 x N] += v[16 x K] * B, B from build_bfrag.
+template <typename T, int K, int N>
+__device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 8][4],
+                                   const uint32_t* bf, int lane) {
+#pragma unroll
+  for (int q = 0; q < K / Mma<T>::kK; ++q) {
+    uint32_t a[4];
+    afrag<T, K / 8>(v, q, a);
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt)
+      Mma<T>::mma(acc[nt], a, bf[((q * (N / 8) + nt) * 2) * 32 + lane],
+                  bf[((q * (N / 8) + nt) * 2 + 1) * 32 + lane]);
+  }
+}
+
+// Weight-gradient product over the 16 points r0.. of a tile:
+// acc[m][n] += sum_p A[m][p] * B[n][p], A ([MR][kS]) and B ([NR][kS]) staged rows.
+template <typename T, int MR, int NR>
+__device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], const T* A, const T* B,
+                                          int r0, int lane) {
+  constexpr int S = Geo<T>::kS;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int kc = 0; kc < 16; kc += Mma<T>::kK) {
+    const int k = r0 + kc + 2 * t;
+    uint32_t b[NR / 8][2];
+#pragma unroll
+    for (int nt = 0; nt < NR / 8; ++nt) {
+      const T* p = B + (8 * nt + g) * S + k;
+      if constexpr (Mma<T>::kK == 16) {
+        b[nt][0] = *reinterpret_cast<const uint32_t*>(p);
+        b[nt][1] = *reinterpret_cast<const uint32_t*>(p + 8);
+      } else {
+        const float2 f = *reinterpret_cast<const float2*>(p);
+        b[nt][0] = tf32(f.x);
+        b[nt][1] = tf32(f.y);
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MR / 16; ++mt) {
+      const T* p = A + (16 * mt + g) * S + k;
+      uint32_t a[4];
+      if constexpr (Mma<T>::kK == 16) {
+        a[0] = *reinterpret_cast<const uint32_t*>(p);
+        a[1] = *reinterpret_cast<const uint32_t*>(p + 8 * S);
+        a[2] = *reinterpret_cast<const uint32_t*>(p + 8);
+        a[3] = *reinterpret_cast<const uint32_t*>(p + 8 * S + 8);
+      } else {
+        const float2 f0 = *reinterpret_cast<const float2*>(p);
+        const float2 f1 = *reinterpret_cast<const float2*>(p + 8 * S);
+        a[0] = tf32(f0.x);
+        a[1] = tf32(f1.x);
+        a[2] = tf32(f0.y);
+        a[3] = tf32(f1.y);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NR / 8; ++nt) Mma<T>::mma(acc[mt][nt], a, b[nt][0], b[nt][1]);
+    }
+  }
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// GELU for the tensor-core kernels: Phi(x) from Abramowitz & Stegun 7.1.26
+// (|error| <= 1.5e-7 in erf, far below the 2^-11 .. 2^-9 of the products'
+// operands), which shares exp(-x^2 / 2) with GELU'(x) = Phi(x) + x phi(x):
+// about half the instructions of erff + expf, which dominate these kernels.
+__device__ __forceinline__ float phi_cdf(float x, float& e) {
+  const float t = __fdividef(1.f, fmaf(0.3275911f * kInvSqrt2, fabsf(x), 1.f));
+  e = __expf(-0.5f * x * x);
+  float p = fmaf(t, 1.061405429f, -1.453152027f);
+  p = fmaf(t, p, 1.421413741f);
+  p = fmaf(t, p, -0.284496736f);
+  p = fmaf(t, p, 0.254829592f);
+  const float q = 0.5f * t * p * e;  // P(N > |x|)
+  return x >= 0.f ? 1.f - q : q;
+}
+__device__ __forceinline__ float gelu_fast(float x) {
+  float e;
+  return x * phi_cdf(x, e);
+}
+__device__ __forceinline__ void gelu_and_grad_fast(float x, float& g, float& d) {
+  float e;
+  const float cdf = phi_cdf(x, e);
+  g = x * cdf;
+  d = fmaf(x * kInvSqrt2Pi, e, cdf);
+}
+
+// One warp tile: kWP points from n0 of batch entry b (count of them in range).
+struct TileRef {
+  int64_t base;  // element offset of (b, channel 0, n0)
+  int count;
+  bool vec;  // whole and 16-byte aligned: vector copies
+};
+template <typename T>
+__device__ __forceinline__ TileRef tile_ref(int64_t tile, int64_t tiles_per_batch, int64_t n,
+                                            int channels, bool vec_ok) {
+  constexpr int WP = Geo<T>::kWP;
+  const int64_t b = tile / tiles_per_batch;
+  const int64_t n0 = (tile - b * tiles_per_batch) * WP;
+  const int count = n - n0 < WP ? static_cast<int>(n - n0) : WP;
+  return {b * channels * n + n0, count, vec_ok && count == WP};
+}
+
+// Copies rows [R][kWP] of a tile from global memory into staged rows (points
+// past count read as zero).
+template <typename T, int R>
+__device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const TileRef& r,
+                                        int64_t n, int lane) {
+  constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS, V = Geo<T>::kVec, CPR = WP / V;
+  const T* g = src + r.base;
+  static_assert((R * CPR) % 32 == 0, "whole chunks per lane");
+  if (r.vec) {
+#pragma unroll
+    for (int it = 0; it < R * CPR / 32; ++it) {
+      const int i = 32 * it + lane, row = i / CPR, col = (i % CPR) * V;
+      cp_async16(dst + row * S + col, g + row * n + col);
+    }
+  } else {
+    for (int i = lane; i < R * WP; i += 32) {
+      const int row = i / WP, col = i % WP;
+      dst[row * S + col] = col < r.count ? g[row * n + col] : T(0.f);
+    }
+  }
+}
+template <typename T, int R>
+__device__ __forceinline__ void tile_out(T* __restrict__ dst, const T* src, const TileRef& r,
+                                         int64_t n, int lane) {
+  constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS, V = Geo<T>::kVec, CPR = WP / V;
+  T* g = dst + r.base;
+  static_assert((R * CPR) % 32 == 0, "whole chunks per lane");
+  if (r.vec) {
+#pragma unroll
+    for (int it = 0; it < R * CPR / 32; ++it) {
+      const int i = 32 * it + lane, row = i / CPR, col = (i % CPR) * V;
+      *reinterpret_cast<uint4*>(g + row * n + col) =
+          *reinterpret_cast<const uint4*>(src + row * S + col);
+    }
+  } else {
+    for (int i = lane; i < R * WP; i += 32) {
+      const int row = i / WP, col = i % WP;
+      if (col < r.count) g[row * n + col] = src[row * S + col];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------
+template <typename T, int C, int CM>
+struct FwdSmem {
+  static constexpr int kRows = C * Geo<T>::kS;  // elements of one staged [C] tile
+  // per warp: a[2], s[2], y1, z
+  static constexpr int kWarpElems = 6 * kRows;
+  static constexpr int kWSkip = 0;                             // B(j, i) = W_skip[i][j]
+  static constexpr int kW1 = kWSkip + BFrag<T, C, C>::kWords;  // B(i, k) = W1[k][i]
+  static constexpr int kW2 = kW1 + BFrag<T, C, CM>::kWords;    // B(k, i) = W2[i][k]
+  static constexpr int kWords = kW2 + BFrag<T, CM, C>::kWords;
+  static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
+  // then b1 [CM], b2 [C], gate [C] in fp32
+  static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
+};
+
+template <typename T, int C, int CM, bool kGeluMid>
+__global__ void __launch_bounds__(kThreads)
+    forward_tc(const T* __restrict__ a, const T* __restrict__ s, T* __restrict__ z,
+               T* __restrict__ y1, int64_t n, int64_t tiles_per_batch, int64_t tiles, bool vec_ok,
+               BlockTailWeights w) {
+  using L = FwdSmem<T, C, CM>;
+  constexpr int R = L::kRows;
+  extern __shared__ float4 smem4[];
+  T* tiles_sm = reinterpret_cast<T*>(smem4);
+  uint32_t* fr = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(smem4) + L::kTileBytes);
+  float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
+  float* sb2 = sb1 + CM;
+  float* sgate = sb2 + C;
+  build_bfrag<T, C, C>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[nn * C + k]; });
+  build_bfrag<T, C, CM>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
+  build_bfrag<T, CM, C>(fr + L::kW2, [&](int k, int nn) { return w.w2[nn * CM + k]; });
+  for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    sb2[i] = w.b2[i];
+    sgate[i] = w.gate[i];
+  }
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  T* ws = tiles_sm + warp * L::kWarpElems;
+  // (stage st of the inputs: a at ws + st * R, s at ws + (2 + st) * R)
+  const auto s_a = [&](int st) { return ws + st * R; };
+  const auto s_s = [&](int st) { return ws + (2 + st) * R; };
+  T* s_y1 = ws + 4 * R;
+  T* s_z = ws + 5 * R;
+  const int64_t nw = int64_t{gridDim.x} * kWarps;
+  int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
+  if (tile < tiles) {
+    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    tile_in<T, C>(s_a(0), a, r, n, lane);
+    tile_in<T, C>(s_s(0), s, r, n, lane);
+  }
+  cp_async_commit();
+  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
+    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    if (tile + nw < tiles) {
+      const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
+      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane);
+      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+#pragma unroll
+    for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
+      float av[C / 8][4], y[C / 8][4];
+      load_acc<T, C>(s_a(st), r0, lane, av);
+      load_acc<T, C>(s_s(st), r0, lane, y);
+      mm<T, C, C>(y, av, fr + L::kWSkip, lane);  // y1 = W_skip a + s
+      store_acc<T, C>(s_y1, r0, lane, y);
+      // The rest reads y1 as stored (rounded to T), as backward, which reloads it, does.
+#pragma unroll
+      for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          y[j][e] = round_to<T>(y[j][e]);
+          if (kGeluMid) y[j][e] = gelu_fast(y[j][e]);
+        }
+      float h[CM / 8][4];
+      fill_cols<CM>(sb1, lane, h);
+      mm<T, C, CM>(h, y, fr + L::kW1, lane);
+#pragma unroll
+      for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) h[j][e] = gelu_fast(h[j][e]);
+      float zv[C / 8][4];
+      fill_cols<C>(sgate, lane, zv);
+      float b2v[C / 8][4];
+      fill_cols<C>(sb2, lane, b2v);
+#pragma unroll
+      for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) zv[j][e] = fmaf(zv[j][e], av[j][e], b2v[j][e]);
+      mm<T, CM, C>(zv, h, fr + L::kW2, lane);
+      store_acc<T, C>(s_z, r0, lane, zv);
+    }
+    __syncwarp();
+    tile_out<T, C>(y1, s_y1, r, n, lane);
+    tile_out<T, C>(z, s_z, r, n, lane);
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+}
+
+// ---------------------------------------------------------------------------
+// Backward
+// ---------------------------------------------------------------------------
+template <typename T, int C, int CM>
+struct BwdSmem {
+  static constexpr int kRows = C * Geo<T>::kS;
+  static constexpr int kRowsM = CM * Geo<T>::kS;
+  // per warp: in[2], y1[2], dz[2], dy, da ([C] rows each), gh, dh ([CM] rows)
+  static constexpr int kWarpElems = 8 * kRows + 2 * kRowsM;
+  static constexpr int kW1 = 0;                                  // B(i, k) = W1[k][i]
+  static constexpr int kW2 = kW1 + BFrag<T, C, CM>::kWords;      // B(i, k) = W2[i][k]
+  static constexpr int kW1n = kW2 + BFrag<T, C, CM>::kWords;     // B(k, i) = W1[k][i]
+  static constexpr int kWSkip = kW1n + BFrag<T, CM, C>::kWords;  // B(i, j) = W_skip[i][j]
+  static constexpr int kWords = kWSkip + BFrag<T, C, C>::kWords;
+  static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
+  static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
+  static_assert(kTileBytes >= sizeof(float) * kWarps * Shape<C, CM>::kEntries,
+                "the CTA's reduction reuses the tiles");
+};
+
+template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid>
+__global__ void __launch_bounds__(kThreads, 2)
+    backward_tc(const T* __restrict__ dz, const T* __restrict__ in, const T* __restrict__ y1,
+                T* __restrict__ da, T* __restrict__ ds, int64_t n, int64_t tiles_per_batch,
+                int64_t tiles, bool vec_ok, BlockTailWeights w, float* __restrict__ partial) {
+  using L = BwdSmem<T, C, CM>;
+  using S = Shape<C, CM>;
+  constexpr int R = L::kRows, RM = L::kRowsM;
+  extern __shared__ float4 smem4[];
+  T* tiles_sm = reinterpret_cast<T*>(smem4);
+  uint32_t* fr = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(smem4) + L::kTileBytes);
+  float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
+  float* sgate = sb1 + CM;
+  build_bfrag<T, C, CM>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
+  build_bfrag<T, C, CM>(fr + L::kW2, [&](int k, int nn) { return w.w2[k * CM + nn]; });
+  build_bfrag<T, CM, C>(fr + L::kW1n, [&](int k, int nn) { return w.w1[k * C + nn]; });
+  build_bfrag<T, C, C>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[k * C + nn]; });
+  for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
+  for (int i = threadIdx.x; i < C; i += blockDim.x) sgate[i] = w.gate[i];
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  T* ws = tiles_sm + warp * L::kWarpElems;
+  // (stage st of the inputs: in, y1, dz at ws + (0, 2, 4 + st) * R)
+  const auto s_in = [&](int st) { return ws + st * R; };
+  const auto s_y1 = [&](int st) { return ws + (2 + st) * R; };
+  const auto s_dz = [&](int st) { return ws + (4 + st) * R; };
+  T* s_dy = ws + 6 * R;
+  T* s_da = ws + 7 * R;
+  T* s_gh = ws + 8 * R;
+  T* s_dh = s_gh + RM;
+
+  float acc_s[C / 16][C / 8][4] = {};   // dW_skip[i][j] = sum dy1_i a_j
+  float acc_1[CM / 16][C / 8][4] = {};  // dW1[k][i] = sum dh_k act(y1)_i
+  float acc_2[C / 16][CM / 8][4] = {};  // dW2[i][k] = sum dz_i GELU(h)_k
+  float acc_b2[C / 8][2] = {}, acc_gate[C / 8][2] = {}, acc_b1[CM / 8][2] = {};
+
+  const int64_t nw = int64_t{gridDim.x} * kWarps;
+  int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
+  if (tile < tiles) {
+    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    tile_in<T, C>(s_in(0), in, r, n, lane);
+    tile_in<T, C>(s_y1(0), y1, r, n, lane);
+    tile_in<T, C>(s_dz(0), dz, r, n, lane);
+  }
+  cp_async_commit();
+  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
+    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    if (tile + nw < tiles) {
+      const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
+      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane);
+      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane);
+      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    T* const s_a = s_in(st);   // a, in place of x when gelu_input
+    T* const s_g1 = s_y1(st);  // act(y1), in place of y1
+    const T* const s_dzc = s_dz(st);
+#pragma unroll 1
+    for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
+      // Points past the end read zeros: with dz = 0 they add nothing to any gradient.
+      float av[C / 8][4], dzv[C / 8][4], g1[C / 8][4], d1[C / 8][4];
+      load_acc<T, C>(s_a, r0, lane, av);
+      if (kGeluIn) {
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) av[j][e] = round_to<T>(gelu_fast(av[j][e]));
+        store_acc<T, C>(s_a, r0, lane, av);
+      }
+      load_acc<T, C>(s_dzc, r0, lane, dzv);
+      load_acc<T, C>(s_g1, r0, lane, g1);
+      if (kGeluMid) {
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            gelu_and_grad_fast(g1[j][e], g1[j][e], d1[j][e]);
+            g1[j][e] = round_to<T>(g1[j][e]);
+          }
+        store_acc<T, C>(s_g1, r0, lane, g1);
+      }
+      // Hidden layer h = W1 g1 + b1, recomputed; dh = GELU'(h) * W2^T dz.
+      float h[CM / 8][4], dh[CM / 8][4] = {};
+      fill_cols<CM>(sb1, lane, h);
+      mm<T, C, CM>(h, g1, fr + L::kW1, lane);
+      mm<T, C, CM>(dh, dzv, fr + L::kW2, lane);
+#pragma unroll
+      for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float gh, dgh;
+          gelu_and_grad_fast(h[j][e], gh, dgh);
+          h[j][e] = gh;
+          dh[j][e] = round_to<T>(dh[j][e] * dgh);
+        }
+      store_acc<T, CM>(s_gh, r0, lane, h);
+      store_acc<T, CM>(s_dh, r0, lane, dh);
+#pragma unroll
+      for (int j = 0; j < CM / 8; ++j) {
+        acc_b1[j][0] += dh[j][0] + dh[j][2];
+        acc_b1[j][1] += dh[j][1] + dh[j][3];
+      }
+      // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
+      float dy[C / 8][4] = {};
+      mm<T, CM, C>(dy, dh, fr + L::kW1n, lane);
+#pragma unroll
+      for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (kGeluMid) dy[j][e] *= d1[j][e];
+          dy[j][e] = round_to<T>(dy[j][e]);
+        }
+      store_acc<T, C>(s_dy, r0, lane, dy);
+      // da = W_skip^T dy1 + gate * dz
+      float dav[C / 8][4];
+      fill_cols<C>(sgate, lane, dav);
+#pragma unroll
+      for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
+        acc_b2[j][0] += dzv[j][0] + dzv[j][2];
+        acc_b2[j][1] += dzv[j][1] + dzv[j][3];
+        acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
+        acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
+      }
+      mm<T, C, C>(dav, dy, fr + L::kWSkip, lane);
+      store_acc<T, C>(s_da, r0, lane, dav);
+      __syncwarp();
+      // The weight gradients over these 16 points.
+      mm_points<T, C, C>(acc_s, s_dy, s_a, r0, lane);
+      mm_points<T, CM, C>(acc_1, s_dh, s_g1, r0, lane);
+      mm_points<T, C, CM>(acc_2, s_dzc, s_gh, r0, lane);
+      __syncwarp();
+    }
+    tile_out<T, C>(ds, s_dy, r, n, lane);
+    tile_out<T, C>(da, s_da, r, n, lane);
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+
+  // The vector gradients: sum over the lanes' rows (g), a fixed tree.
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        acc_b2[j][e] += __shfl_xor_sync(0xffffffffu, acc_b2[j][e], off);
+        acc_gate[j][e] += __shfl_xor_sync(0xffffffffu, acc_gate[j][e], off);
+      }
+#pragma unroll
+    for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) acc_b1[j][e] += __shfl_xor_sync(0xffffffffu, acc_b1[j][e], off);
+  }
+  // Each warp's sums in the workspace's entry order, then the CTA's, warp by warp.
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(smem4);
+  float* mine = red + warp * S::kEntries;
+  constexpr int kOffW1 = C * C, kOffB1 = kOffW1 + CM * C, kOffW2 = kOffB1 + CM,
+                kOffB2 = kOffW2 + C * CM, kOffGate = kOffB2 + C;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int dr = (e >> 1) * 8, dc = e & 1;
+#pragma unroll
+    for (int mt = 0; mt < C / 16; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < C / 8; ++nt)
+        mine[(16 * mt + g + dr) * C + 8 * nt + 2 * t + dc] = acc_s[mt][nt][e];
+#pragma unroll
+    for (int mt = 0; mt < CM / 16; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < C / 8; ++nt)
+        mine[kOffW1 + (16 * mt + g + dr) * C + 8 * nt + 2 * t + dc] = acc_1[mt][nt][e];
+#pragma unroll
+    for (int mt = 0; mt < C / 16; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < CM / 8; ++nt)
+        mine[kOffW2 + (16 * mt + g + dr) * CM + 8 * nt + 2 * t + dc] = acc_2[mt][nt][e];
+  }
+  if (g == 0) {
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        mine[kOffB2 + 8 * j + 2 * t + e] = acc_b2[j][e];
+        mine[kOffGate + 8 * j + 2 * t + e] = acc_gate[j][e];
+      }
+#pragma unroll
+    for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) mine[kOffB1 + 8 * j + 2 * t + e] = acc_b1[j][e];
+  }
+  __syncthreads();
+  float* out = partial + int64_t{blockIdx.x} * S::kEntries;
+  for (int e = threadIdx.x; e < S::kEntries; e += blockDim.x) {
+    float v = red[e];
+#pragma unroll
+    for (int k = 1; k < kWarps; ++k) v += red[k * S::kEntries + e];
+    out[e] = v;
+  }
+}
+
+}  // namespace tc
+
 // ---------------------------------------------------------------------------
 // Launchers
 // ---------------------------------------------------------------------------
@@ -490,8 +1156,101 @@ struct Backward {
     return cudaGetLastError();
   }
 
-  static int64_t workspace(int64_t points) {
-    return Shape<C, CM>::kEntries * blocks_for(points, kBwdThreads, backward_per_sm<C, CM>());
+  static int64_t blocks(int64_t points) {
+    return blocks_for(points, kBwdThreads, backward_per_sm<C, CM>());
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Tensor-core launchers
+// ---------------------------------------------------------------------------
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <typename T>
+int64_t tc_tiles_per_batch(int64_t n) {
+  return (n + tc::Geo<T>::kWP - 1) / tc::Geo<T>::kWP;
+}
+
+// The backward's CTAs: two per multiprocessor (shared memory), fewer on small inputs.
+constexpr int kTcBackwardPerSm = 2;
+template <typename T>
+int64_t tc_backward_blocks(int64_t batch, int64_t n) {
+  const int64_t tiles = batch * tc_tiles_per_batch<T>(n);
+  return std::max<int64_t>(1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps,
+                                                int64_t{device_sms()} * kTcBackwardPerSm));
+}
+
+template <typename T, int C, int CM>
+struct ForwardTc {
+  using L = tc::FwdSmem<T, C, CM>;
+  template <bool kGeluMid>
+  static int occupancy() {
+    static const int per_sm = [] {
+      auto kernel = tc::forward_tc<T, C, CM, kGeluMid>;
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(L::kBytes)) != cudaSuccess)
+        return 0;
+      int blocks = 0;
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, tc::kThreads, L::kBytes);
+      return std::max(blocks, 1);
+    }();
+    return per_sm;
+  }
+  static int run(const void* a, const void* s, void* z, void* y1, int64_t batch, int64_t n,
+                 const BlockTailWeights& w, bool gelu_mid, cudaStream_t stream) {
+    const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
+    if (tiles == 0) return cudaSuccess;
+    const int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
+    if (per_sm == 0) return cudaErrorInvalidConfiguration;
+    const int64_t blocks = std::max<int64_t>(
+        1,
+        std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
+    const bool vec =
+        n % tc::Geo<T>::kVec == 0 && aligned16(a) && aligned16(s) && aligned16(z) && aligned16(y1);
+    auto kernel = gelu_mid ? tc::forward_tc<T, C, CM, true> : tc::forward_tc<T, C, CM, false>;
+    kernel<<<static_cast<unsigned>(blocks), tc::kThreads, L::kBytes, stream>>>(
+        static_cast<const T*>(a), static_cast<const T*>(s), static_cast<T*>(z), static_cast<T*>(y1),
+        n, tpb, tiles, vec, w);
+    return cudaGetLastError();
+  }
+};
+
+template <typename T, int C, int CM>
+struct BackwardTc {
+  using L = tc::BwdSmem<T, C, CM>;
+  template <bool kGeluIn, bool kGeluMid>
+  static int launch(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t n,
+                    int64_t tpb, int64_t tiles, bool vec, int blocks, const BlockTailWeights& w,
+                    float* workspace, cudaStream_t stream) {
+    auto kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid>;
+    static const cudaError_t attr = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes));
+    if (attr != cudaSuccess) return attr;
+    kernel<<<blocks, tc::kThreads, L::kBytes, stream>>>(
+        static_cast<const T*>(dz), static_cast<const T*>(in), static_cast<const T*>(y1),
+        static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec, w, workspace);
+    return cudaGetLastError();
+  }
+
+  static int run(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t batch,
+                 int64_t n, const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
+                 bool gelu_mid, float* workspace, cudaStream_t stream) {
+    const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
+    constexpr int entries = Shape<C, CM>::kEntries;
+    const int blocks = static_cast<int>(tc_backward_blocks<T>(batch, n));
+    if (tiles > 0) {
+      const bool vec = n % tc::Geo<T>::kVec == 0 && aligned16(dz) && aligned16(in) &&
+                       aligned16(y1) && aligned16(da) && aligned16(ds);
+      const auto f = gelu_input ? (gelu_mid ? &launch<true, true> : &launch<true, false>)
+                                : (gelu_mid ? &launch<false, true> : &launch<false, false>);
+      if (const int err = f(dz, in, y1, da, ds, n, tpb, tiles, vec, blocks, w, workspace, stream))
+        return err;
+    } else {
+      cudaMemsetAsync(workspace, 0, sizeof(float) * entries, stream);
+    }
+    reduce_partials_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(
+        workspace, tiles > 0 ? blocks : 1, entries, C, CM, g);
+    return cudaGetLastError();
   }
 };
 
@@ -506,15 +1265,19 @@ int by_shape(int64_t channels, int64_t mid, Args&&... args) {
   return cudaErrorInvalidValue;
 }
 
-template <template <typename, int, int> class Op, typename... Args>
-int dispatch(Dtype dtype, int64_t channels, int64_t mid, Args&&... args) {
+// fp32 activations run the FFMA kernels (exact fp32 products) unless TF32 is
+// allowed; bf16 and half always run the tensor-core kernels.
+template <template <typename, int, int> class Op, template <typename, int, int> class OpTc,
+          typename... Args>
+int dispatch(Dtype dtype, bool allow_tf32, int64_t channels, int64_t mid, Args&&... args) {
   switch (dtype) {
     case Dtype::kFloat:
-      return by_shape<Op, float>(channels, mid, std::forward<Args>(args)...);
+      return allow_tf32 ? by_shape<OpTc, float>(channels, mid, std::forward<Args>(args)...)
+                        : by_shape<Op, float>(channels, mid, std::forward<Args>(args)...);
     case Dtype::kBFloat16:
-      return by_shape<Op, __nv_bfloat16>(channels, mid, std::forward<Args>(args)...);
+      return by_shape<OpTc, __nv_bfloat16>(channels, mid, std::forward<Args>(args)...);
     case Dtype::kHalf:
-      return by_shape<Op, __half>(channels, mid, std::forward<Args>(args)...);
+      return by_shape<OpTc, __half>(channels, mid, std::forward<Args>(args)...);
   }
   return cudaErrorInvalidValue;
 }
@@ -525,22 +1288,29 @@ bool block_tail_supported(int64_t channels, int64_t mid) { return channels == 32
 
 int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void* y1, int64_t batch,
                        int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
-                       bool gelu_mid, void* stream) {
-  return dispatch<Forward>(dtype, channels, mid, a, s, z, y1, batch, n, w, gelu_mid,
-                           static_cast<cudaStream_t>(stream));
+                       bool gelu_mid, void* stream, bool allow_tf32) {
+  return dispatch<Forward, ForwardTc>(dtype, allow_tf32, channels, mid, a, s, z, y1, batch, n, w,
+                                      gelu_mid, static_cast<cudaStream_t>(stream));
 }
 
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n) {
-  if (channels == 32 && mid == 16) return Backward<float, 32, 16>::workspace(batch * n);
+  if (channels == 32 && mid == 16) {
+    // Enough for either kernel (fp32 tiles are the narrowest: the most CTAs).
+    const int64_t blocks =
+        std::max({Backward<float, 32, 16>::blocks(batch * n), tc_backward_blocks<float>(batch, n),
+                  tc_backward_blocks<__nv_bfloat16>(batch, n)});
+    return Shape<32, 16>::kEntries * blocks;
+  }
   return 0;
 }
 
 int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void* y1, void* da,
                         void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
                         const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
-                        bool gelu_mid, float* workspace, void* stream) {
-  return dispatch<Backward>(dtype, channels, mid, dz, in, y1, da, ds, batch, n, w, g, gelu_input,
-                            gelu_mid, workspace, static_cast<cudaStream_t>(stream));
+                        bool gelu_mid, float* workspace, void* stream, bool allow_tf32) {
+  return dispatch<Backward, BackwardTc>(dtype, allow_tf32, channels, mid, dz, in, y1, da, ds, batch,
+                                        n, w, g, gelu_input, gelu_mid, workspace,
+                                        static_cast<cudaStream_t>(stream));
 }
 
 const char* error_string(int error) { return cudaGetErrorString(static_cast<cudaError_t>(error)); }

@@ -6,7 +6,11 @@
 // Layout: every activation is [B, C, N] contiguous (N = the flattened grid);
 // channel c of grid point (b, n) is at (b * C + c) * N + n, a 64-bit offset.
 // Precision: activations in `dtype`, weights, biases, the gate and every
-// weight gradient in fp32; all arithmetic in fp32.
+// weight gradient in fp32, accumulation in fp32. fp32 activations: fp32 FFMA
+// products, or TF32 tensor cores where the caller allows TF32 (allow_tf32).
+// bf16 and half activations: tensor-core products (mma.sync) with the weights
+// rounded to the activations' type (as the LibTorch path casts them) and the
+// per-point intermediates rounded to it as stored tensors would be.
 #pragma once
 
 #include <cstddef>
@@ -46,10 +50,10 @@ struct BlockTailGrads {
 /// Returns a cudaError_t (0 on success).
 int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void* y1, int64_t batch,
                        int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
-                       bool gelu_mid, void* stream);
+                       bool gelu_mid, void* stream, bool allow_tf32 = false);
 
 /// Floats of workspace the backward needs on this device for this shape (the
-/// per-CTA partial gradients).
+/// per-CTA partial gradients), whatever the dtype and allow_tf32.
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n);
 
 /// The gradients of block_tail: from dz and the stored input (x when
@@ -60,7 +64,7 @@ int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t m
 int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void* y1, void* da,
                         void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
                         const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
-                        bool gelu_mid, float* workspace, void* stream);
+                        bool gelu_mid, float* workspace, void* stream, bool allow_tf32 = false);
 
 /// cudaGetErrorString.
 const char* error_string(int error);
