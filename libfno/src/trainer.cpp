@@ -103,6 +103,18 @@ void make_dirs(const std::string& path) {
   }
 }
 
+// MemAvailable of /proc/meminfo in bytes (0 when unknown).
+int64_t host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -294,6 +306,13 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   if (needs_loss_scaling(s.precision)) s.scaler = std::make_unique<GradScaler>(GradScalerOptions(), s.device);
   {
     OffloadSettings offload = offload_settings(c);
+    if (s.group && s.group->local_size() > 1 && offload.options.host_memory_limit() == 0) {
+      // The ranks of a machine share its pinned host memory: without a limit
+      // each takes an equal share of three quarters of what is available now
+      // (beyond it, activations stay on the GPU; auto measures that).
+      const int64_t share = host_available_bytes() * 3 / 4 / s.group->local_size();
+      if (share > 0) offload.options.host_memory_limit(share);
+    }
     if (offload.policy == "auto" && !s.device.is_cuda()) {
       // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
       std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
