@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
                    static_cast<long long>(epoch));
     }
     const auto metrics = trainer.train();
+    if (trainer.rank() != 0) return 0;  // rank 0 reports and writes
     for (const auto& [k, v] : metrics) std::printf("%s %.6f\n", k.c_str(), v);
     std::printf("wrote %s\n", run_dir.c_str());
     return 0;

@@ -345,6 +345,8 @@ int64_t Trainer::n_params() const { return count_params(*s_->model); }
 
 const RunConfig& Trainer::config() const { return s_->cfg; }
 
+int64_t Trainer::rank() const { return s_->rank; }
+
 std::string Trainer::describe() const {
   const auto& s = *s_;
   std::ostringstream o;
@@ -742,8 +744,8 @@ std::map<std::string, double> Trainer::train() {
         save_latest(epoch - 1, static_cast<int64_t>(b + 1), l, k);
         throw Interrupted(sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
                                    " in epoch " + std::to_string(epoch) + " after batch " +
-                                   std::to_string(b + 1) + "; checkpoint written; continue with --resume " +
-                                   s.run_dir);
+                                   std::to_string(b + 1) + (s.main() ? "; checkpoint written" : "; rank 0 wrote the checkpoint") +
+                                   "; continue with --resume " + s.run_dir);
       }
       if (bar) {
         const int width = 30;

@@ -76,6 +76,8 @@ class Trainer {
 
   int64_t n_params() const;
   const RunConfig& config() const;
+  /// This process's rank under torchrun (0 alone); rank 0 writes the run directory.
+  int64_t rank() const;
   /// One line: device, model, data sizes, optimizer and schedule.
   std::string describe() const;
 
