@@ -50,7 +50,8 @@ struct H5Id {
 /// Redirects file descriptor 2 (std::cerr, HDF5's error printing) to a file.
 class CaptureStderr {
  public:
-  CaptureStderr() : file_(out_path("hdf5_stderr.txt")) {
+  // One file per process: CTest runs test cases as parallel processes.
+  CaptureStderr() : file_(out_path("hdf5_stderr." + std::to_string(::getpid()) + ".txt")) {
     std::cerr.flush();
     std::fflush(stderr);
     saved_ = ::dup(2);
