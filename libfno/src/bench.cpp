@@ -127,6 +127,19 @@ struct Runner {
         if (!scaler || scaler->unscale(model->parameters())) optimizer->step();
         if (scaler) scaler->update();
       };
+      // One step, timed from an idle GPU to an idle GPU, in ms.
+      const auto timed_one = [&] {
+        torch::cuda::synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        one();
+        torch::cuda::synchronize();
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+            .count();
+      };
+      const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
       if (group) {
         // Several ranks: first one GPU alone (rank 0's steps without the
         // all-reduce, the other ranks waiting), the baseline of the scaling.
@@ -135,17 +148,8 @@ struct Runner {
         if (group->is_main()) {
           for (int64_t i = 0; i < warmup; ++i) one();
           std::vector<double> ms1;
-          for (int64_t i = 0; i < timed; ++i) {
-            torch::cuda::synchronize();
-            const auto t0 = std::chrono::steady_clock::now();
-            one();
-            torch::cuda::synchronize();
-            ms1.push_back(
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count());
-          }
-          std::sort(ms1.begin(), ms1.end());
-          row.ms_per_step_one_gpu = ms1[ms1.size() / 2];
+          for (int64_t i = 0; i < timed; ++i) ms1.push_back(timed_one());
+          row.ms_per_step_one_gpu = median(ms1);
         }
         group->barrier();
         row.ms_per_step_one_gpu =
@@ -161,12 +165,7 @@ struct Runner {
       for (int64_t i = 0; i < timed; ++i) {
         const bool record = !o.timeline_dir.empty() && i == timed - 1;
         if (record) step.record_next_timeline();
-        const auto t0 = std::chrono::steady_clock::now();
-        one();
-        torch::cuda::synchronize();
-        ms.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count());
+        ms.push_back(timed_one());
         const auto& st = step.last_stats();
         sum.bytes_offloaded += st.bytes_offloaded;
         sum.bytes_prefetched += st.bytes_prefetched;
@@ -192,8 +191,7 @@ struct Runner {
         prof::disableProfiler()->save(o.trace_path);
         traced = true;
       }
-      std::sort(ms.begin(), ms.end());
-      row.ms_per_step = ms[ms.size() / 2];
+      row.ms_per_step = median(ms);
       if (group) {
         // The ranks step together; the slowest rank's median counts.
         std::vector<double> all(static_cast<size_t>(group->size()), 0.0);

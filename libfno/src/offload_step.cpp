@@ -181,11 +181,15 @@ struct OffloadedStep::Impl {
   double plan_seconds = 0;  // of the last auto search
   int64_t pinned_seen = 0;  // the pinned pool's largest size seen in a trial
   std::function<void(const std::string&)> before_final_backward;
+  std::string plan_key_text;  // shape and plan, for before_final_backward; made once per plan
 
   void final_backward(const at::Tensor& l, bool notify) {
     if (notify && before_final_backward) {
-      before_final_backward(c10::str(l.device(), " ", shape, " ", plan.to_string(stages),
-                                     " micro-batches ", plan.micro_batches));
+      if (plan_key_text.empty()) {
+        plan_key_text = c10::str(l.device(), " ", shape, " ", plan.to_string(stages),
+                                 " micro-batches ", plan.micro_batches);
+      }
+      before_final_backward(plan_key_text);
     }
     l.backward();
   }
@@ -261,6 +265,7 @@ struct OffloadedStep::Impl {
   void make_plan(const StepBatch& b) {
     const auto& x = b.x;
     shape = x.sizes().vec();
+    plan_key_text.clear();
     stages = fno_stages(model, x.sizes().slice(2).vec());
     if (policy.kind != offload::Policy::Kind::kAuto) {
       plan = offload::plan_for_policy(policy, stages, std::min(settings.chunks, x.size(0)));

@@ -569,7 +569,9 @@ std::map<std::string, double> Trainer::train() {
   const bool plain = s.main() && (c.progress == "plain" || (c.progress == "auto" && !tty));
 
   auto evaluate = [&]() {
-    std::map<std::string, double> metrics;
+    // Each metric's sum over its set (this rank's share) and the set's size.
+    std::vector<std::string> keys;
+    std::vector<double> sums_all, sizes;
     torch::NoGradGuard no_grad;
     s.model->eval();
     for (const auto& e : s.tests) {
@@ -591,12 +593,15 @@ std::map<std::string, double> Trainer::train() {
         }
       }
       for (const auto& [name, fn] : eval_losses) {
-        double sum = sums.count(name) ? sums[name].item<double>() : 0.0;
-        if (s.group) sum = s.group->all_reduce_sum(std::vector<double>{sum})[0];
-        metrics[e.name + "_" + name] = sum / static_cast<double>(m);
+        keys.push_back(e.name + "_" + name);
+        sums_all.push_back(sums.count(name) ? sums[name].item<double>() : 0.0);
+        sizes.push_back(static_cast<double>(m));
       }
     }
     s.model->train();
+    if (s.group) sums_all = s.group->all_reduce_sum(sums_all);  // one collective for all
+    std::map<std::string, double> metrics;
+    for (size_t k = 0; k < keys.size(); ++k) metrics[keys[k]] = sums_all[k] / sizes[k];
     return metrics;
   };
 

@@ -32,6 +32,15 @@ launch() {
     "$bin" "$@" > "$out.out" 2> "$out.err" &
 }
 
+# first_epoch DIR: waits (up to 60 s) until DIR's first epoch is logged: every
+# rank is training. It polls often: a GPU epoch of the seed config takes 0.5 s.
+first_epoch() {
+  for _ in $(seq 1 3000); do
+    [ -s "$1/metrics.jsonl" ] && return
+    sleep 0.02
+  done
+}
+
 # metrics_close A B TOL: every number of every line of A's metrics.jsonl is
 # within TOL (relative) of B's, except seconds and peak memory.
 metrics_close() {
@@ -84,10 +93,7 @@ for victim in 1 0; do
   r0=$!
   launch "$(port $((2 + victim)))" 2 1 "$work/kill${victim}_r1" --out "$work/kill$victim" "${long[@]}"
   r1=$!
-  for _ in $(seq 1 600); do  # until an epoch is done: both ranks are training
-    [ -s "$work/kill$victim/metrics.jsonl" ] && break
-    sleep 0.1
-  done
+  first_epoch "$work/kill$victim"
   pids=("$r0" "$r1")
   kill -9 "${pids[$victim]}"
   t0=$(now_ms)
@@ -110,10 +116,7 @@ launch "$(port 4)" 2 0 "$work/hang_r0" --out "$work/hang" "${long[@]}" --set dis
 r0=$!
 launch "$(port 4)" 2 1 "$work/hang_r1" --out "$work/hang" "${long[@]}" --set distributed.timeout_s=10
 r1=$!
-for _ in $(seq 1 600); do
-  [ -s "$work/hang/metrics.jsonl" ] && break
-  sleep 0.1
-done
+first_epoch "$work/hang"
 kill -STOP "$r1"
 t0=$(now_ms)
 rc=0
@@ -139,10 +142,7 @@ r0=$!
 launch "$(port 5)" 2 1 "$work/term_r1" --config "$seed" --out "$work/term" "${common[@]}" \
   --set training.epochs=100 --set data.batch_size=16
 r1=$!
-for _ in $(seq 1 2000); do
-  [ -s "$work/term/metrics.jsonl" ] && break
-  sleep 0.02
-done
+first_epoch "$work/term"
 kill -TERM "$r0"
 rc0=0 rc1=0
 wait "$r0" || rc0=$?
