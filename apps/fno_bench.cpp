@@ -75,10 +75,10 @@ int main(int argc, char** argv) {
   app.add_option("--grid-max", o.grid_max, "upper end of that search")->check(CLI::PositiveNumber);
   app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")
       ->check(CLI::NonNegativeNumber);
-  int64_t inflight_mib = o.max_inflight_bytes >> 20;
+  std::string inflight_mib = "auto";
   app.add_option("--max-inflight-mib", inflight_mib,
-                 "device-to-host MiB in flight before forward waits (back-pressure)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+                 "device-to-host MiB in flight before forward waits (back-pressure), or auto: "
+                 "1024, grown after steps whose forward waited (the fixed policies)");
   app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--compress", o.compress,
@@ -107,7 +107,11 @@ int main(int argc, char** argv) {
   try {
     for (const auto& p : o.policies) fno::offload::parse_policy(p);
     fno::offload::parse_compress(o.compress);
-    o.max_inflight_bytes = inflight_mib << 20;
+    try {
+      o.max_inflight_bytes = fno::parse_inflight_mib(inflight_mib) << 20;
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--max-inflight-mib: ") + e.what());
+    }
     if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
     if (!budget.empty()) o.gpu_memory_limit = fno::offload::parse_bytes(budget);
   } catch (const std::invalid_argument& e) {

@@ -16,6 +16,8 @@
 #   offload2048  2048^2, batch 8: recompute/8, recompute+offload/8, auto 16 GiB
 #   largest      the largest batch-8 grid auto trains under --cap 16GiB
 #   inflight2048 recompute/8 and recompute+offload/8 at 2048^2 under three back-pressure windows
+#   ro2048       recompute/8 and recompute+offload/8 at 2048^2: learning window and fixed 1 GiB
+#   paper_timing fno_bench on configs/darcy_paper_s{211,421}.yaml (batch 20, none)
 #   compress     the Darcy seed run, every activation offloaded: lossless vs bf16
 #   timelines    one step's memory timeline at 1024^2 for none, all, r+o, auto
 #   study        bench/resolution_study.sh (128^2 .. 2048^2: none, auto, auto 8 GiB)
@@ -119,6 +121,25 @@ run_suite() {
           > /dev/null 2>> "$out/inflight2048.log"
       done
       grep -h '^fno_bench' "$out/inflight2048.log" | cut -c1-260 | tee -a "$summary"
+      ;;
+    ro2048)
+      # issue 12, bar 6: recompute+offload/8 against recompute/8 at 2048^2, batch 8,
+      # with the learning back-pressure window (auto, the default) and a fixed 1 GiB one
+      "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 3 --policies recompute,recompute+offload \
+        --chunks 8 --json "$out/ro2048_auto.json" --csv "$out/ro2048_auto.csv" \
+        > /dev/null 2> "$out/ro2048.log"
+      "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 3 --policies recompute+offload \
+        --chunks 8 --max-inflight-mib 1024 --json "$out/ro2048_fixed1024.json" \
+        > /dev/null 2>> "$out/ro2048.log"
+      grep -h '^fno_bench\|^  ' "$out/ro2048.log" | cut -c1-300 | tee -a "$summary"
+      ;;
+    paper_timing)
+      # issue 15: the step of the FNO paper's configs at s = 211 and 421 (batch 20)
+      for s in 211 421; do
+        "$bench" --config configs/darcy_paper_s$s.yaml --resolutions $s --batches 20 --steps 5 \
+          --warmup 2 --policies none --json "$out/paper_s$s.json" > /dev/null 2> "$out/paper_s$s.log"
+        grep -h '^fno_bench\|^  ' "$out/paper_s$s.log" | cut -c1-200 | tee -a "$summary"
+      done
       ;;
     compress)
       for c in none bf16; do

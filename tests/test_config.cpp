@@ -99,6 +99,24 @@ TEST_CASE("bad configs name the file, the line and the key") {
   check_error("model:\n  hidden_channels: 8\n", "data.train_file: missing");
   check_error("data:\n  train_file: t.pt\ndevice:\n  name: tpu\n", "device.name: unknown value 'tpu'");
   check_error("data: 5\n", "data: expected a mapping of keys");
+  check_error("data:\n  train_file: t.pt\noffload:\n  max_inflight_mib: lots\n",
+              "cfg.yaml:4: offload.max_inflight_mib: expected auto or a whole number of MiB in [1, "
+              "2^30], got 'lots'");
+  check_error("data:\n  train_file: t.pt\noffload:\n  max_inflight_mib: 0\n",
+              "offload.max_inflight_mib: expected auto or a whole number of MiB in [1, 2^30], got '0'");
+}
+
+TEST_CASE("offload.max_inflight_mib is auto (0) by default, or a number of MiB") {
+  CHECK(fno::parse_config(kValid, "cfg.yaml").max_inflight_mib == 0);
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=2048"}).max_inflight_mib ==
+        2048);
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=auto"}).max_inflight_mib ==
+        0);
+  CHECK(fno::parse_inflight_mib("16384") == 16384);
+  for (const std::string bad : {"", "1.5", "-3", "12MiB", "2000000000"}) {
+    INFO("text '", bad, "'");
+    CHECK_THROWS_AS(fno::parse_inflight_mib(bad), std::invalid_argument);
+  }
 }
 
 TEST_CASE("errors quoting user input stay on one line") {

@@ -145,6 +145,52 @@ TEST_CASE("GPU: a reload waits for its own copy to the host (deep prefetch, ever
   }
 }
 
+TEST_CASE("GPU: the in-flight window learns until forward stops waiting on the link") {
+  torch::manual_seed(5);
+  // Large activations and little compute: forward makes bytes far faster than
+  // the link drains them, so a 1 MiB window holds it back.
+  fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 24).n_layers(4));
+  model->to(torch::kCUDA);
+  const auto x = torch::randn({6, 1, 192, 160}, torch::kCUDA);
+  const auto w = torch::rand({6, 1, 192, 160}, torch::kCUDA);
+  const auto ref = run_step(model, x, w, nullptr, nullptr);
+  const auto stages = fno::fno_stages(model, {192, 160});
+  const int64_t limit = int64_t{4} << 30;
+  Offloader off(OffloadOptions()
+                    .min_bytes(0)
+                    .max_inflight_bytes(int64_t{1} << 20)
+                    .inflight_memory_limit(limit));
+  off.exclude(*model);
+  const auto plan = fno::offload::plan_for_policy(fno::offload::parse_policy("all"), stages, 1);
+  std::vector<fno::offload::StepStats> steps;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto got = run_step(model, x, w, &plan, &off);
+    for (const auto& kv : ref.grads) {
+      INFO("step ", rep, ", gradient of ", kv.first);
+      CHECK(rel_err(got.grads.at(kv.first), kv.second) <= 1e-5);
+    }
+    MESSAGE("step ", rep, ": window ", fno::offload::format_bytes(got.stats.inflight_window),
+            ", forward waited ", got.stats.forward_wait_ms, " ms (GPU idle ",
+            got.stats.forward_stall_ms, " ms), peak ",
+            fno::offload::format_bytes(got.stats.peak_allocated));
+    CHECK(got.stats.peak_allocated <= limit);
+    steps.push_back(got.stats);
+  }
+  CHECK(steps[0].inflight_window == int64_t{1} << 20);
+  CHECK(steps[0].forward_wait_ms > 0);
+  CHECK(steps[0].forward_stall_ms > 0);
+  CHECK(steps[0].forward_stall_ms <= steps[0].forward_wait_ms + 1.0);
+  CHECK(steps[1].inflight_window > steps[0].inflight_window);
+  CHECK(off.inflight_window() >= steps[3].inflight_window);
+  // Once learned, the GPU stalls a fraction of what it stalled at 1 MiB.
+  CHECK(steps[3].forward_stall_ms < 0.5 * steps[0].forward_stall_ms);
+  // A fixed window (no limit) never moves.
+  Offloader fixed(OffloadOptions().min_bytes(0).max_inflight_bytes(int64_t{1} << 20));
+  fixed.exclude(*model);
+  for (int rep = 0; rep < 2; ++rep) run_step(model, x, w, &plan, &fixed);
+  CHECK(fixed.inflight_window() == int64_t{1} << 20);
+}
+
 TEST_CASE("GPU: views of one storage (transposed, sliced) each come back as their own view") {
   torch::manual_seed(6);
   const auto x =

@@ -543,6 +543,42 @@ TEST_CASE("offload policies and memory sizes parse, with errors naming the value
   CHECK(fno::offload::format_bytes(int64_t{3} << 30) == "3.00 GiB");
 }
 
+TEST_CASE("the in-flight window grows by what the link drained while the GPU waited for forward") {
+  using fno::offload::grown_inflight_window;
+  constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
+  fno::offload::StepStats st;
+  st.bytes_offloaded = 20 * kGiB;
+  st.d2h_seconds = 0.4;       // 20 GiB / 0.4 s: 50 GiB/s
+  st.forward_wait_ms = 150;   // the host's wait: the GPU still had work for 50 ms of it
+  st.forward_stall_ms = 100;  // 5 GiB drained while the GPU sat idle
+  st.peak_allocated = 18 * kGiB;
+  CHECK(grown_inflight_window(kGiB, st, 80 * kGiB) == 6 * kGiB);
+  // Within the memory limit: the step's peak plus the growth.
+  CHECK(grown_inflight_window(kGiB, st, 21 * kGiB) == 4 * kGiB);
+  CHECK(grown_inflight_window(kGiB, st, 18 * kGiB) == kGiB);
+  CHECK(grown_inflight_window(kGiB, st, 10 * kGiB) == kGiB);  // never shrinks
+  // No limit (learning off), no wait, or nothing measured on the link: unchanged.
+  CHECK(grown_inflight_window(kGiB, st, 0) == kGiB);
+  auto quiet = st;
+  quiet.forward_stall_ms = 0;  // the host waited, the GPU never ran dry
+  CHECK(grown_inflight_window(kGiB, quiet, 80 * kGiB) == kGiB);
+  auto unmeasured = st;
+  unmeasured.d2h_seconds = 0;
+  CHECK(grown_inflight_window(kGiB, unmeasured, 80 * kGiB) == kGiB);
+  // Growths under 1 MiB are dropped; others are whole MiB.
+  auto brief = st;
+  brief.forward_stall_ms = 1e-5;  // about 0.5 KiB
+  CHECK(grown_inflight_window(kGiB, brief, 80 * kGiB) == kGiB);
+  brief.forward_stall_ms = 0.1;  // about 5.1 MiB
+  CHECK(grown_inflight_window(kGiB, brief, 80 * kGiB) == kGiB + 5 * kMiB);
+  // The options check their limit, and the offloader starts from max_inflight_bytes.
+  CHECK_THROWS_WITH_AS(Offloader(sim().inflight_memory_limit(-1)),
+                       doctest::Contains("inflight_memory_limit must be >= 0, got -1"), c10::Error);
+  Offloader off(sim().max_inflight_bytes(3 * kMiB).inflight_memory_limit(kGiB));
+  CHECK(off.inflight_window() == 3 * kMiB);
+  CHECK(off.describe().find("learns") != std::string::npos);
+}
+
 TEST_CASE("policy plans: blocks:K offloads the first K stages") {
   std::vector<fno::offload::Stage> stages(6);
   for (auto& s : stages) s.chunkable = true;

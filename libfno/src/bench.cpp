@@ -71,9 +71,10 @@ struct Runner {
       st.gpu_memory_limit = o.gpu_memory_limit;
       st.options.min_bytes(o.min_bytes)
           .prefetch_depth(o.prefetch_depth)
-          .max_inflight_bytes(o.max_inflight_bytes)
+          .max_inflight_bytes(o.max_inflight_bytes > 0 ? o.max_inflight_bytes : int64_t{1} << 30)
           .max_prefetch_bytes(o.max_prefetch_bytes)
           .compress(offload::parse_compress(o.compress));
+      st.learn_inflight = o.max_inflight_bytes == 0;
       st.plan_cache_dir = o.plan_cache_dir;
       s = std::make_unique<OffloadedStep>(model, st);
     }
@@ -174,7 +175,9 @@ struct Runner {
         sum.d2h_seconds += st.d2h_seconds;
         sum.h2d_seconds += st.h2d_seconds;
         sum.forward_wait_ms += st.forward_wait_ms;
+        sum.forward_stall_ms += st.forward_stall_ms;
         sum.backward_wait_ms += st.backward_wait_ms;
+        row.inflight_window = st.inflight_window;
         if (record) write_timeline(step, policy, res, batch);
       }
       if (!o.trace_path.empty() && !traced) {
@@ -218,6 +221,7 @@ struct Runner {
         row.h2d_gbps = (sum.bytes_prefetched + sum.bytes_fetched_on_demand) / sum.h2d_seconds / 1e9;
       }
       row.forward_wait_ms = sum.forward_wait_ms / n;
+      row.forward_stall_ms = sum.forward_stall_ms / n;
       row.backward_wait_ms = sum.backward_wait_ms / n;
       row.plan = step.plan_text();
       row.estimated_peak = step.estimate().peak_bytes;
@@ -275,7 +279,12 @@ void log_row(const BenchRow& r) {
               << offload::format_bytes(r.bytes_on_demand) << "), d2h " << r.d2h_gbps
               << " GB/s busy " << r.d2h_busy_ms << " ms, h2d " << r.h2d_gbps << " GB/s busy "
               << r.h2d_busy_ms << " ms, waits " << r.forward_wait_ms << "/" << r.backward_wait_ms
-              << " ms; plan " << r.plan;
+              << " ms";
+    if (r.bytes_offloaded > 0) {
+      std::cerr << " (GPU idle " << r.forward_stall_ms << " ms in forward), window "
+                << offload::format_bytes(r.inflight_window);
+    }
+    std::cerr << "; plan " << r.plan;
     if (r.plan_seconds > 0) std::cerr << "; plan search " << r.plan_seconds << " s";
   }
   std::cerr << std::endl;
@@ -319,6 +328,10 @@ std::string describe_bench(const BenchOptions& o) {
   for (const auto& p : o.precisions) precisions += (precisions.empty() ? "" : ", ") + p;
   s << "precisions " << precisions << "\n";
   s << "steps " << o.warmup << " warm-up, " << o.steps << " timed (median); chunks " << o.chunks
+    << "\n";
+  s << "in-flight window "
+    << (o.max_inflight_bytes > 0 ? offload::format_bytes(o.max_inflight_bytes)
+                                 : std::string("auto (1 GiB, learning)"))
     << "\n";
   s << "auto budget "
     << (o.gpu_memory_limit > 0 ? offload::format_bytes(o.gpu_memory_limit) : "free memory") << "\n";
@@ -407,6 +420,8 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"d2h_busy_ms\": " << r.d2h_busy_ms << ", \"h2d_busy_ms\": " << r.h2d_busy_ms
       << ", \"forward_wait_ms\": " << r.forward_wait_ms
       << ", \"backward_wait_ms\": " << r.backward_wait_ms
+      << ", \"forward_stall_ms\": " << r.forward_stall_ms
+      << ", \"inflight_window_bytes\": " << r.inflight_window
       << ", \"estimated_peak_bytes\": " << r.estimated_peak
       << ", \"plan_seconds\": " << r.plan_seconds << ", \"world_size\": " << r.world_size
       << ", \"samples_per_s\": " << r.samples_per_s
@@ -430,7 +445,7 @@ std::string BenchResult::to_csv() const {
        "demand,"
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
        "backward_wait_ms,estimated_peak_bytes,plan_seconds,world_size,samples_per_s,"
-       "ms_per_step_one_gpu,scaling_efficiency,plan\n";
+       "ms_per_step_one_gpu,scaling_efficiency,forward_stall_ms,inflight_window_bytes,plan\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
       << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
@@ -439,7 +454,8 @@ std::string BenchResult::to_csv() const {
       << r.d2h_gbps << ',' << r.h2d_gbps << ',' << r.d2h_busy_ms << ',' << r.h2d_busy_ms << ','
       << r.forward_wait_ms << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ','
       << r.plan_seconds << ',' << r.world_size << ',' << r.samples_per_s << ','
-      << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ",\"" << r.plan << "\"\n";
+      << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ',' << r.forward_stall_ms << ','
+      << r.inflight_window << ",\"" << r.plan << "\"\n";
   }
   return c.str();
 }

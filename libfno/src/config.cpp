@@ -129,7 +129,7 @@ const std::vector<Entry>& schema() {
       {"offload.micro_batches", Kind::kInt, "1", "run each step as this many micro-batches whose gradients add up (the fixed policies; auto picks its own)", 1},
       {"offload.min_bytes", Kind::kInt, "1048576", "saved tensors smaller than this stay on the GPU", 0},
       {"offload.prefetch_depth", Kind::kInt, "1", "backward prefetches this many stages ahead", 0},
-      {"offload.max_inflight_mib", Kind::kInt, "1024", "device-to-host MiB in flight before forward waits", 1},
+      {"offload.max_inflight_mib", Kind::kString, "auto", "device-to-host MiB in flight before forward waits (the back-pressure window, held in GPU memory), or auto: the fixed policies start at 1024 and, after a step whose forward waited on the link, grow it by what the link drained meanwhile, within offload.gpu_memory_limit or 90% of the GPU memory; auto policy plans keep 1024"},
       {"offload.max_prefetch_mib", Kind::kInt, "3072", "prefetched, not yet used MiB at most", 1},
       {"offload.host_memory_limit", Kind::kString, "''", "pinned host memory at most, e.g. 64GiB ('': no limit); beyond it activations stay on the GPU"},
       {"offload.timeline", Kind::kBool, "true", "write memory_timeline.csv: the GPU memory of one training step"},
@@ -492,7 +492,14 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.micro_batches = r("offload.micro_batches").as<int64_t>();
   cfg.offload_min_bytes = r("offload.min_bytes").as<int64_t>();
   cfg.prefetch_depth = r("offload.prefetch_depth").as<int64_t>();
-  cfg.max_inflight_mib = r("offload.max_inflight_mib").as<int64_t>();
+  {
+    const char* key = "offload.max_inflight_mib";
+    try {
+      cfg.max_inflight_mib = parse_inflight_mib(r(key).as<std::string>());
+    } catch (const std::invalid_argument& e) {
+      error(value(*find_entry(key)).where, key, e.what());
+    }
+  }
   cfg.max_prefetch_mib = r("offload.max_prefetch_mib").as<int64_t>();
   cfg.offload_timeline = r("offload.timeline").as<bool>();
   cfg.offload_compress = r("offload.compress").as<std::string>();
@@ -511,6 +518,26 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.resolved_yaml = std::string(emitter.c_str()) + "\n";
   return cfg;
 }
+
+}  // namespace
+
+int64_t parse_inflight_mib(const std::string& text) {
+  if (text == "auto") return 0;
+  std::size_t used = 0;
+  int64_t mib = 0;
+  try {
+    mib = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || mib < 1 || mib > (int64_t{1} << 30)) {
+    throw std::invalid_argument("expected auto or a whole number of MiB in [1, 2^30], got '" +
+                                text + "'");
+  }
+  return mib;
+}
+
+namespace {
 
 RunConfig parse_node(const YAML::Node& root, const std::string& origin,
                      const std::vector<std::string>& overrides, const std::string& base_dir) {

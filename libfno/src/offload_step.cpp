@@ -308,7 +308,7 @@ struct OffloadedStep::Impl {
               << plan.to_string(stages) << "; measured peak "
               << offload::format_bytes(estimate.peak_bytes) << ", " << estimate.step_ms
               << " ms/step; search " << plan_seconds << " s\n";
-    const PlanRecord record{key, plan.to_string(stages), estimate.peak_bytes, estimate.step_ms};
+    const PlanRecord record{key, plan.to_string(stages), estimate.peak_bytes, estimate.step_ms, {}};
     for (const auto& path : {settings.plan_file, cache_path}) {
       if (!path.empty()) write_plan_file(path, record);
     }
@@ -486,7 +486,23 @@ OffloadedStep::OffloadedStep(FNO model, OffloadSettings settings) : p_(std::make
   // With policy none, an offloader that keeps everything still records the
   // memory timeline of a step on request (CUDA only), and runs micro-batches.
   if (!none || p_->settings.micro_batches > 1 || offload::device_total_bytes() > 0) {
-    p_->offloader = std::make_unique<offload::Offloader>(p_->settings.options);
+    auto options = p_->settings.options;
+    if (p_->settings.learn_inflight && !none && p_->policy.kind != offload::Policy::Kind::kAuto &&
+        offload::device_total_bytes() > 0) {
+      // What this process can hold: what it holds now and what the device (or
+      // its cap) still gives.
+      const auto held = static_cast<int64_t>(
+          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+              .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+              .current);
+      const int64_t limit =
+          p_->settings.gpu_memory_limit > 0
+              ? p_->settings.gpu_memory_limit
+              : static_cast<int64_t>(0.9 *
+                                     static_cast<double>(held + offload::device_free_bytes()));
+      options.inflight_memory_limit(limit);
+    }
+    p_->offloader = std::make_unique<offload::Offloader>(options);
     p_->offloader->exclude(*p_->model);
   }
 }

@@ -169,10 +169,11 @@ static OffloadSettings offload_settings(const RunConfig& c) {
   o.micro_batches = c.micro_batches;
   o.options.min_bytes(c.offload_min_bytes)
       .prefetch_depth(c.prefetch_depth)
-      .max_inflight_bytes(c.max_inflight_mib << 20)
+      .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20 : int64_t{1} << 30)
       .max_prefetch_bytes(c.max_prefetch_mib << 20)
       .host_memory_limit(c.host_memory_limit)
       .compress(offload::parse_compress(c.offload_compress));
+  o.learn_inflight = c.max_inflight_mib == 0;
   o.plan_cache_dir = c.plan_cache == "none"  ? std::string()
                      : c.plan_cache.empty() ? default_plan_cache_dir()
                                             : c.plan_cache;

@@ -55,6 +55,13 @@ class CopyEngine {
   /// is still writing `src` to the host (nullptr: none); the reload follows it.
   virtual c10::Storage copy_in(const void* src, int64_t bytes, c10::Device device, bool compressed,
                                const Ticket* after, std::shared_ptr<Ticket>* ticket) = 0;
+  /// The host is about to block on back-pressure (begins) and has resumed (ends),
+  /// for tensors on `device`: the GPU time the current stream ran dry in between
+  /// (its work done before the host issued more) counts as
+  /// StepStats::forward_stall_ms at collect(). A host wait while the GPU still
+  /// has work queued costs nothing.
+  virtual void host_wait_begins(const c10::Device& device) = 0;
+  virtual void host_wait_ends(const c10::Device& device) = 0;
   /// `storage` is used by the current stream too (the allocator orders its reuse).
   virtual void record_use(const c10::Storage& storage) = 0;
   /// Waits for this step's copies; adds their busy times and stalls to `stats`.

@@ -66,7 +66,9 @@ class CudaTicket;
 
 struct StepRecord {
   std::vector<std::shared_ptr<CudaTicket>> copies;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> stalls;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> stalls;          // backward, on reloads
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> forward_stalls;  // around host waits
+  cudaEvent_t wait_begins = nullptr;
 };
 
 class CudaTicket final : public Ticket {
@@ -231,6 +233,22 @@ class CudaCopyEngine final : public CopyEngine {
     return storage;
   }
 
+  void host_wait_begins(const c10::Device& device) override {
+    if (step_.wait_begins != nullptr) return;
+    step_.wait_begins = events_.get(true);
+    C10_CUDA_CHECK(
+        cudaEventRecord(step_.wait_begins, c10::cuda::getCurrentCUDAStream(device.index())));
+  }
+  void host_wait_ends(const c10::Device& device) override {
+    if (step_.wait_begins == nullptr) return;
+    // Completes right after wait_begins while the stream still had work queued
+    // when the host resumed; otherwise when the host issued it: the gap is idle.
+    auto ends = events_.get(true);
+    C10_CUDA_CHECK(cudaEventRecord(ends, c10::cuda::getCurrentCUDAStream(device.index())));
+    step_.forward_stalls.emplace_back(step_.wait_begins, ends);
+    step_.wait_begins = nullptr;
+  }
+
   void record_use(const c10::Storage& storage) override {
     c10::cuda::CUDACachingAllocator::recordStream(
         storage.data_ptr(), c10::cuda::getCurrentCUDAStream(storage.device().index()));
@@ -254,8 +272,21 @@ class CudaCopyEngine final : public CopyEngine {
       events_.put(before, true);
       events_.put(after, true);
     }
+    for (auto& [before, after] : step_.forward_stalls) {
+      C10_CUDA_CHECK(cudaEventSynchronize(after));
+      float ms = 0;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&ms, before, after));
+      stats.forward_stall_ms += ms;
+      events_.put(before, true);
+      events_.put(after, true);
+    }
+    if (step_.wait_begins != nullptr) {
+      events_.put(step_.wait_begins, true);
+      step_.wait_begins = nullptr;
+    }
     step_.copies.clear();
     step_.stalls.clear();
+    step_.forward_stalls.clear();
     last_in_ = nullptr;
   }
 

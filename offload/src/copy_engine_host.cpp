@@ -71,6 +71,8 @@ class HostCopyEngine final : public CopyEngine {
     *ticket = std::make_shared<DoneTicket>();
     return storage;
   }
+  void host_wait_begins(const c10::Device&) override {}
+  void host_wait_ends(const c10::Device&) override {}
   void record_use(const c10::Storage&) override {}
   void collect(StepStats&) override {}
 

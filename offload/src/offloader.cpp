@@ -8,8 +8,9 @@
 //              |                                                        |
 //              +--(unpacked before the copy released it)--> used in place   +--> used
 //
-// Forward waits for the oldest copy when more than max_inflight_bytes are in
-// flight, so the GPU copies are released at the pace the link drains them.
+// Forward waits for the oldest copy when more than the window (max_inflight_bytes,
+// or what it learned: grown_inflight_window) is in flight, so the GPU copies are
+// released at the pace the link drains them.
 // What the last scope of forward saves stays on the GPU (ScopeOptions::last):
 // backward needs it first, and a reload could not hide behind anything; an
 // entry an earlier chunk of that stage offloaded keeps (or takes back) its GPU copy.
@@ -94,10 +95,24 @@ std::string StepStats::to_json() const {
     << ", \"d2h_seconds\": " << d2h_seconds << ", \"h2d_seconds\": " << h2d_seconds
     << ", \"d2h_gbps\": " << d2h_gbps << ", \"h2d_gbps\": " << h2d_gbps
     << ", \"forward_wait_ms\": " << forward_wait_ms
+    << ", \"forward_stall_ms\": " << forward_stall_ms
+    << ", \"inflight_window\": " << inflight_window
     << ", \"backward_wait_ms\": " << backward_wait_ms << ", \"peak_allocated\": " << peak_allocated
     << ", \"peak_reserved\": " << peak_reserved << ", \"host_pinned_bytes\": " << host_pinned_bytes
     << "}";
   return o.str();
+}
+
+int64_t grown_inflight_window(int64_t window, const StepStats& step, int64_t memory_limit) {
+  if (memory_limit <= 0 || step.forward_stall_ms <= 0 || step.d2h_seconds <= 0) return window;
+  // The bytes the link moved while the GPU waited for forward's host thread.
+  const double drained =
+      static_cast<double>(step.bytes_offloaded) / step.d2h_seconds * (step.forward_stall_ms / 1e3);
+  const int64_t headroom = memory_limit - step.peak_allocated;
+  const int64_t growth = std::min(static_cast<int64_t>(drained), headroom);
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  if (growth < kMiB) return window;
+  return window + growth / kMiB * kMiB;
 }
 
 namespace {
@@ -130,7 +145,7 @@ struct Entry {
 }  // namespace
 
 struct Offloader::State {
-  explicit State(OffloadOptions o) : options(std::move(o)) {
+  explicit State(OffloadOptions o) : options(std::move(o)), window(options.max_inflight_bytes()) {
     record_timeline = options.record_timeline();
     if (options.simulate_on_cpu()) {
       engine = detail::make_host_copy_engine(options);
@@ -141,6 +156,7 @@ struct Offloader::State {
   ~State() { stop_sampler(); }
 
   OffloadOptions options;
+  int64_t window;                              // back-pressure window (bytes in flight)
   std::unique_ptr<detail::CopyEngine> engine;  // null: inactive
   std::mutex mu;
 
@@ -383,12 +399,14 @@ std::shared_ptr<Entry> Offloader::State::pack(const at::Tensor& t, bool* keep) {
   if (compress) ++stats.compressed_tensors;
   stats.bytes_offloaded += link_bytes;
   // Back-pressure: the GPU copies are freed at the pace the link drains them.
-  if (inflight_bytes > options.max_inflight_bytes() && copying_out.size() > 1) {
+  if (inflight_bytes > window && copying_out.size() > 1) {
     const auto t0 = Clock::now();
-    while (inflight_bytes > options.max_inflight_bytes() && copying_out.size() > 1) {
+    engine->host_wait_begins(e->device_id);
+    while (inflight_bytes > window && copying_out.size() > 1) {
       copying_out.front()->out->host_wait();
       poll_locked();
     }
+    engine->host_wait_ends(e->device_id);
     stats.forward_wait_ms += ms_since(t0);
   }
   *keep = false;
@@ -530,6 +548,9 @@ Offloader::Offloader(OffloadOptions options) : s_(std::make_shared<State>(std::m
   TORCH_CHECK(s_->options.max_inflight_bytes() > 0,
               "fno offload: max_inflight_bytes must be > 0, got ",
               s_->options.max_inflight_bytes());
+  TORCH_CHECK(s_->options.inflight_memory_limit() >= 0,
+              "fno offload: inflight_memory_limit must be >= 0, got ",
+              s_->options.inflight_memory_limit());
   TORCH_CHECK(s_->options.max_prefetch_bytes() > 0,
               "fno offload: max_prefetch_bytes must be > 0, got ",
               s_->options.max_prefetch_bytes());
@@ -561,6 +582,10 @@ void Offloader::exclude(const at::Tensor& tensor) {
 }
 
 bool Offloader::active() const { return s_->engine != nullptr; }
+int64_t Offloader::inflight_window() const {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->window;
+}
 const OffloadOptions& Offloader::options() const { return s_->options; }
 
 std::string Offloader::describe() const {
@@ -569,6 +594,9 @@ std::string Offloader::describe() const {
   out << "offload: " << (s_->engine ? s_->engine->name() : std::string("off (no CUDA device)"))
       << ", min_bytes=" << o.min_bytes() << ", prefetch_depth=" << o.prefetch_depth()
       << ", max_inflight_bytes=" << o.max_inflight_bytes()
+      << (o.inflight_memory_limit() > 0
+              ? " (learns, within " + std::to_string(o.inflight_memory_limit()) + " bytes)"
+              : std::string())
       << ", max_prefetch_bytes=" << o.max_prefetch_bytes()
       << ", host_memory_limit=" << o.host_memory_limit() << ", slab_bytes=" << o.slab_bytes()
       << ", compress=" << to_string(o.compress());
@@ -603,6 +631,7 @@ StepStats Offloader::end_step() {
     out = s_->stats;
     s_->stats = StepStats();
     if (s_->engine) out.host_pinned_bytes = s_->engine->host_capacity();
+    out.inflight_window = s_->window;
   }
   if (out.d2h_seconds > 0)
     out.d2h_gbps = static_cast<double>(out.bytes_offloaded) / out.d2h_seconds / 1e9;
@@ -611,6 +640,10 @@ StepStats Offloader::end_step() {
   const auto a = detail::allocator_stats();
   out.peak_allocated = a.peak_allocated;
   out.peak_reserved = a.peak_reserved;
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->window = grown_inflight_window(s_->window, out, s_->options.inflight_memory_limit());
+  }
   {
     std::lock_guard<std::mutex> lock(s_->timeline_mu);
     out.timeline = std::move(s_->timeline);

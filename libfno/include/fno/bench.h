@@ -28,7 +28,7 @@ struct BenchOptions {
   int64_t memory_cap = 0;        // allocator cap in bytes (0: none)
   int64_t min_bytes = int64_t{1} << 20;
   int64_t prefetch_depth = 1;
-  int64_t max_inflight_bytes = int64_t{1} << 30;
+  int64_t max_inflight_bytes = 0;  // 0: auto (1 GiB, learning: OffloadSettings::learn_inflight)
   int64_t max_prefetch_bytes = int64_t{3} << 30;
   bool find_largest = false;  // search the largest grid per policy (needs a cap)
   int64_t grid_step = 64;     // the search's granularity
@@ -54,6 +54,8 @@ struct BenchRow {
   int64_t bytes_reused_on_device = 0;  // offloaded, yet used from the GPU copy
   double d2h_gbps = 0, h2d_gbps = 0, forward_wait_ms = 0, backward_wait_ms = 0;
   double d2h_busy_ms = 0, h2d_busy_ms = 0;  // time each copy direction was busy
+  int64_t inflight_window = 0;  // the back-pressure window of the last timed step (bytes)
+  double forward_stall_ms = 0;  // GPU idle while forward's host thread waited on back-pressure
   std::string plan;
   int64_t estimated_peak = 0;
   double plan_seconds = 0;  // auto's plan search (the first step of the row)

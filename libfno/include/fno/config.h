@@ -83,7 +83,7 @@ struct RunConfig {
   int64_t micro_batches = 1;
   int64_t offload_min_bytes = 1 << 20;
   int64_t prefetch_depth = 1;
-  int64_t max_inflight_mib = 1024;
+  int64_t max_inflight_mib = 0;  // 0: auto (1024, learning: OffloadSettings::learn_inflight)
   int64_t max_prefetch_mib = 3072;
   bool offload_timeline = true;
   std::string offload_compress = "none";  // none | bf16
@@ -109,5 +109,10 @@ RunConfig parse_config(const std::string& yaml, const std::string& origin,
 
 /// The schema as a Markdown reference (every key, type, default and meaning).
 std::string config_schema_markdown();
+
+/// offload.max_inflight_mib (and fno_bench --max-inflight-mib): "auto" gives 0,
+/// a whole number of MiB in [1, 2^30] gives itself; else std::invalid_argument
+/// naming the text.
+int64_t parse_inflight_mib(const std::string& text);
 
 }  // namespace fno

@@ -26,6 +26,11 @@ struct OffloadSettings {
   /// forward_backward overload with targets.
   int64_t micro_batches = 1;
   offload::OffloadOptions options;
+  /// The fixed policies: the back-pressure window (options.max_inflight_bytes)
+  /// learns from the steps' waits (OffloadOptions::inflight_memory_limit), within
+  /// gpu_memory_limit, or 90% of the GPU memory this process can have. auto keeps
+  /// the window its plan was measured with.
+  bool learn_inflight = false;
   /// auto: the chosen plan is written here (a run directory's offload_plan.txt)
   /// and read back first when it holds the same key (--resume). "": not kept.
   std::string plan_file;

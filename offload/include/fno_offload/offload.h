@@ -65,8 +65,14 @@ struct OffloadOptions {
   TORCH_ARG(int64_t, min_bytes) = int64_t{1} << 20;
   /// Backward prefetches the offloaded tensors of this many scopes ahead of the one running.
   TORCH_ARG(int64_t, prefetch_depth) = 1;
-  /// Device-to-host bytes in flight before forward waits for the oldest copy (back-pressure).
+  /// Device-to-host bytes in flight before forward waits for the oldest copy (back-pressure):
+  /// the window. GPU copies of offloaded tensors are released at the pace the link drains them,
+  /// so the window is GPU memory that forward holds on top of what it keeps.
   TORCH_ARG(int64_t, max_inflight_bytes) = int64_t{1} << 30;
+  /// > 0: the window learns. After a step whose forward waited on the link, it grows by the
+  /// bytes the link drained during that wait (grown_inflight_window), as long as the step's
+  /// peak plus the growth stays within this many bytes of GPU memory. 0: the window is fixed.
+  TORCH_ARG(int64_t, inflight_memory_limit) = 0;
   /// Prefetched, not yet used bytes at most (a tensor larger than this is still fetched).
   TORCH_ARG(int64_t, max_prefetch_bytes) = int64_t{3} << 30;
   /// Pinned host bytes at most; 0: as much as cudaHostAlloc gives. Beyond it, tensors stay.
@@ -117,6 +123,8 @@ struct StepStats {
   double d2h_gbps = 0;     // bytes_offloaded / d2h_seconds / 1e9
   double h2d_gbps = 0;
   double forward_wait_ms = 0;     // host time forward was held back by back-pressure
+  double forward_stall_ms = 0;    // GPU time the compute stream sat idle meanwhile
+  int64_t inflight_window = 0;    // the back-pressure window this step ran with (bytes)
   double backward_wait_ms = 0;    // GPU time the compute stream waited for reloads
   int64_t peak_allocated = 0;     // max bytes held by tensors during the step
   int64_t peak_reserved = 0;      // max bytes the caching allocator held
@@ -125,6 +133,16 @@ struct StepStats {
   /// One JSON object, without the timeline.
   std::string to_json() const;
 };
+
+/// The back-pressure window after a step that ran with `window` and gave `step`.
+/// While forward's host thread waited on back-pressure, the GPU sat idle for
+/// step.forward_stall_ms (a host wait while the GPU still has queued work costs
+/// nothing) and the link drained bytes_offloaded / d2h_seconds meanwhile: had
+/// those bytes been allowed in flight, the GPU would not have stalled. The
+/// growth stops where the step's peak plus the growth would exceed
+/// `memory_limit`; growths under 1 MiB are dropped, and the window never
+/// shrinks. `memory_limit` <= 0: unchanged.
+int64_t grown_inflight_window(int64_t window, const StepStats& step, int64_t memory_limit);
 
 /// Owns the pinned pool, the copy streams and the bookkeeping; lives across steps.
 class Offloader {
@@ -143,6 +161,9 @@ class Offloader {
   const OffloadOptions& options() const;
   /// One line: the settings and the backend.
   std::string describe() const;
+  /// The back-pressure window the next step runs with: options().max_inflight_bytes(),
+  /// grown after steps whose forward waited when options().inflight_memory_limit() > 0.
+  int64_t inflight_window() const;
 
   /// Starts a step's statistics (and its peak-memory window).
   void begin_step();
