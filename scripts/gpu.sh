@@ -18,6 +18,7 @@
 #   inflight2048 recompute/8 and recompute+offload/8 at 2048^2 under three back-pressure windows
 #   ro2048       recompute/8 and recompute+offload/8 at 2048^2: learning window and fixed 1 GiB
 #   paper_timing fno_bench on configs/darcy_paper_s{211,421}.yaml (batch 20, none)
+#   paper        a row of the FNO paper's table (PAPER_S=211|421), resumable across calls (see it)
 #   compress     the Darcy seed run, every activation offloaded: lossless vs bf16
 #   timelines    one step's memory timeline at 1024^2 for none, all, r+o, auto
 #   study        bench/resolution_study.sh (128^2 .. 2048^2: none, auto, auto 8 GiB)
@@ -28,8 +29,10 @@
 #                torchrun (none, auto 8 GiB) with the scaling efficiency
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
-# Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5).
+# Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
+# (what to build; default: the tests, fno_bench, fno_train, fno_datagen, the micro-benchmark).
 set -uo pipefail
+script_t0=$(date +%s)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 build=${FNO_BUILD_DIR:-/tmp/fno-gpu-build}
@@ -49,7 +52,8 @@ if [ ! -f "$build/build.ninja" ]; then
     { cat "$out/configure.log"; exit 1; }
 fi
 t0=$(date +%s)
-cmake --build "$build" --target fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench \
+# shellcheck disable=SC2086
+cmake --build "$build" --target ${FNO_TARGETS:-fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench} \
   > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; exit 1; }
 say "build: $(($(date +%s) - t0)) s"
@@ -140,6 +144,44 @@ run_suite() {
           --warmup 2 --policies none --json "$out/paper_s$s.json" > /dev/null 2> "$out/paper_s$s.log"
         grep -h '^fno_bench\|^  ' "$out/paper_s$s.log" | cut -c1-200 | tee -a "$summary"
       done
+      ;;
+    paper)
+      # issue 15: one row of the FNO paper's Darcy table (configs/darcy_paper_s$PAPER_S.yaml,
+      # 500 epochs), resumable across calls. The data (1200 samples at 421^2, seed 0, every
+      # k-th node) are made again each call (same bytes); training stops by SIGTERM at
+      # PAPER_DEADLINE s after this script started (a checkpoint mid-epoch) and the next call
+      # resumes from .paper/s$PAPER_S/ (carried: the run directory as this suite left it, the
+      # checkpoint reassembled from $OUT/paper_s$PAPER_S.ckpt.part*, each under 16 MiB).
+      local s=${PAPER_S:-211}
+      local k=$((420 / (s - 1))) d=$out/paper_s$s data=/tmp/paper_data run=/tmp/paper_run_s$s
+      mkdir -p "$d" "$data"
+      local t=$(date +%s)
+      "$build/apps/fno_datagen" --resolution 421 --subsample $k --samples 1200 --test-samples 200 \
+        --seed 0 --device cuda --progress plain --out "$data/darcy_s$s.h5" > "$d/datagen.log" 2>&1
+      say "paper s=$s: datagen exit $? in $(($(date +%s) - t)) s"
+      local args=(--config "configs/darcy_paper_s$s.yaml" --out "$run"
+        --set "data.train_file=$data/darcy_s${s}_train.h5" --set data.n_train=1000
+        --set "data.test=[{file: $data/darcy_s${s}_test.h5, name: '$s', n_samples: 200, batch_size: 20}]")
+      if [ -f ".paper/s$s/config.yaml" ]; then
+        rm -rf "$run" && cp -r ".paper/s$s" "$run"
+        cat ".paper/s$s"/checkpoint_latest.pt.part* > "$run/checkpoint_latest.pt"
+        rm -f "$run"/checkpoint_latest.pt.part*
+        args=(--resume "$run")
+      fi
+      local left=$((${PAPER_DEADLINE:-555} - ($(date +%s) - script_t0)))
+      t=$(date +%s)
+      timeout -s TERM "$left" "$build/apps/fno_train" "${args[@]}" > "$d/train.out" 2>> "$d/train.log"
+      local rc=$?
+      local secs=$(($(date +%s) - t))
+      printf '%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" >> "$run/segments.tsv"
+      say "paper s=$s: fno_train exit $rc after $secs s; $(tail -1 "$run/metrics.jsonl" | cut -c1-200)"
+      cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/"
+      cp "$run"/summary.json "$d/" 2> /dev/null
+      tail -3 "$d/train.log" | tee -a "$summary"
+      if [ -n "${OUT:-}" ] && [ -f "$run/checkpoint_latest.pt" ] && [ "$rc" != 0 ]; then
+        split -b 15M -d "$run/checkpoint_latest.pt" "$OUT/paper_s$s.ckpt.part"
+        ls -la "$OUT"/paper_s$s.ckpt.part* | tee -a "$summary"
+      fi
       ;;
     compress)
       for c in none bf16; do
