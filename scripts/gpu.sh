@@ -17,6 +17,7 @@
 #   largest      the largest batch-8 grid auto trains under --cap 16GiB
 #   inflight2048 recompute/8 and recompute+offload/8 at 2048^2 under three back-pressure windows
 #   ro2048       recompute/8 and recompute+offload/8 at 2048^2: learning window and fixed 1 GiB
+#   search2048   auto's plan search at 2048^2, batch 8: free memory, 16 GiB, 8 GiB
 #   paper_timing fno_bench on configs/darcy_paper_s{211,421}.yaml (batch 20, none)
 #   paper        a row of the FNO paper's table (PAPER_S=211|421), resumable across calls (see it)
 #   compress     the Darcy seed run, every activation offloaded: lossless vs bf16
@@ -136,6 +137,17 @@ run_suite() {
         --chunks 8 --max-inflight-mib 1024 --json "$out/ro2048_fixed1024.json" \
         > /dev/null 2>> "$out/ro2048.log"
       grep -h '^fno_bench\|^  ' "$out/ro2048.log" | cut -c1-300 | tee -a "$summary"
+      ;;
+    search2048)
+      # issue 12: auto's plan search at 2048^2, batch 8, under the free memory, 16 and 8 GiB
+      for b in free 16GiB 8GiB; do
+        local lim=()
+        [ "$b" = free ] || lim=(--gpu-memory-limit "$b")
+        "$bench" --resolutions 2048 --batches 8 --steps 3 --warmup 1 --policies auto "${lim[@]}" \
+          --json "$out/search2048_$b.json" > /dev/null 2> "$out/search2048_$b.log"
+        echo "auto $b exit $?" >> "$out/search2048_$b.log"
+      done
+      grep -h '^fno_bench\|exit\|auto: budget' "$out"/search2048_*.log | cut -c1-330 | tee -a "$summary"
       ;;
     paper_timing)
       # issue 15: the step of the FNO paper's configs at s = 211 and 421 (batch 20)
