@@ -22,21 +22,10 @@
 #include <set>
 #include <sstream>
 
+#include "json.h"
+
 namespace fno {
 namespace {
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o.push_back('\\');
-    if (static_cast<unsigned char>(c) < 0x20) {
-      o += ' ';
-      continue;
-    }
-    o.push_back(c);
-  }
-  return o;
-}
 
 struct Runner {
   const BenchOptions& o;
@@ -402,14 +391,15 @@ BenchResult run_bench(const BenchOptions& o) {
 
 std::string BenchResult::to_json(const std::string& command) const {
   std::ostringstream j;
-  j << std::setprecision(6) << "{\n  \"command\": \"" << json_escape(command)
-    << "\",\n  \"device\": \"" << json_escape(device) << "\",\n  \"device_bytes\": " << device_bytes
-    << ",\n  \"memory_cap_bytes\": " << memory_cap << ",\n  \"rows\": [\n";
+  j << std::setprecision(6) << "{\n  \"command\": \"" << json::escape(command)
+    << "\",\n  \"device\": \"" << json::escape(device)
+    << "\",\n  \"device_bytes\": " << device_bytes << ",\n  \"memory_cap_bytes\": " << memory_cap
+    << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    j << "    {\"policy\": \"" << json_escape(r.policy) << "\", \"precision\": \"" << r.precision
+    j << "    {\"policy\": \"" << json::escape(r.policy) << "\", \"precision\": \"" << r.precision
       << "\", \"resolution\": " << r.resolution << ", \"batch\": " << r.batch << ", \"status\": \""
-      << json_escape(r.status) << "\", \"ms_per_step\": " << r.ms_per_step
+      << json::escape(r.status) << "\", \"ms_per_step\": " << r.ms_per_step
       << ", \"peak_allocated_bytes\": " << r.peak_allocated
       << ", \"peak_reserved_bytes\": " << r.peak_reserved
       << ", \"bytes_offloaded\": " << r.bytes_offloaded
@@ -427,11 +417,11 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"samples_per_s\": " << r.samples_per_s
       << ", \"ms_per_step_one_gpu\": " << r.ms_per_step_one_gpu
       << ", \"scaling_efficiency\": " << r.scaling_efficiency << ", \"plan\": \""
-      << json_escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+      << json::escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";
   for (size_t i = 0; i < largest.size(); ++i) {
-    j << (i ? ", " : "") << "\"" << json_escape(largest[i].first) << "\": " << largest[i].second;
+    j << (i ? ", " : "") << "\"" << json::escape(largest[i].first) << "\": " << largest[i].second;
   }
   j << "}\n}\n";
   return j.str();

@@ -30,55 +30,15 @@
 #include <iostream>
 #include <sstream>
 
+#include "json.h"
+
 namespace fno {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// --- small JSON writer for flat objects (no JSON library among our dependencies)
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.10g", v);
-  return buf;
-}
-
-class JsonObject {
- public:
-  JsonObject& num(const std::string& k, double v) { return raw(k, json_number(v)); }
-  JsonObject& integer(const std::string& k, int64_t v) { return raw(k, std::to_string(v)); }
-  JsonObject& str(const std::string& k, const std::string& v) { return raw(k, "\"" + json_escape(v) + "\""); }
-  JsonObject& raw(const std::string& k, const std::string& v) {
-    body_ += (body_.empty() ? "" : ", ") + ("\"" + json_escape(k) + "\": ") + v;
-    return *this;
-  }
-  std::string text() const { return "{" + body_ + "}"; }
-
- private:
-  std::string body_;
-};
+using JsonObject = json::Object;
 
 std::string metrics_json(const std::map<std::string, double>& m) {
   JsonObject o;
