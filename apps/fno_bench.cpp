@@ -23,12 +23,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli_error.h"
+
 namespace {
 
-int fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "fno_bench: %s\n", msg.substr(0, msg.find('\n')).c_str());
-  return code;
-}
+const fno::cli::Fail fail("fno_bench");
 
 }  // namespace
 

@@ -24,14 +24,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "cli_error.h"
+
 namespace {
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-int fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "fno_datagen: %s\n", first_line(msg).c_str());
-  return code;
-}
+const fno::cli::Fail fail("fno_datagen");
 
 /// A CLI11 transform for an integer option of type T: plain decimal digits (a
 /// leading '-' only for signed T) within T's range, leading zeros dropped.

@@ -19,14 +19,11 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli_error.h"
+
 namespace {
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-int fail(int code, const std::string& msg) {
-  std::fprintf(stderr, "fno_train: %s\n", first_line(msg).c_str());
-  return code;
-}
+const fno::cli::Fail fail("fno_train");
 
 bool exists(const std::string& p) {
   struct stat st {};
