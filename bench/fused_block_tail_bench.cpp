@@ -3,10 +3,12 @@
 // read and write, over its time) and fp32 rate next to the device's, and the
 // LibTorch (unfused) block_tail's forward and backward times.
 //
-//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,tf32,bf16,half
+//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,ffma,tf32,bf16,half
 //
-// tf32: fp32 activations with TF32 allowed (fno::MatmulPrecisionGuard), which
-// runs the tensor-core kernels; float runs the exact fp32 (FFMA) kernels.
+// float: fp32 activations on the tensor-core kernels in 3xTF32 (fp32-level
+// error, the default where TF32 is not allowed); ffma: fp32 on the FFMA
+// kernels (FNO_BLOCK_TAIL_FP32=ffma); tf32: fp32 activations with TF32 allowed
+// (fno::MatmulPrecisionGuard), plain TF32 tensor-core kernels.
 #include <fno/fused.h>
 #include <fno/layers.h>
 #include <fno/precision.h>
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grid", grid, "grid side: N = grid^2")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions (median)")->check(CLI::PositiveNumber);
-  app.add_option("--dtypes", dtypes, "activation dtypes: float, tf32, bf16, half");
+  app.add_option("--dtypes", dtypes, "activation dtypes: float (3xTF32), ffma, tf32, bf16, half");
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");
@@ -139,6 +141,9 @@ int main(int argc, char** argv) {
     const auto st = dt == "bf16" ? torch::kBFloat16 : dt == "half" ? torch::kHalf : torch::kFloat;
     const bool tf32 = dt == "tf32";
     const fno::MatmulPrecisionGuard precision(tf32 ? fno::Precision::kTF32 : fno::Precision::kFP32);
+    const auto fp32 = tf32           ? fno::cuda::Fp32Math::kTf32
+                      : dt == "ffma" ? fno::cuda::Fp32Math::kFfma
+                                     : fno::cuda::Fp32Math::k3xTf32;
     const auto kd = dt == "bf16"   ? fno::cuda::Dtype::kBFloat16
                     : dt == "half" ? fno::cuda::Dtype::kHalf
                                    : fno::cuda::Dtype::kFloat;
@@ -154,14 +159,14 @@ int main(int argc, char** argv) {
       const double fwd = median_ms(reps, [&] {
         ck(static_cast<cudaError_t>(fno::cuda::block_tail_forward(
                kd, a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), batch, channels, cm, n,
-               w, true, nullptr, tf32)),
+               w, true, nullptr, fp32)),
            "forward");
       });
       report(dt, "fused", "forward", fwd, 4 * elt * numel, fwd_flops);
       const double bwd = median_ms(reps, [&] {
         ck(static_cast<cudaError_t>(fno::cuda::block_tail_backward(
                kd, dz.data_ptr(), x.data_ptr(), y1.data_ptr(), da.data_ptr(), ds.data_ptr(), batch,
-               channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr, tf32)),
+               channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr, fp32)),
            "backward");
       });
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);

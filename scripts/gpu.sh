@@ -24,6 +24,10 @@
 #   chunks2048   2048^2: recompute vs recompute+offload in fp32 and bf16, auto under 8 GiB
 #   ddp          two GPUs: tests/cli/test_distributed.sh with NCCL, fno_bench under
 #                torchrun (none, auto 8 GiB) with the scaling efficiency
+#   k14          issue 14 in one call: the fused micro-benchmark (fp32 3xTF32 and FFMA, tf32,
+#                bf16, half), fno_bench none (fp32, tf32, bf16; fp32 on FFMA), the fused GPU
+#                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
+#                built alongside; the suite waits for BASE_BUILD/.done) when it is set
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5).
@@ -47,8 +51,10 @@ if [ ! -f "$build/build.ninja" ]; then
     { cat "$out/configure.log"; exit 1; }
 fi
 t0=$(date +%s)
-cmake --build "$build" --target fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench \
-  > "$out/build.log" 2>&1 ||
+targets=(fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench)
+# (mlp_epilogue_bench exists where CMake found cuBLASLt)
+grep -q 'build mlp_epilogue_bench\|bench/mlp_epilogue_bench:' "$build/build.ninja" && targets+=(mlp_epilogue_bench)
+cmake --build "$build" --target "${targets[@]}" > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; exit 1; }
 say "build: $(($(date +%s) - t0)) s"
 bench=$build/apps/fno_bench
@@ -210,6 +216,52 @@ run_suite() {
           --json "$out/bench1024_none_fused$f.json" > /dev/null 2> "$out/bench1024_none_fused$f.log"
         say "FNO_FUSED=$f: $(grep '^fno_bench' "$out/bench1024_none_fused$f.log" | cut -c1-120)"
       done
+      ;;
+    k14)
+      local base=${BASE_BUILD:-} micro=(--batch 8 --channels 32 --grid 1024 --no-unfused)
+      if [ -n "$base" ]; then
+        for _ in $(seq 400); do [ -f "$base/.done" ] && break; sleep 1; done
+        say "base build: exit $(cat "$base/.done" 2> /dev/null || echo missing)"
+      fi
+      timeout 150 "$build/bench/fused_block_tail_bench" "${micro[@]}" \
+        --dtypes float,ffma,tf32,bf16,half > "$out/micro_after.txt" 2>&1
+      say "micro-bench (this code): exit $?"
+      tee -a "$summary" < "$out/micro_after.txt"
+      if [ -x "$base/bench/fused_block_tail_bench" ]; then
+        timeout 120 "$base/bench/fused_block_tail_bench" "${micro[@]}" \
+          --dtypes float,tf32,bf16,half > "$out/micro_before.txt" 2>&1
+        say "micro-bench (before): exit $?"
+        grep '^float\|^tf32\|^bf16\|^half' "$out/micro_before.txt" | tee -a "$summary"
+      fi
+      timeout 240 "$build/tests/fno_gpu_tests" -tc='fused*' > "$out/gpu_tests_fused.log" 2>&1
+      say "fused tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/gpu_tests_fused.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests_fused.log" | head -60
+      grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests_fused.log" > "$out/fused_errors.txt"
+      local b
+      for b in after before after_ffma; do
+        local exe=$bench env=() prec=fp32,tf32,bf16
+        [ "$b" = before ] && exe=$base/apps/fno_bench
+        [ "$b" = after_ffma ] && env=(FNO_BLOCK_TAIL_FP32=ffma) && prec=fp32
+        [ -x "$exe" ] || continue
+        env "${env[@]}" timeout 150 "$exe" "${common[@]}" --policies none --precision $prec \
+          --json "$out/none_$b.json" > /dev/null 2> "$out/none_$b.log"
+        say "fno_bench none ($b): exit $?"
+        grep -h '^fno_bench' "$out/none_$b.log" | cut -c1-200 | tee -a "$summary"
+      done
+      if [ -x "$build/bench/mlp_epilogue_bench" ]; then
+        ldd "$build/bench/mlp_epilogue_bench" | grep -i cublas > "$out/mlp_epilogue_ldd.txt"
+        md5sum "$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')"/../nvidia/cu13/lib/libcublasLt.so* \
+          /usr/local/cuda/lib64/libcublasLt.so* >> "$out/mlp_epilogue_ldd.txt" 2>&1
+        timeout 120 "$build/bench/mlp_epilogue_bench" --batch 8 --grid 1024 --dtypes float,bf16 \
+          > "$out/mlp_epilogue_bench.txt" 2>&1
+        say "mlp epilogue bench: exit $?"
+        tee -a "$summary" < "$out/mlp_epilogue_bench.txt"
+      fi
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
+        > "$out/memcheck_fused.log" 2>&1
+      say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
       ;;
     ddp)
       # issue 16, on two GPUs (nvidia-h200-x2; NCCL_NVLS_ENABLE=0 as that machine sets it):
