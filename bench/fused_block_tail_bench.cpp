@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   int reps = 20;
   std::string dtypes = "float,bf16";
   double peak_gbps = 3350, peak_tflops = 67;
-  bool unfused = true;
+  bool unfused = true, sweep = false;
   app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
   app.add_option("--channels", channels, "hidden channels C (Cmid = C/2)")
       ->check(CLI::PositiveNumber);
@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");
+  app.add_flag("--sweep", sweep,
+               "also time the tensor-core kernels under launch tunings (CTAs per SM, L2 prefetch)");
   CLI11_PARSE(app, argc, argv);
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "fused_block_tail_bench: no CUDA device\n");
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, peak_gbps, copy_gbps);
   std::printf("shape [%ld, %ld, %ld^2], Cmid %ld, gelu_input and gelu_mid on (a middle block)\n",
               long(batch), long(channels), long(grid), long(cm));
-  std::printf("%-6s %-8s %-9s %9s %9s %7s %7s %9s\n", "dtype", "path", "pass", "ms", "GB/s",
+  std::printf("%-6s %-10s %-9s %9s %9s %7s %7s %9s\n", "dtype", "path", "pass", "ms", "GB/s",
               "%peak", "%copy", "TFLOP/s");
 
   const auto f32 = torch::TensorOptions().device(torch::kCUDA);
@@ -131,7 +133,7 @@ int main(int argc, char** argv) {
   const auto report = [&](const std::string& dt, const char* path, const char* pass, double ms,
                           double bytes, double flops) {
     const double gbps = bytes / (ms * 1e6);
-    std::printf("%-6s %-8s %-9s %9.3f %9.0f %6.1f%% %6.1f%% %9.1f\n", dt.c_str(), path, pass, ms,
+    std::printf("%-6s %-10s %-9s %9.3f %9.0f %6.1f%% %6.1f%% %9.1f\n", dt.c_str(), path, pass, ms,
                 gbps, 100 * gbps / peak_gbps, 100 * gbps / copy_gbps, flops / (ms * 1e9));
     std::fflush(stdout);
   };
@@ -170,6 +172,41 @@ int main(int argc, char** argv) {
            "backward");
       });
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);
+      if (sweep && dt != "ffma") {
+        const auto base = fno::cuda::block_tail_tuning();
+        for (const int l2 : {0, 64, 128, 256}) {
+          for (const int ctas : {2, 3, 4, 5, 6}) {
+            auto t = base;
+            t.forward_ctas_per_sm = ctas;
+            t.l2_prefetch = l2;
+            fno::cuda::set_block_tail_tuning(t);
+            const double ms = median_ms(reps, [&] {
+              ck(static_cast<cudaError_t>(fno::cuda::block_tail_forward(
+                     kd, a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), batch, channels,
+                     cm, n, w, true, nullptr, fp32)),
+                 "forward");
+            });
+            const std::string path = "f" + std::to_string(ctas) + "/l2:" + std::to_string(l2);
+            report(dt, path.c_str(), "forward", ms, 4 * elt * numel, fwd_flops);
+          }
+          for (const int ctas : {1, 2}) {
+            auto t = base;
+            t.backward_ctas_per_sm = ctas;
+            t.l2_prefetch = l2;
+            fno::cuda::set_block_tail_tuning(t);
+            const double ms = median_ms(reps, [&] {
+              ck(static_cast<cudaError_t>(fno::cuda::block_tail_backward(
+                     kd, dz.data_ptr(), x.data_ptr(), y1.data_ptr(), da.data_ptr(), ds.data_ptr(),
+                     batch, channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr,
+                     fp32)),
+                 "backward");
+            });
+            const std::string path = "b" + std::to_string(ctas) + "/l2:" + std::to_string(l2);
+            report(dt, path.c_str(), "backward", ms, 5 * elt * numel, bwd_flops);
+          }
+        }
+        fno::cuda::set_block_tail_tuning(base);
+      }
     }
     if (!unfused) continue;
     // The LibTorch path (fp32 weights for float and tf32, TF32 GEMMs for tf32; for bf16 and half,

@@ -68,9 +68,15 @@ cudaDataType lt_type(torch::ScalarType t) {
   return t == torch::kBFloat16 ? CUDA_R_16BF : t == torch::kHalf ? CUDA_R_16F : CUDA_R_32F;
 }
 
-// One cuBLASLt matmul: D [B][M, N] = op(A) [M, K] * X [B][K, N], every matrix
-// row-major (CUBLASLT_ORDER_ROW), A shared by the batch (batch stride 0), with
-// an epilogue. A is [M, K], or [K, M] when trans_a. Returns a status string.
+// A matrix operand as cuBLASLt sees it: `rows` x `cols` in `order`, leading
+// dimension ld, `batch` of them `stride` elements apart.
+struct Mat {
+  const void* p;
+  int64_t rows, cols, ld, stride;
+};
+
+// One cuBLASLt matmul D = op(A) op(B) with an epilogue; `why` says why not
+// where it cannot run.
 struct LtGemm {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
@@ -87,11 +93,12 @@ struct LtGemm {
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
   }
-  static bool layout(cublasLtMatrixLayout_t* l, cudaDataType t, int64_t rows, int64_t cols,
-                     int64_t lead, int batch, int64_t stride) {
-    if (cublasLtMatrixLayoutCreate(l, t, rows, cols, lead) != CUBLAS_STATUS_SUCCESS) return false;
-    const cublasLtOrder_t order = CUBLASLT_ORDER_ROW;
+  static bool layout(cublasLtMatrixLayout_t* l, cudaDataType t, const Mat& m, cublasLtOrder_t order,
+                     int batch) {
+    if (cublasLtMatrixLayoutCreate(l, t, m.rows, m.cols, m.ld) != CUBLAS_STATUS_SUCCESS)
+      return false;
     const int32_t count = batch;
+    const int64_t stride = m.stride;
     return cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order,
                                             sizeof(order)) == CUBLAS_STATUS_SUCCESS &&
            cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -99,47 +106,42 @@ struct LtGemm {
            cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                             &stride, sizeof(stride)) == CUBLAS_STATUS_SUCCESS;
   }
-  // w: [M, K] (or [K, M] when trans_a); x: [B, K, N]; out: [B, M, N]; bias [M]
-  // (or the bias gradient [B, M] for BGRAD); aux [B, M, N].
-  LtGemm(cublasLtEpilogue_t epi, const torch::Tensor& w, bool trans_a, const torch::Tensor& x,
-         torch::Tensor& out, void* bias, const torch::Tensor& aux) {
-    const auto st = x.scalar_type();
-    const cudaDataType dt = lt_type(st);
-    const int batch = static_cast<int>(x.size(0));
-    const int64_t k = x.size(1), n = x.size(2), m = out.size(1);
-    const cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-    const cudaDataType scale = CUDA_R_32F;
-    if (cublasLtMatmulDescCreate(&op, compute, scale) != CUBLAS_STATUS_SUCCESS) {
+  // aux: the epilogue's auxiliary matrix (ld, batch stride) in D's type;
+  // bias: bias (or bias-gradient output) pointer of type bias_type, bias_stride
+  // apart over the batch.
+  LtGemm(cublasLtEpilogue_t epi, cublasLtOrder_t order, bool ta_, bool tb_, const Mat& ma,
+         const Mat& mb, const Mat& md, int batch, cudaDataType dt, void* bias,
+         cudaDataType bias_type, int64_t bias_stride, void* aux, int64_t aux_ld,
+         int64_t aux_stride) {
+    if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) {
       why = "desc";
       return;
     }
-    const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    const cublasOperation_t ta = ta_ ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            tb = tb_ ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
     if (bias != nullptr) {
       cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof(dt));
-      if (epi == CUBLASLT_EPILOGUE_DGELU_BGRAD && batch > 1) {
-        const int64_t bs = m;
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bs,
-                                       sizeof(bs));
-      }
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                     sizeof(bias_type));
+      if (bias_stride > 0)
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride,
+                                       sizeof(bias_stride));
     }
-    if (aux.defined()) {
-      void* p = aux.data_ptr();
-      const int64_t lda = aux.stride(1), bsa = aux.stride(0);
-      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof(p));
-      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &lda, sizeof(lda));
-      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &bsa,
-                                     sizeof(bsa));
+    if (aux != nullptr) {
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                     sizeof(aux));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
+                                     sizeof(aux_ld));
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
+                                     &aux_stride, sizeof(aux_stride));
       cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &dt,
                                      sizeof(dt));
     }
-    const int64_t wr = trans_a ? k : m, wc = trans_a ? m : k;
-    if (!layout(&la, dt, wr, wc, w.stride(0), batch, 0) ||
-        !layout(&lb, dt, k, n, x.stride(1), batch, x.stride(0)) ||
-        !layout(&ld, dt, m, n, out.stride(1), batch, out.stride(0))) {
+    if (!layout(&la, dt, ma, order, batch) || !layout(&lb, dt, mb, order, batch) ||
+        !layout(&ld, dt, md, order, batch)) {
       why = "layout";
       return;
     }
@@ -154,11 +156,27 @@ struct LtGemm {
       why = std::string("no algorithm (status ") + std::to_string(int(s)) + ")";
       return;
     }
-    a = w.data_ptr();
-    b = x.data_ptr();
-    d = out.data_ptr();
+    a = ma.p;
+    b = mb.p;
+    d = const_cast<void*>(md.p);
     ok = true;
   }
+  // The row-major form on [B, C, N] tensors (CUBLASLT_ORDER_ROW): D [B][M, N] =
+  // op(W) [M, K] * X [B][K, N], W shared by the batch (batch stride 0), W [M, K]
+  // or [K, M] when trans_a; bias [M] (or the bias gradient [B, M] for BGRAD);
+  // aux [B, M, N].
+  LtGemm(cublasLtEpilogue_t epi, const torch::Tensor& w, bool trans_a, const torch::Tensor& x,
+         torch::Tensor& out, void* bias, const torch::Tensor& aux)
+      : LtGemm(epi, CUBLASLT_ORDER_ROW, trans_a, false,
+               Mat{w.data_ptr(), trans_a ? x.size(1) : out.size(1),
+                   trans_a ? out.size(1) : x.size(1), w.stride(0), 0},
+               Mat{x.data_ptr(), x.size(1), x.size(2), x.stride(1), x.stride(0)},
+               Mat{out.data_ptr(), out.size(1), out.size(2), out.stride(1), out.stride(0)},
+               static_cast<int>(x.size(0)), lt_type(x.scalar_type()), bias,
+               lt_type(x.scalar_type()),
+               epi == CUBLASLT_EPILOGUE_DGELU_BGRAD && x.size(0) > 1 ? out.size(1) : 0,
+               aux.defined() ? aux.data_ptr() : nullptr, aux.defined() ? aux.stride(1) : 0,
+               aux.defined() ? aux.stride(0) : 0) {}
   bool run() {
     const float alpha = 1.f, beta = 0.f;
     const auto s = cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), op, &alpha, a, la, b, lb,
@@ -279,6 +297,65 @@ int main(int argc, char** argv) {
                     std::to_string(rel_err(db.to(torch::kFloat).sum(0), db_ref));
           }
           row(dt, l.name, "lt DGELU_BGRAD", tl, check);
+        }
+      }
+      // The column-major view of the same tensors (CUBLASLT_ORDER_COL, as cuBLAS
+      // runs libfno's GEMMs): D' = X^T W^T, [N, Cout] per batch entry, so the
+      // channels are D's columns: no per-channel bias epilogue, but GELU (no
+      // bias) and the bias gradients of the weight-gradient GEMMs (BGRADB).
+      {
+        const cudaDataType ty = lt_type(st);
+        torch::Tensor h;
+        const double th = median_ms(reps, [&] { h = torch::bmm(wb, x); });
+        row(dt, l.name, "torch bmm (no bias)", th, "");
+        torch::Tensor gh;
+        const double tg = median_ms(reps, [&] { gh = torch::gelu(torch::bmm(wb, x)); });
+        row(dt, l.name, "torch bmm + gelu(erf)", tg, "");
+        auto y = torch::empty_like(h), aux = torch::empty_like(h);
+        LtGemm g(CUBLASLT_EPILOGUE_GELU_AUX, CUBLASLT_ORDER_COL, false, false,
+                 Mat{x.data_ptr(), n, l.cin, x.stride(1), x.stride(0)},
+                 Mat{w.data_ptr(), l.cin, l.cout, w.stride(0), 0},
+                 Mat{y.data_ptr(), n, l.cout, y.stride(1), y.stride(0)}, static_cast<int>(batch),
+                 ty, nullptr, ty, 0, aux.data_ptr(), aux.stride(1), aux.stride(0));
+        if (!g.ok) {
+          row(dt, l.name, "lt col GELU_AUX (no bias)", 0, g.why);
+        } else {
+          const double t = median_ms(reps, [&] { g.run(); });
+          row(dt, l.name, "lt col GELU_AUX (no bias)", t,
+              g.why.empty() ? "vs erf GELU: rel " + std::to_string(rel_err(y, gh)) + ", max abs " +
+                                  std::to_string((y.to(torch::kFloat) - gh.to(torch::kFloat))
+                                                     .abs()
+                                                     .max()
+                                                     .item<float>()) +
+                                  "; aux rel " + std::to_string(rel_err(aux, h))
+                            : g.why);
+        }
+        // Weight gradient of this layer over one batch entry (libfno's backward
+        // runs entry by entry on long grids): gW [Cout, Cin] = dy x^T and
+        // gb [Cout] = sum_n dy, in fp32.
+        auto dy = torch::randn({1, l.cout, n}, o);
+        torch::Tensor gw_ref, gb_ref;
+        const double tw = median_ms(reps, [&] {
+          gw_ref = at::mm(dy[0], x[0].t(), torch::kFloat);
+          gb_ref = dy.sum(torch::IntArrayRef{0, 2}, false, torch::kFloat);
+        });
+        row(dt, l.name, "torch mm (wgrad) + sum (bgrad)", tw, "");
+        // D = gW^T [Cin, Cout] (col-major, ld Cin) = op(A) [Cin, N] * B [N, Cout]:
+        // A = x_b as [N, Cin] col-major, transposed; B = dy_b [N, Cout] col-major.
+        auto gw = torch::empty({l.cout, l.cin}, o), gb = torch::empty({l.cout}, o);
+        LtGemm gg(CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_ORDER_COL, true, false,
+                  Mat{x.data_ptr(), n, l.cin, x.stride(1), 0},
+                  Mat{dy.data_ptr(), n, l.cout, dy.stride(1), 0},
+                  Mat{gw.data_ptr(), l.cin, l.cout, l.cin, 0}, 1, ty, gb.data_ptr(), ty, 0, nullptr,
+                  0, 0);
+        if (!gg.ok) {
+          row(dt, l.name, "lt col BGRADB (wgrad + bgrad)", 0, gg.why);
+        } else {
+          const double t = median_ms(reps, [&] { gg.run(); });
+          row(dt, l.name, "lt col BGRADB (wgrad + bgrad)", t,
+              gg.why.empty() ? "gW rel " + std::to_string(rel_err(gw, gw_ref)) + ", gb rel " +
+                                   std::to_string(rel_err(gb, gb_ref))
+                             : gg.why);
         }
       }
     }

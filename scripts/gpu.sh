@@ -263,6 +263,34 @@ run_suite() {
         > "$out/memcheck_fused.log" 2>&1
       say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
       ;;
+    k14prof)
+      # issue 14: the micro-benchmark with the launch-tuning sweep, the cuBLASLt
+      # epilogue probe, and Nsight Compute on the tensor-core kernels
+      timeout 200 "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes float,tf32,bf16,half --no-unfused --sweep > "$out/micro_sweep.txt" 2>&1
+      say "micro-bench sweep: exit $?"
+      grep -v '/l2:' "$out/micro_sweep.txt" | tee -a "$summary"
+      if [ -x "$build/bench/mlp_epilogue_bench" ]; then
+        timeout 150 "$build/bench/mlp_epilogue_bench" --batch 8 --grid 1024 --dtypes float,bf16 \
+          > "$out/mlp_epilogue_bench.txt" 2>&1
+        say "mlp epilogue bench: exit $?"
+        grep -v 'no algorithm' "$out/mlp_epilogue_bench.txt" | tee -a "$summary"
+      fi
+      local ncu_bin dt k
+      ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      for dt in float bf16; do
+        for k in backward_tc forward_tc; do
+          [ "$dt/$k" = float/forward_tc ] && continue
+          timeout 120 "$ncu_bin" -k "regex:$k" --launch-skip 3 --launch-count 1 \
+            --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+            --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
+            --section InstructionStats \
+            "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+            --dtypes "$dt" --no-unfused --reps 3 > "$out/ncu_${dt}_$k.txt" 2>&1
+          say "ncu $dt $k: exit $?"
+        done
+      done
+      ;;
     ddp)
       # issue 16, on two GPUs (nvidia-h200-x2; NCCL_NVLS_ENABLE=0 as that machine sets it):
       # the distributed CLI test with NCCL, then fno_bench under torchrun at 1024^2,

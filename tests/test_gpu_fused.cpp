@@ -71,7 +71,7 @@ TEST_CASE("fused block tail: fp32 matches the LibTorch path (all GELU placements
   // 3xTF32 on tensor cores (the default) and the FFMA kernels.
   for (const auto mode : {fno::Fp32BlockTail::k3xTF32, fno::Fp32BlockTail::kFFMA}) {
     const Fp32BlockTailGuard fp32(mode);
-    const char* name = mode == fno::Fp32BlockTail::kFFMA ? "ffma" : "3xtf32";
+    const std::string name = mode == fno::Fp32BlockTail::kFFMA ? "ffma" : "3xtf32";
     torch::manual_seed(14);
     // Odd grids (a partial last tile), and one long enough for every CTA to
     // loop over several tiles.

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 namespace fno::cuda {
@@ -741,9 +742,22 @@ __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], cons
   }
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+// (l2pf: the L2 prefetch size hinted with the copy, 0, 64, 128 or 256 bytes;
+// warp-uniform, see BlockTailTuning)
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int l2pf) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  if (l2pf == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+                 : "memory");
+  } else if (l2pf == 128) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+                 : "memory");
+  } else if (l2pf == 64) {
+    asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  }
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -798,7 +812,7 @@ __device__ __forceinline__ TileRef tile_ref(int64_t tile, int64_t tiles_per_batc
 // past count read as zero).
 template <typename T, int R>
 __device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const TileRef& r,
-                                        int64_t n, int lane) {
+                                        int64_t n, int lane, int l2pf) {
   constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS, V = Geo<T>::kVec, CPR = WP / V;
   const T* g = src + r.base;
   static_assert((R * CPR) % 32 == 0, "whole chunks per lane");
@@ -806,7 +820,7 @@ __device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const
 #pragma unroll
     for (int it = 0; it < R * CPR / 32; ++it) {
       const int i = 32 * it + lane, row = i / CPR, col = (i % CPR) * V;
-      cp_async16(dst + row * S + col, g + row * n + col);
+      cp_async16(dst + row * S + col, g + row * n + col, l2pf);
     }
   } else {
     for (int i = lane; i < R * WP; i += 32) {
@@ -857,7 +871,7 @@ template <typename T, int C, int CM, bool kGeluMid, bool X3>
 __global__ void __launch_bounds__(kThreads)
     forward_tc(const T* __restrict__ a, const T* __restrict__ s, T* __restrict__ z,
                T* __restrict__ y1, int64_t n, int64_t tiles_per_batch, int64_t tiles, bool vec_ok,
-               BlockTailWeights w) {
+               int l2pf, BlockTailWeights w) {
   using L = FwdSmem<T, C, CM, X3>;
   constexpr int R = L::kRows;
   extern __shared__ float4 smem4[];
@@ -885,16 +899,16 @@ __global__ void __launch_bounds__(kThreads)
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
   if (tile < tiles) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
-    tile_in<T, C>(s_a(0), a, r, n, lane);
-    tile_in<T, C>(s_s(0), s, r, n, lane);
+    tile_in<T, C>(s_a(0), a, r, n, lane, l2pf);
+    tile_in<T, C>(s_s(0), s, r, n, lane, l2pf);
   }
   cp_async_commit();
   for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
     if (tile + nw < tiles) {
       const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
-      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane);
-      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane);
+      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane, l2pf);
+      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane, l2pf);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -964,7 +978,8 @@ template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid, bool X3>
 __global__ void __launch_bounds__(kThreads, 2)
     backward_tc(const T* __restrict__ dz, const T* __restrict__ in, const T* __restrict__ y1,
                 T* __restrict__ da, T* __restrict__ ds, int64_t n, int64_t tiles_per_batch,
-                int64_t tiles, bool vec_ok, BlockTailWeights w, float* __restrict__ partial) {
+                int64_t tiles, bool vec_ok, int l2pf, BlockTailWeights w,
+                float* __restrict__ partial) {
   using L = BwdSmem<T, C, CM, X3>;
   using S = Shape<C, CM>;
   constexpr int R = L::kRows, RM = L::kRowsM;
@@ -1001,18 +1016,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
   if (tile < tiles) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
-    tile_in<T, C>(s_in(0), in, r, n, lane);
-    tile_in<T, C>(s_y1(0), y1, r, n, lane);
-    tile_in<T, C>(s_dz(0), dz, r, n, lane);
+    tile_in<T, C>(s_in(0), in, r, n, lane, l2pf);
+    tile_in<T, C>(s_y1(0), y1, r, n, lane, l2pf);
+    tile_in<T, C>(s_dz(0), dz, r, n, lane, l2pf);
   }
   cp_async_commit();
   for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
     if (tile + nw < tiles) {
       const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
-      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane);
-      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane);
-      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane);
+      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane, l2pf);
+      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane, l2pf);
+      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane, l2pf);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -1172,6 +1187,18 @@ __global__ void __launch_bounds__(kThreads, 2)
 // ---------------------------------------------------------------------------
 // Launchers
 // ---------------------------------------------------------------------------
+BlockTailTuning tuning_from_env() {
+  BlockTailTuning t;
+  const auto get = [](const char* name, int& v) {
+    if (const char* e = std::getenv(name)) v = std::atoi(e);
+  };
+  get("FNO_BLOCK_TAIL_FWD_CTAS", t.forward_ctas_per_sm);
+  get("FNO_BLOCK_TAIL_BWD_CTAS", t.backward_ctas_per_sm);
+  get("FNO_BLOCK_TAIL_L2_PREFETCH", t.l2_prefetch);
+  return t;
+}
+BlockTailTuning g_tuning = tuning_from_env();
+
 int device_sms() {
   int dev = 0, sms = 0;
   cudaGetDevice(&dev);
@@ -1268,13 +1295,14 @@ int64_t tc_tiles_per_batch(int64_t n) {
   return (n + tc::Geo<T>::kWP - 1) / tc::Geo<T>::kWP;
 }
 
-// The backward's CTAs: two per multiprocessor (shared memory), fewer on small inputs.
+// The backward's CTAs: two per multiprocessor (shared memory), fewer on small
+// inputs (or where BlockTailTuning caps them).
 constexpr int kTcBackwardPerSm = 2;
 template <typename T>
-int64_t tc_backward_blocks(int64_t batch, int64_t n) {
+int64_t tc_backward_blocks(int64_t batch, int64_t n, int per_sm = kTcBackwardPerSm) {
   const int64_t tiles = batch * tc_tiles_per_batch<T>(n);
-  return std::max<int64_t>(1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps,
-                                                int64_t{device_sms()} * kTcBackwardPerSm));
+  return std::max<int64_t>(
+      1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
 }
 
 template <typename T, int C, int CM, bool X3>
@@ -1297,8 +1325,9 @@ struct ForwardTcT {
                  const BlockTailWeights& w, bool gelu_mid, cudaStream_t stream) {
     const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
     if (tiles == 0) return cudaSuccess;
-    const int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
+    int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
     if (per_sm == 0) return cudaErrorInvalidConfiguration;
+    if (g_tuning.forward_ctas_per_sm > 0) per_sm = std::min(per_sm, g_tuning.forward_ctas_per_sm);
     const int64_t blocks = std::max<int64_t>(
         1,
         std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
@@ -1308,7 +1337,7 @@ struct ForwardTcT {
         gelu_mid ? tc::forward_tc<T, C, CM, true, X3> : tc::forward_tc<T, C, CM, false, X3>;
     kernel<<<static_cast<unsigned>(blocks), tc::kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(a), static_cast<const T*>(s), static_cast<T*>(z), static_cast<T*>(y1),
-        n, tpb, tiles, vec, w);
+        n, tpb, tiles, vec, g_tuning.l2_prefetch, w);
     return cudaGetLastError();
   }
 };
@@ -1326,7 +1355,8 @@ struct BackwardTcT {
     if (attr != cudaSuccess) return attr;
     kernel<<<blocks, tc::kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(dz), static_cast<const T*>(in), static_cast<const T*>(y1),
-        static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec, w, workspace);
+        static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec, g_tuning.l2_prefetch, w,
+        workspace);
     return cudaGetLastError();
   }
 
@@ -1335,7 +1365,9 @@ struct BackwardTcT {
                  bool gelu_mid, float* workspace, cudaStream_t stream) {
     const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
     constexpr int entries = Shape<C, CM>::kEntries;
-    const int blocks = static_cast<int>(tc_backward_blocks<T>(batch, n));
+    const int cap = g_tuning.backward_ctas_per_sm;
+    const int blocks = static_cast<int>(tc_backward_blocks<T>(
+        batch, n, cap > 0 ? std::min(cap, kTcBackwardPerSm) : kTcBackwardPerSm));
     if (tiles > 0) {
       const bool vec = n % tc::Geo<T>::kVec == 0 && aligned16(dz) && aligned16(in) &&
                        aligned16(y1) && aligned16(da) && aligned16(ds);
@@ -1401,6 +1433,9 @@ int dispatch(Dtype dtype, Fp32Math fp32, int64_t channels, int64_t mid, Args&&..
 }  // namespace
 
 bool block_tail_supported(int64_t channels, int64_t mid) { return channels == 32 && mid == 16; }
+
+void set_block_tail_tuning(const BlockTailTuning& tuning) { g_tuning = tuning; }
+BlockTailTuning block_tail_tuning() { return g_tuning; }
 
 int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void* y1, int64_t batch,
                        int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,

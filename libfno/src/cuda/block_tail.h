@@ -73,6 +73,17 @@ int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void*
                         bool gelu_mid, float* workspace, void* stream,
                         Fp32Math fp32 = Fp32Math::k3xTf32);
 
+/// Launch tuning of the tensor-core kernels, for the micro-benchmark's sweeps
+/// (0: the default; set at start from FNO_BLOCK_TAIL_FWD_CTAS,
+/// FNO_BLOCK_TAIL_BWD_CTAS and FNO_BLOCK_TAIL_L2_PREFETCH). Not thread-safe.
+struct BlockTailTuning {
+  int forward_ctas_per_sm = 0;   // cap on the forward's CTAs per multiprocessor
+  int backward_ctas_per_sm = 0;  // cap on the backward's (at most 2 fit)
+  int l2_prefetch = 0;           // the cp.async L2 prefetch hint: 0, 64, 128 or 256 bytes
+};
+void set_block_tail_tuning(const BlockTailTuning& tuning);
+BlockTailTuning block_tail_tuning();
+
 /// cudaGetErrorString.
 const char* error_string(int error);
 
