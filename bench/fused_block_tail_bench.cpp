@@ -189,9 +189,10 @@ int main(int argc, char** argv) {
             const std::string path = "f" + std::to_string(ctas) + "/l2:" + std::to_string(l2);
             report(dt, path.c_str(), "forward", ms, 4 * elt * numel, fwd_flops);
           }
-          for (const int ctas : {1, 2}) {
+          for (const int ctas : {-2, 1, 2}) {  // (-2: 2 CTAs, the unpacked bf16/half form)
             auto t = base;
-            t.backward_ctas_per_sm = ctas;
+            t.backward_ctas_per_sm = ctas < 0 ? -ctas : ctas;
+            t.packed = ctas > 0;
             t.l2_prefetch = l2;
             fno::cuda::set_block_tail_tuning(t);
             const double ms = median_ms(reps, [&] {
@@ -201,7 +202,9 @@ int main(int argc, char** argv) {
                      fp32)),
                  "backward");
             });
-            const std::string path = "b" + std::to_string(ctas) + "/l2:" + std::to_string(l2);
+            const std::string path = (ctas < 0 ? "u" : "b") +
+                                     std::to_string(ctas < 0 ? -ctas : ctas) +
+                                     "/l2:" + std::to_string(l2);
             report(dt, path.c_str(), "backward", ms, 5 * elt * numel, bwd_flops);
           }
         }

@@ -160,6 +160,13 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
           CHECK(torch::equal(again.z, got.z));
           for (size_t i = 0; i < got.grads.size(); ++i)
             CHECK(torch::equal(again.grads[i], got.grads[i]));
+          // The backward's packed form (default) and its unpacked form agree bit for bit.
+          REQUIRE(fno::block_tail_packed());
+          fno::set_block_tail_packed(false);
+          const auto unpacked = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          fno::set_block_tail_packed(true);
+          for (size_t i = 0; i < got.grads.size(); ++i)
+            CHECK(torch::equal(unpacked.grads[i], got.grads[i]));
         }
       }
     }

@@ -60,6 +60,24 @@ Fp32BlockTail fp32_block_tail() {
 
 void set_fp32_block_tail(Fp32BlockTail mode) { g_fp32.store(static_cast<int>(mode)); }
 
+bool block_tail_packed() {
+#ifdef FNO_CUDA_KERNELS
+  return cuda::block_tail_tuning().packed;
+#else
+  return false;
+#endif
+}
+
+void set_block_tail_packed(bool packed) {
+#ifdef FNO_CUDA_KERNELS
+  auto t = cuda::block_tail_tuning();
+  t.packed = packed;
+  cuda::set_block_tail_tuning(t);
+#else
+  (void)packed;
+#endif
+}
+
 bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid) {
 #ifdef FNO_CUDA_KERNELS
   const auto t = x.scalar_type();

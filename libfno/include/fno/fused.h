@@ -38,6 +38,12 @@ Fp32BlockTail fp32_block_tail();
 /// Sets it for every thread.
 void set_fp32_block_tail(Fp32BlockTail mode);
 
+/// Whether the bf16/half block-tail backward keeps one packed copy of each
+/// per-point operand (the default) or the unpacked form: the same results bit
+/// for bit (the tests compare them). A no-op without the CUDA kernels.
+bool block_tail_packed();
+void set_block_tail_packed(bool packed);
+
 /// Turns the fused kernels off (or on) while alive, then restores the setting.
 class FusedKernelsGuard {
  public:

@@ -591,6 +591,51 @@ __device__ __forceinline__ void store_acc(T* buf, int r0, int lane, const float 
     }
   }
 }
+// The packed form of a [16 x K] accumulator-layout matrix of 16-bit values:
+// p[j][0] = (v[j][0], v[j][1]), p[j][1] = (v[j][2], v[j][3]), low half first.
+// It is at once the MMA A fragment (afrag) and what ldmatrix / stmatrix .trans
+// move, so a value rounded to T once serves the product and the store.
+template <typename T, int K>
+__device__ __forceinline__ void pack_acc(const float (&v)[K / 8][4], uint32_t (&p)[K / 8][2]) {
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    p[j][0] = Mma<T>::pack(v[j][0], v[j][1]);
+    p[j][1] = Mma<T>::pack(v[j][2], v[j][3]);
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void unpack_acc(const uint32_t (&p)[K / 8][2], float (&v)[K / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    unpack(p[j][0], v[j][0], v[j][1], static_cast<T*>(nullptr));
+    unpack(p[j][1], v[j][2], v[j][3], static_cast<T*>(nullptr));
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void ldsm_packed(const T* buf, int r0, int lane,
+                                            uint32_t (&p)[K / 8][2]) {
+  static_assert(sizeof(T) == 2 && K % 16 == 0, "16-bit types, whole 8 x 8 block pairs");
+#pragma unroll
+  for (int j = 0; j < K / 8; j += 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(p[j][0]), "=r"(p[j][1]), "=r"(p[j + 1][0]), "=r"(p[j + 1][1])
+                 : "r"(smem_addr(ldsm_row<T, K>(buf, r0, j, lane)))
+                 : "memory");
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void stsm_packed(T* buf, int r0, int lane,
+                                            const uint32_t (&p)[K / 8][2]) {
+  static_assert(sizeof(T) == 2 && K % 16 == 0, "16-bit types, whole 8 x 8 block pairs");
+#pragma unroll
+  for (int j = 0; j < K / 8; j += 2) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(
+                     smem_addr(ldsm_row<T, K>(buf, r0, j, lane))),
+                 "r"(p[j][0]), "r"(p[j][1]), "r"(p[j + 1][0]), "r"(p[j + 1][1])
+                 : "memory");
+  }
+}
+
 template <typename T, int K>
 __device__ __forceinline__ void round_acc(float (&v)[K / 8][4]) {
 #pragma unroll
@@ -674,6 +719,22 @@ __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 
         Mma<T>::mma(acc[nt], as, b[0], b[32]);
         Mma<T>::mma(acc[nt], a, b[64], b[96]);
       }
+      Mma<T>::mma(acc[nt], a, b[0], b[32]);
+    }
+  }
+}
+
+// acc[16 x N] += v[16 x K] * B with v in packed form (16-bit types).
+template <typename T, int K, int N>
+__device__ __forceinline__ void mm_packed(float (&acc)[N / 8][4], const uint32_t (&p)[K / 8][2],
+                                          const uint32_t* bf, int lane) {
+  static_assert(Mma<T>::kK == 16, "16-bit types");
+#pragma unroll
+  for (int q = 0; q < K / 16; ++q) {
+    const uint32_t a[4] = {p[2 * q][0], p[2 * q][1], p[2 * q + 1][0], p[2 * q + 1][1]};
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt) {
+      const uint32_t* b = bf + (q * (N / 8) + nt) * 2 * 32 + lane;
       Mma<T>::mma(acc[nt], a, b[0], b[32]);
     }
   }
@@ -771,14 +832,27 @@ __device__ __forceinline__ void cp_async_wait() {
 // (|error| <= 1.5e-7 in erf, far below the 2^-11 .. 2^-9 of the products'
 // operands), which shares exp(-x^2 / 2) with GELU'(x) = Phi(x) + x phi(x):
 // about half the instructions of erff + expf, which dominate these kernels.
+// (rcp.approx and ex2.approx directly, -log2(e) / 2 and the 1/2 of
+// P(N > |x|) = erfc(|x| / sqrt 2) / 2 folded into the constants: three
+// instructions fewer than __fdividef, __expf and the extra products.)
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 __device__ __forceinline__ float phi_cdf(float x, float& e) {
-  const float t = __fdividef(1.f, fmaf(0.3275911f * kInvSqrt2, fabsf(x), 1.f));
-  e = __expf(-0.5f * x * x);
-  float p = fmaf(t, 1.061405429f, -1.453152027f);
-  p = fmaf(t, p, 1.421413741f);
-  p = fmaf(t, p, -0.284496736f);
-  p = fmaf(t, p, 0.254829592f);
-  const float q = 0.5f * t * p * e;  // P(N > |x|)
+  const float t = rcp_approx(fmaf(0.3275911f * kInvSqrt2, fabsf(x), 1.f));
+  e = ex2_approx(x * (x * (-0.5f * 1.44269504088896341f)));  // exp(-x^2 / 2)
+  float p = fmaf(t, 0.5f * 1.061405429f, 0.5f * -1.453152027f);
+  p = fmaf(t, p, 0.5f * 1.421413741f);
+  p = fmaf(t, p, 0.5f * -0.284496736f);
+  p = fmaf(t, p, 0.5f * 0.254829592f);
+  const float q = t * p * e;  // P(N > |x|)
   return x >= 0.f ? 1.f - q : q;
 }
 __device__ __forceinline__ float gelu_fast(float x) {
@@ -974,7 +1048,7 @@ struct BwdSmem {
                 "the CTA's reduction reuses the tiles");
 };
 
-template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid, bool X3>
+template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid, bool X3, bool kPacked>
 __global__ void __launch_bounds__(kThreads, 2)
     backward_tc(const T* __restrict__ dz, const T* __restrict__ in, const T* __restrict__ y1,
                 T* __restrict__ da, T* __restrict__ ds, int64_t n, int64_t tiles_per_batch,
@@ -1037,6 +1111,90 @@ __global__ void __launch_bounds__(kThreads, 2)
     const T* const s_dzc = s_dz(st);
 #pragma unroll 1
     for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
+      if constexpr (kPacked) {
+        // bf16/half: the same maths as below (bit for bit), each per-point
+        // operand rounded to T and packed once, for its product and its store.
+        float av[C / 8][4], dzv[C / 8][4], d1[C / 8][4];
+        uint32_t pa[C / 8][2], pdz[C / 8][2], pg[C / 8][2];
+        ldsm_packed<T, C>(s_a, r0, lane, pa);
+        unpack_acc<T, C>(pa, av);
+        if (kGeluIn) {
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) av[j][e] = gelu_fast(av[j][e]);
+          pack_acc<T, C>(av, pa);
+          stsm_packed<T, C>(s_a, r0, lane, pa);
+          unpack_acc<T, C>(pa, av);  // a as rounded, for the gate's gradient
+        }
+        ldsm_packed<T, C>(s_dzc, r0, lane, pdz);
+        unpack_acc<T, C>(pdz, dzv);
+        ldsm_packed<T, C>(s_g1, r0, lane, pg);
+        if (kGeluMid) {
+          float g1[C / 8][4];
+          unpack_acc<T, C>(pg, g1);
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) gelu_and_grad_fast(g1[j][e], g1[j][e], d1[j][e]);
+          pack_acc<T, C>(g1, pg);
+          stsm_packed<T, C>(s_g1, r0, lane, pg);
+        }
+        float h[CM / 8][4], dh[CM / 8][4] = {};
+        fill_cols<CM>(sb1, lane, h);
+        mm_packed<T, C, CM>(h, pg, fr + L::kW1, lane);
+        mm_packed<T, C, CM>(dh, pdz, fr + L::kW2, lane);
+#pragma unroll
+        for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float gh, dgh;
+            gelu_and_grad_fast(h[j][e], gh, dgh);
+            h[j][e] = gh;
+            dh[j][e] *= dgh;
+          }
+        uint32_t pgh[CM / 8][2], pdh[CM / 8][2];
+        pack_acc<T, CM>(h, pgh);
+        stsm_packed<T, CM>(s_gh, r0, lane, pgh);
+        pack_acc<T, CM>(dh, pdh);
+        stsm_packed<T, CM>(s_dh, r0, lane, pdh);
+        unpack_acc<T, CM>(pdh, dh);  // dh as rounded, for b1's gradient
+#pragma unroll
+        for (int j = 0; j < CM / 8; ++j) {
+          acc_b1[j][0] += dh[j][0] + dh[j][2];
+          acc_b1[j][1] += dh[j][1] + dh[j][3];
+        }
+        float dy[C / 8][4] = {};
+        mm_packed<T, CM, C>(dy, pdh, fr + L::kW1n, lane);
+        if (kGeluMid) {
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dy[j][e] *= d1[j][e];
+        }
+        uint32_t pdy[C / 8][2];
+        pack_acc<T, C>(dy, pdy);
+        stsm_packed<T, C>(s_dy, r0, lane, pdy);
+        float dav[C / 8][4];
+        fill_cols<C>(sgate, lane, dav);
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
+          acc_b2[j][0] += dzv[j][0] + dzv[j][2];
+          acc_b2[j][1] += dzv[j][1] + dzv[j][3];
+          acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
+          acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
+        }
+        mm_packed<T, C, C>(dav, pdy, fr + L::kWSkip, lane);
+        store_acc<T, C>(s_da, r0, lane, dav);
+        __syncwarp();
+        mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
+        mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
+        mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
+        __syncwarp();
+        continue;
+      }
       // Points past the end read zeros: with dz = 0 they add nothing to any gradient.
       float av[C / 8][4], dzv[C / 8][4], g1[C / 8][4], d1[C / 8][4];
       load_acc<T, C>(s_a, r0, lane, av);
@@ -1195,6 +1353,9 @@ BlockTailTuning tuning_from_env() {
   get("FNO_BLOCK_TAIL_FWD_CTAS", t.forward_ctas_per_sm);
   get("FNO_BLOCK_TAIL_BWD_CTAS", t.backward_ctas_per_sm);
   get("FNO_BLOCK_TAIL_L2_PREFETCH", t.l2_prefetch);
+  int packed = t.packed ? 1 : 0;
+  get("FNO_BLOCK_TAIL_PACKED", packed);
+  t.packed = packed != 0;
   return t;
 }
 BlockTailTuning g_tuning = tuning_from_env();
@@ -1327,7 +1488,12 @@ struct ForwardTcT {
     if (tiles == 0) return cudaSuccess;
     int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
     if (per_sm == 0) return cudaErrorInvalidConfiguration;
-    if (g_tuning.forward_ctas_per_sm > 0) per_sm = std::min(per_sm, g_tuning.forward_ctas_per_sm);
+    // Fewer CTAs than fit measure faster (H100, with the L2 prefetch: fp32
+    // 1.70 ms at 2 a multiprocessor against 1.88-1.93 at 3-6; bf16 0.88 ms
+    // at 3 against 0.94-0.98 at 2 or 4-6): 2 for 4-byte, 3 for 2-byte types.
+    const int cap =
+        g_tuning.forward_ctas_per_sm > 0 ? g_tuning.forward_ctas_per_sm : (sizeof(T) == 4 ? 2 : 3);
+    per_sm = std::min(per_sm, cap);
     const int64_t blocks = std::max<int64_t>(
         1,
         std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
@@ -1349,10 +1515,21 @@ struct BackwardTcT {
   static int launch(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t n,
                     int64_t tpb, int64_t tiles, bool vec, int blocks, const BlockTailWeights& w,
                     float* workspace, cudaStream_t stream) {
-    auto kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3>;
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes));
-    if (attr != cudaSuccess) return attr;
+    auto kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, false>;
+    if constexpr (sizeof(T) == 2) {
+      if (g_tuning.packed) kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, true>;
+    }
+    static const cudaError_t attr[2] = {
+        cudaFuncSetAttribute(tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(L::kBytes)),
+        sizeof(T) == 2
+            ? cudaFuncSetAttribute(tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, sizeof(T) == 2>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(L::kBytes))
+            : cudaSuccess};
+    if (attr[0] != cudaSuccess) return attr[0];
+    if (attr[1] != cudaSuccess) return attr[1];
     kernel<<<blocks, tc::kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(dz), static_cast<const T*>(in), static_cast<const T*>(y1),
         static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec, g_tuning.l2_prefetch, w,

@@ -74,12 +74,16 @@ int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void*
                         Fp32Math fp32 = Fp32Math::k3xTf32);
 
 /// Launch tuning of the tensor-core kernels, for the micro-benchmark's sweeps
-/// (0: the default; set at start from FNO_BLOCK_TAIL_FWD_CTAS,
-/// FNO_BLOCK_TAIL_BWD_CTAS and FNO_BLOCK_TAIL_L2_PREFETCH). Not thread-safe.
+/// (the defaults are what measured fastest on an H100; the environment
+/// variables FNO_BLOCK_TAIL_FWD_CTAS, FNO_BLOCK_TAIL_BWD_CTAS,
+/// FNO_BLOCK_TAIL_L2_PREFETCH and FNO_BLOCK_TAIL_PACKED set them at start).
+/// Not thread-safe.
 struct BlockTailTuning {
-  int forward_ctas_per_sm = 0;   // cap on the forward's CTAs per multiprocessor
-  int backward_ctas_per_sm = 0;  // cap on the backward's (at most 2 fit)
-  int l2_prefetch = 0;           // the cp.async L2 prefetch hint: 0, 64, 128 or 256 bytes
+  int forward_ctas_per_sm = 0;   // cap on the forward's CTAs per SM (0: 2 fp32, 3 bf16/half)
+  int backward_ctas_per_sm = 0;  // cap on the backward's (0: 2, all that fit)
+  int l2_prefetch = 128;         // the cp.async L2 prefetch hint: 0, 64, 128 or 256 bytes
+  bool packed = true;            // bf16/half backward: one packed copy of each
+                                 // per-point operand (false: the unpacked form)
 };
 void set_block_tail_tuning(const BlockTailTuning& tuning);
 BlockTailTuning block_tail_tuning();
