@@ -179,10 +179,10 @@ struct LtGemm {
                aux.defined() ? aux.stride(0) : 0) {}
   bool run() {
     const float alpha = 1.f, beta = 0.f;
-    const auto s = cublasLtMatmul(at::cuda::getCurrentCUDABlasLtHandle(), op, &alpha, a, la, b, lb,
-                                  &beta, d, ld, d, ld, &heur.algo, at::cuda::getCUDABlasLtWorkspace(),
-                                  at::cuda::getCUDABlasLtWorkspaceSize(),
-                                  c10::cuda::getCurrentCUDAStream().stream());
+    const auto s = cublasLtMatmul(
+        at::cuda::getCurrentCUDABlasLtHandle(), op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
+        &heur.algo, at::cuda::getCUDABlasLtWorkspace(), at::cuda::getCUDABlasLtWorkspaceSize(),
+        c10::cuda::getCurrentCUDAStream().stream());
     if (s != CUBLAS_STATUS_SUCCESS) {
       why = std::string("matmul status ") + std::to_string(int(s));
       return false;
@@ -232,7 +232,9 @@ int main(int argc, char** argv) {
       auto b = (torch::rand({l.cout}, o) * 2 - 1) / std::sqrt(double(l.cin));
       const auto wb = w.unsqueeze(0).expand({batch, -1, -1});
       torch::Tensor ref;
-      const double t_ref = median_ms(reps, [&] { ref = torch::baddbmm(b.view({1, -1, 1}), wb, x); });
+      const double t_ref = median_ms(reps, [&] {
+        ref = torch::baddbmm(b.view({1, -1, 1}), wb, x);
+      });
       row(dt, l.name, "torch baddbmm (bias)", t_ref, "");
       {
         auto y = torch::empty_like(ref);
@@ -246,8 +248,9 @@ int main(int argc, char** argv) {
         }
       }
       torch::Tensor gref;
-      const double t_gelu = median_ms(
-          reps, [&] { gref = torch::gelu(torch::baddbmm(b.view({1, -1, 1}), wb, x)); });
+      const double t_gelu = median_ms(reps, [&] {
+        gref = torch::gelu(torch::baddbmm(b.view({1, -1, 1}), wb, x));
+      });
       row(dt, l.name, "torch baddbmm + gelu(erf)", t_gelu, "");
       for (const bool aux_out : {false, true}) {
         auto y = torch::empty_like(ref);
@@ -263,9 +266,9 @@ int main(int argc, char** argv) {
         std::string check = g.why;
         if (check.empty()) {
           check = "vs erf GELU: rel " + std::to_string(rel_err(y, gref)) + ", max abs " +
-                  std::to_string((y.to(torch::kFloat) - gref.to(torch::kFloat)).abs().max().item<float>()) +
-                  "; vs tanh GELU: rel " +
-                  std::to_string(rel_err(y, torch::gelu(ref, "tanh")));
+                  std::to_string(
+                      (y.to(torch::kFloat) - gref.to(torch::kFloat)).abs().max().item<float>()) +
+                  "; vs tanh GELU: rel " + std::to_string(rel_err(y, torch::gelu(ref, "tanh")));
           if (aux_out) check += "; aux rel " + std::to_string(rel_err(aux, ref));
         }
         row(dt, l.name, name, t, check);

@@ -1,8 +1,9 @@
 // Fused forward and backward of an FNO block's pointwise tail (block_tail.h).
 //
 // Two families of kernels: the tensor-core kernels (namespace tc below) for
-// bf16 and half activations, and for fp32 ones where TF32 is allowed; and the
-// FFMA kernels described here, for exact fp32 products.
+// bf16 and half activations and for fp32 ones (TF32 where it is allowed, else
+// 3xTF32: fp32-level error); and the FFMA kernels described here, fp32 products
+// on the CUDA cores (Fp32Math::kFfma, FNO_BLOCK_TAIL_FP32=ffma).
 //
 // FFMA kernels: one thread owns one grid point: its C-channel vectors live in registers and
 // channel c is read at (b * C + c) * N + n, so a warp's loads of one channel
@@ -410,7 +411,8 @@ __global__ void reduce_partials_kernel(const float* __restrict__ partial, int ct
 
 // ===========================================================================
 // Tensor-core kernels (mma.sync): bf16 and half activations, and fp32
-// activations on TF32 when the caller allows it.
+// activations, on TF32 when the caller allows it, else in 3xTF32 (each operand
+// split into two TF32 parts, three MMAs a product; X3 below).
 //
 // Each warp works on its own tiles of kWP consecutive grid points of one batch
 // entry (64 bytes of each channel row), staged in shared memory as [channel]
@@ -424,6 +426,11 @@ __global__ void reduce_partials_kernel(const float* __restrict__ partial, int ct
 // gradients [C x 16 points] x [16 points x C] run on the same MMAs from the
 // staged rows; each warp keeps its fp32 accumulators for all its tiles, and
 // the CTA adds its warps in order before the fixed-order reduction over CTAs.
+// 16-bit per-point values move between the staged rows and the accumulator
+// layout with ldmatrix / stmatrix .trans; the forward writes a group's y1 and z
+// in place of its a and s; the bf16/half backward keeps each per-point operand
+// in one packed form (kPacked). The cp.async copies carry an L2 prefetch hint
+// and the forward runs fewer CTAs than fit (BlockTailTuning: measured faster).
 // ===========================================================================
 namespace tc {
 
