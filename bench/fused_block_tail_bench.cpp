@@ -3,10 +3,12 @@
 // read and write, over its time) and fp32 rate next to the device's, and the
 // LibTorch (unfused) block_tail's forward and backward times.
 //
-//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,tf32,bf16,half
+//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,ffma,tf32,bf16,half
 //
-// tf32: fp32 activations with TF32 allowed (fno::MatmulPrecisionGuard), which
-// runs the tensor-core kernels; float runs the exact fp32 (FFMA) kernels.
+// float: fp32 activations on the tensor-core kernels in 3xTF32 (fp32-level
+// error, the default where TF32 is not allowed); ffma: fp32 on the FFMA
+// kernels (FNO_BLOCK_TAIL_FP32=ffma); tf32: fp32 activations with TF32 allowed
+// (fno::MatmulPrecisionGuard), plain TF32 tensor-core kernels.
 #include <fno/fused.h>
 #include <fno/layers.h>
 #include <fno/precision.h>
@@ -63,16 +65,18 @@ int main(int argc, char** argv) {
   int reps = 20;
   std::string dtypes = "float,bf16";
   double peak_gbps = 3350, peak_tflops = 67;
-  bool unfused = true;
+  bool unfused = true, sweep = false;
   app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
   app.add_option("--channels", channels, "hidden channels C (Cmid = C/2)")
       ->check(CLI::PositiveNumber);
   app.add_option("--grid", grid, "grid side: N = grid^2")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions (median)")->check(CLI::PositiveNumber);
-  app.add_option("--dtypes", dtypes, "activation dtypes: float, tf32, bf16, half");
+  app.add_option("--dtypes", dtypes, "activation dtypes: float (3xTF32), ffma, tf32, bf16, half");
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");
+  app.add_flag("--sweep", sweep,
+               "also time the tensor-core kernels under launch tunings (CTAs per SM, L2 prefetch)");
   CLI11_PARSE(app, argc, argv);
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "fused_block_tail_bench: no CUDA device\n");
@@ -102,7 +106,7 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, peak_gbps, copy_gbps);
   std::printf("shape [%ld, %ld, %ld^2], Cmid %ld, gelu_input and gelu_mid on (a middle block)\n",
               long(batch), long(channels), long(grid), long(cm));
-  std::printf("%-6s %-8s %-9s %9s %9s %7s %7s %9s\n", "dtype", "path", "pass", "ms", "GB/s",
+  std::printf("%-6s %-10s %-9s %9s %9s %7s %7s %9s\n", "dtype", "path", "pass", "ms", "GB/s",
               "%peak", "%copy", "TFLOP/s");
 
   const auto f32 = torch::TensorOptions().device(torch::kCUDA);
@@ -129,7 +133,7 @@ int main(int argc, char** argv) {
   const auto report = [&](const std::string& dt, const char* path, const char* pass, double ms,
                           double bytes, double flops) {
     const double gbps = bytes / (ms * 1e6);
-    std::printf("%-6s %-8s %-9s %9.3f %9.0f %6.1f%% %6.1f%% %9.1f\n", dt.c_str(), path, pass, ms,
+    std::printf("%-6s %-10s %-9s %9.3f %9.0f %6.1f%% %6.1f%% %9.1f\n", dt.c_str(), path, pass, ms,
                 gbps, 100 * gbps / peak_gbps, 100 * gbps / copy_gbps, flops / (ms * 1e9));
     std::fflush(stdout);
   };
@@ -139,6 +143,9 @@ int main(int argc, char** argv) {
     const auto st = dt == "bf16" ? torch::kBFloat16 : dt == "half" ? torch::kHalf : torch::kFloat;
     const bool tf32 = dt == "tf32";
     const fno::MatmulPrecisionGuard precision(tf32 ? fno::Precision::kTF32 : fno::Precision::kFP32);
+    const auto fp32 = tf32           ? fno::cuda::Fp32Math::kTf32
+                      : dt == "ffma" ? fno::cuda::Fp32Math::kFfma
+                                     : fno::cuda::Fp32Math::k3xTf32;
     const auto kd = dt == "bf16"   ? fno::cuda::Dtype::kBFloat16
                     : dt == "half" ? fno::cuda::Dtype::kHalf
                                    : fno::cuda::Dtype::kFloat;
@@ -154,17 +161,55 @@ int main(int argc, char** argv) {
       const double fwd = median_ms(reps, [&] {
         ck(static_cast<cudaError_t>(fno::cuda::block_tail_forward(
                kd, a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), batch, channels, cm, n,
-               w, true, nullptr, tf32)),
+               w, true, nullptr, fp32)),
            "forward");
       });
       report(dt, "fused", "forward", fwd, 4 * elt * numel, fwd_flops);
       const double bwd = median_ms(reps, [&] {
         ck(static_cast<cudaError_t>(fno::cuda::block_tail_backward(
                kd, dz.data_ptr(), x.data_ptr(), y1.data_ptr(), da.data_ptr(), ds.data_ptr(), batch,
-               channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr, tf32)),
+               channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr, fp32)),
            "backward");
       });
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);
+      if (sweep && dt != "ffma") {
+        const auto base = fno::cuda::block_tail_tuning();
+        for (const int l2 : {0, 64, 128, 256}) {
+          for (const int ctas : {2, 3, 4, 5, 6}) {
+            auto t = base;
+            t.forward_ctas_per_sm = ctas;
+            t.l2_prefetch = l2;
+            fno::cuda::set_block_tail_tuning(t);
+            const double ms = median_ms(reps, [&] {
+              ck(static_cast<cudaError_t>(fno::cuda::block_tail_forward(
+                     kd, a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), batch, channels,
+                     cm, n, w, true, nullptr, fp32)),
+                 "forward");
+            });
+            const std::string path = "f" + std::to_string(ctas) + "/l2:" + std::to_string(l2);
+            report(dt, path.c_str(), "forward", ms, 4 * elt * numel, fwd_flops);
+          }
+          for (const int ctas : {-2, 1, 2}) {  // (-2: 2 CTAs, the unpacked bf16/half form)
+            auto t = base;
+            t.backward_ctas_per_sm = ctas < 0 ? -ctas : ctas;
+            t.packed = ctas > 0;
+            t.l2_prefetch = l2;
+            fno::cuda::set_block_tail_tuning(t);
+            const double ms = median_ms(reps, [&] {
+              ck(static_cast<cudaError_t>(fno::cuda::block_tail_backward(
+                     kd, dz.data_ptr(), x.data_ptr(), y1.data_ptr(), da.data_ptr(), ds.data_ptr(),
+                     batch, channels, cm, n, w, g, true, true, workspace.data_ptr<float>(), nullptr,
+                     fp32)),
+                 "backward");
+            });
+            const std::string path = (ctas < 0 ? "u" : "b") +
+                                     std::to_string(ctas < 0 ? -ctas : ctas) +
+                                     "/l2:" + std::to_string(l2);
+            report(dt, path.c_str(), "backward", ms, 5 * elt * numel, bwd_flops);
+          }
+        }
+        fno::cuda::set_block_tail_tuning(base);
+      }
     }
     if (!unfused) continue;
     // The LibTorch path (fp32 weights for float and tf32, TF32 GEMMs for tf32; for bf16 and half,

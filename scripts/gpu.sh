@@ -28,6 +28,10 @@
 #   chunks2048   2048^2: recompute vs recompute+offload in fp32 and bf16, auto under 8 GiB
 #   ddp          two GPUs: tests/cli/test_distributed.sh with NCCL, fno_bench under
 #                torchrun (none, auto 8 GiB) with the scaling efficiency
+#   k14          issue 14 in one call: the fused micro-benchmark (fp32 3xTF32 and FFMA, tf32,
+#                bf16, half), fno_bench none (fp32, tf32, bf16; fp32 on FFMA), the fused GPU
+#                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
+#                built alongside; the suite waits for BASE_BUILD/.done) when it is set
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -53,9 +57,14 @@ if [ ! -f "$build/build.ninja" ]; then
     { cat "$out/configure.log"; exit 1; }
 fi
 t0=$(date +%s)
-# shellcheck disable=SC2086
-cmake --build "$build" --target ${FNO_TARGETS:-fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench} \
-  > "$out/build.log" 2>&1 ||
+if [ -n "${FNO_TARGETS:-}" ]; then
+  read -r -a targets <<< "$FNO_TARGETS"
+else
+  targets=(fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench)
+  # (mlp_epilogue_bench exists where CMake found cuBLASLt)
+  grep -q 'build mlp_epilogue_bench\|bench/mlp_epilogue_bench:' "$build/build.ninja" && targets+=(mlp_epilogue_bench)
+fi
+cmake --build "$build" --target "${targets[@]}" > "$out/build.log" 2>&1 ||
   { tail -50 "$out/build.log"; exit 1; }
 say "build: $(($(date +%s) - t0)) s"
 bench=$build/apps/fno_bench
@@ -284,6 +293,87 @@ run_suite() {
         FNO_FUSED=$f "$bench" "${common[@]}" --policies none \
           --json "$out/bench1024_none_fused$f.json" > /dev/null 2> "$out/bench1024_none_fused$f.log"
         say "FNO_FUSED=$f: $(grep '^fno_bench' "$out/bench1024_none_fused$f.log" | cut -c1-120)"
+      done
+      ;;
+    k14)
+      local base=${BASE_BUILD:-} micro=(--batch 8 --channels 32 --grid 1024 --no-unfused)
+      if [ -n "$base" ]; then
+        for _ in $(seq 400); do [ -f "$base/.done" ] && break; sleep 1; done
+        say "base build: exit $(cat "$base/.done" 2> /dev/null || echo missing)"
+      fi
+      timeout 150 "$build/bench/fused_block_tail_bench" "${micro[@]}" \
+        --dtypes float,ffma,tf32,bf16,half --sweep > "$out/micro_after.txt" 2>&1
+      say "micro-bench (this code): exit $?"
+      grep -v '/l2:' "$out/micro_after.txt" | tee -a "$summary"
+      if [ -x "$base/bench/fused_block_tail_bench" ]; then
+        timeout 120 "$base/bench/fused_block_tail_bench" "${micro[@]}" \
+          --dtypes float,tf32,bf16,half > "$out/micro_before.txt" 2>&1
+        say "micro-bench (before): exit $?"
+        grep '^float\|^tf32\|^bf16\|^half' "$out/micro_before.txt" | tee -a "$summary"
+      fi
+      timeout 300 "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
+      say "GPU tests (all): exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/gpu_tests.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -60
+      grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests.log" > "$out/fused_errors.txt"
+      local b
+      for b in after before after_ffma; do
+        local exe=$bench env=() prec=fp32,tf32,bf16
+        [ "$b" = before ] && exe=$base/apps/fno_bench
+        [ "$b" = after_ffma ] && env=(FNO_BLOCK_TAIL_FP32=ffma) && prec=fp32
+        [ -x "$exe" ] || continue
+        env "${env[@]}" timeout 150 "$exe" "${common[@]}" --policies none --precision $prec \
+          --json "$out/none_$b.json" > /dev/null 2> "$out/none_$b.log"
+        say "fno_bench none ($b): exit $?"
+        grep -h '^fno_bench' "$out/none_$b.log" | cut -c1-200 | tee -a "$summary"
+      done
+      if [ -n "${K14_PROBE:-}" ] && [ -x "$build/bench/mlp_epilogue_bench" ]; then
+        ldd "$build/bench/mlp_epilogue_bench" | grep -i cublas > "$out/mlp_epilogue_ldd.txt"
+        md5sum "$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')"/../nvidia/cu13/lib/libcublasLt.so* \
+          /usr/local/cuda/lib64/libcublasLt.so* >> "$out/mlp_epilogue_ldd.txt" 2>&1
+        timeout 120 "$build/bench/mlp_epilogue_bench" --batch 8 --grid 1024 --dtypes float,bf16 \
+          > "$out/mlp_epilogue_bench.txt" 2>&1
+        say "mlp epilogue bench: exit $?"
+        tee -a "$summary" < "$out/mlp_epilogue_bench.txt"
+      fi
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
+        > "$out/memcheck_fused.log" 2>&1
+      say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
+      # The Darcy seed run (20 epochs, same seed) in fp32: 3xTF32 block tail and FFMA
+      local m
+      for m in 3xtf32 ffma; do
+        FNO_BLOCK_TAIL_FP32=$m timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml \
+          --out "$out/seed_fp32_$m" --set output.progress=none > "$out/seed_fp32_$m.log" 2>&1
+        say "seed fp32 $m: exit $? $(tail -1 "$out/seed_fp32_$m/metrics.jsonl" | cut -c1-300)"
+      done
+      ;;
+    k14prof)
+      # issue 14: the micro-benchmark with the launch-tuning sweep, the cuBLASLt
+      # epilogue probe, and Nsight Compute on the tensor-core kernels
+      timeout 200 "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes float,tf32,bf16,half --no-unfused --sweep > "$out/micro_sweep.txt" 2>&1
+      say "micro-bench sweep: exit $?"
+      grep -v '/l2:' "$out/micro_sweep.txt" | tee -a "$summary"
+      if [ -x "$build/bench/mlp_epilogue_bench" ]; then
+        timeout 150 "$build/bench/mlp_epilogue_bench" --batch 8 --grid 1024 --dtypes float,bf16 \
+          > "$out/mlp_epilogue_bench.txt" 2>&1
+        say "mlp epilogue bench: exit $?"
+        grep -v 'no algorithm' "$out/mlp_epilogue_bench.txt" | tee -a "$summary"
+      fi
+      local ncu_bin dt k
+      ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      for dt in float bf16; do
+        for k in backward_tc forward_tc; do
+          [ "$dt/$k" = float/forward_tc ] && continue
+          timeout 120 "$ncu_bin" -k "regex:$k" --launch-skip 3 --launch-count 1 \
+            --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+            --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
+            --section InstructionStats \
+            "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+            --dtypes "$dt" --no-unfused --reps 3 > "$out/ncu_${dt}_$k.txt" 2>&1
+          say "ncu $dt $k: exit $?"
+        done
       done
       ;;
     ddp)

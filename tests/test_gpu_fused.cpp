@@ -58,38 +58,55 @@ const char* kGradNames[] = {"x", "s", "w_skip", "w1", "b1", "w2", "b2", "gate"};
 
 }  // namespace
 
+// Sets how fp32 runs the fused block tail while alive, then restores it.
+struct Fp32BlockTailGuard {
+  fno::Fp32BlockTail previous = fno::fp32_block_tail();
+  explicit Fp32BlockTailGuard(fno::Fp32BlockTail mode) { fno::set_fp32_block_tail(mode); }
+  ~Fp32BlockTailGuard() { fno::set_fp32_block_tail(previous); }
+};
+
 TEST_CASE("fused block tail: fp32 matches the LibTorch path (all GELU placements)") {
   REQUIRE(fno::fused_kernels_compiled());
-  torch::manual_seed(14);
   const auto o = torch::TensorOptions().device(torch::kCUDA);
-  // Odd grids (a partial last tile), and one long enough for every CTA to
-  // loop over several tiles.
-  for (const auto& shape :
-       std::vector<std::vector<int64_t>>{{3, 32, 37, 29}, {1, 32, 1000}, {4, 32, 300, 301}}) {
-    const int64_t c = shape[1], cm = c / 2;
-    const auto p = random_params(c, cm);
-    const auto x = torch::randn(shape, o), s = torch::randn(shape, o), dz = torch::randn(shape, o);
-    for (const bool gelu_input : {false, true}) {
-      for (const bool gelu_mid : {false, true}) {
-        INFO("shape ", torch::IntArrayRef(shape), ", gelu_input ", gelu_input, ", gelu_mid ",
-             gelu_mid);
-        const auto ref = run_tail(x, s, p, dz, gelu_input, gelu_mid, false);
-        const auto got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
-        CHECK((got.z.scalar_type() == torch::kFloat));
-        CHECK(rel_err(got.z, ref.z) <= 1e-5);
-        for (size_t i = 0; i < ref.grads.size(); ++i) {
-          // (the error is computed before INFO: rel_err's own REQUIRE must not
-          // run inside doctest's lazy stringification of the context)
-          const double e = rel_err(got.grads[i], ref.grads[i]);
-          INFO("gradient of ", kGradNames[i], ": ", e);
-          CHECK((got.grads[i].scalar_type() == torch::kFloat));
-          CHECK((got.grads[i].sizes() == ref.grads[i].sizes()));
-          CHECK(e <= 1e-4);
+  // 3xTF32 on tensor cores (the default) and the FFMA kernels.
+  for (const auto mode : {fno::Fp32BlockTail::k3xTF32, fno::Fp32BlockTail::kFFMA}) {
+    const Fp32BlockTailGuard fp32(mode);
+    const std::string name = mode == fno::Fp32BlockTail::kFFMA ? "ffma" : "3xtf32";
+    torch::manual_seed(14);
+    // Odd grids (a partial last tile), and one long enough for every CTA to
+    // loop over several tiles.
+    for (const auto& shape :
+         std::vector<std::vector<int64_t>>{{3, 32, 37, 29}, {1, 32, 1000}, {4, 32, 300, 301}}) {
+      const int64_t c = shape[1], cm = c / 2;
+      const auto p = random_params(c, cm);
+      const auto x = torch::randn(shape, o), s = torch::randn(shape, o),
+                 dz = torch::randn(shape, o);
+      for (const bool gelu_input : {false, true}) {
+        for (const bool gelu_mid : {false, true}) {
+          INFO(name, ", shape ", torch::IntArrayRef(shape), ", gelu_input ", gelu_input,
+               ", gelu_mid ", gelu_mid);
+          const auto ref = run_tail(x, s, p, dz, gelu_input, gelu_mid, false);
+          const auto got = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          CHECK((got.z.scalar_type() == torch::kFloat));
+          const double ez = rel_err(got.z, ref.z);
+          MESSAGE("fp32 ", name, " ", torch::IntArrayRef(shape), " gelu_input ", gelu_input,
+                  " gelu_mid ", gelu_mid, ": z ", ez);
+          CHECK(ez <= 1e-5);
+          for (size_t i = 0; i < ref.grads.size(); ++i) {
+            // (the error is computed before INFO: rel_err's own REQUIRE must not
+            // run inside doctest's lazy stringification of the context)
+            const double e = rel_err(got.grads[i], ref.grads[i]);
+            INFO("gradient of ", kGradNames[i], ": ", e);
+            MESSAGE(std::string("  grad "), std::string(kGradNames[i]), ": ", e);
+            CHECK((got.grads[i].scalar_type() == torch::kFloat));
+            CHECK((got.grads[i].sizes() == ref.grads[i].sizes()));
+            CHECK(e <= 1e-4);
+          }
+          // Deterministic: the same inputs give bit-identical gradients.
+          const auto again = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          for (size_t i = 0; i < got.grads.size(); ++i)
+            CHECK(torch::equal(again.grads[i], got.grads[i]));
         }
-        // Deterministic: the same inputs give bit-identical gradients.
-        const auto again = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
-        for (size_t i = 0; i < got.grads.size(); ++i)
-          CHECK(torch::equal(again.grads[i], got.grads[i]));
       }
     }
   }
@@ -143,6 +160,13 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
           CHECK(torch::equal(again.z, got.z));
           for (size_t i = 0; i < got.grads.size(); ++i)
             CHECK(torch::equal(again.grads[i], got.grads[i]));
+          // The backward's packed form (default) and its unpacked form agree bit for bit.
+          REQUIRE(fno::block_tail_packed());
+          fno::set_block_tail_packed(false);
+          const auto unpacked = run_tail(x, s, p, dz, gelu_input, gelu_mid, true);
+          fno::set_block_tail_packed(true);
+          for (size_t i = 0; i < got.grads.size(); ++i)
+            CHECK(torch::equal(unpacked.grads[i], got.grads[i]));
         }
       }
     }

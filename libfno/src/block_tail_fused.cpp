@@ -20,6 +20,8 @@ namespace fno {
 namespace {
 // -1: FNO_FUSED not read yet; else 0 or 1.
 std::atomic<int> g_fused{-1};
+// -1: FNO_BLOCK_TAIL_FP32 not read yet; else an Fp32BlockTail.
+std::atomic<int> g_fp32{-1};
 }  // namespace
 
 bool fused_kernels_compiled() {
@@ -42,6 +44,39 @@ bool fused_kernels_enabled() {
 }
 
 void set_fused_kernels_enabled(bool enabled) { g_fused.store(enabled ? 1 : 0); }
+
+Fp32BlockTail fp32_block_tail() {
+  int state = g_fp32.load(std::memory_order_relaxed);
+  if (state < 0) {
+    const char* env = std::getenv("FNO_BLOCK_TAIL_FP32");
+    const auto from_env = (env != nullptr && std::strcmp(env, "ffma") == 0)
+                              ? Fp32BlockTail::kFFMA
+                              : Fp32BlockTail::k3xTF32;
+    g_fp32.compare_exchange_strong(state, static_cast<int>(from_env));
+    state = g_fp32.load(std::memory_order_relaxed);
+  }
+  return static_cast<Fp32BlockTail>(state);
+}
+
+void set_fp32_block_tail(Fp32BlockTail mode) { g_fp32.store(static_cast<int>(mode)); }
+
+bool block_tail_packed() {
+#ifdef FNO_CUDA_KERNELS
+  return cuda::block_tail_tuning().packed;
+#else
+  return false;
+#endif
+}
+
+void set_block_tail_packed(bool packed) {
+#ifdef FNO_CUDA_KERNELS
+  auto t = cuda::block_tail_tuning();
+  t.packed = packed;
+  cuda::set_block_tail_tuning(t);
+#else
+  (void)packed;
+#endif
+}
 
 bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid) {
 #ifdef FNO_CUDA_KERNELS
@@ -89,9 +124,14 @@ struct Weights {
   }
 };
 
-// Whether fp32 activations may run on TF32 tensor cores: as fp32 GEMMs do
-// (fno::MatmulPrecisionGuard sets this for --precision tf32).
-bool tf32_allowed() { return at::globalContext().allowTF32CuBLAS(); }
+// How fp32 activations run: on TF32 tensor cores where TF32 is allowed, as
+// fp32 GEMMs do (fno::MatmulPrecisionGuard sets this for --precision tf32);
+// else in 3xTF32 or FFMA (fp32_block_tail()).
+cuda::Fp32Math fp32_math() {
+  if (at::globalContext().allowTF32CuBLAS()) return cuda::Fp32Math::kTf32;
+  return fp32_block_tail() == Fp32BlockTail::kFFMA ? cuda::Fp32Math::kFfma
+                                                   : cuda::Fp32Math::k3xTf32;
+}
 
 void check(int err, const char* what) {
   TORCH_CHECK(err == 0, "block_tail: the fused ", what, " failed: ", cuda::error_string(err));
@@ -134,7 +174,7 @@ std::pair<torch::Tensor, torch::Tensor> fused_block_tail_forward(
   check(cuda::block_tail_forward(
             kernel_dtype(a), a.data_ptr(), s.data_ptr(), z.data_ptr(), y1.data_ptr(), a.size(0),
             a.size(1), w1.size(0), a.size(2), w.ptrs(), gelu_mid,
-            c10::cuda::getCurrentCUDAStream(a.device().index()).stream(), tf32_allowed()),
+            c10::cuda::getCurrentCUDAStream(a.device().index()).stream(), fp32_math()),
         "forward");
   return {z, y1};
 #else
@@ -171,7 +211,7 @@ BlockTailGradients fused_block_tail_backward(const torch::Tensor& dz_in, const t
                                   g.da.data_ptr(), g.ds.data_ptr(), batch, c, cm, n, w.ptrs(), out,
                                   gelu_input, gelu_mid, workspace.data_ptr<float>(),
                                   c10::cuda::getCurrentCUDAStream(in.device().index()).stream(),
-                                  tf32_allowed()),
+                                  fp32_math()),
         "backward");
   // Shaped (and, off the precision contract, typed) as the parameters given.
   const auto like = [](const torch::Tensor& grad, const torch::Tensor& p) {

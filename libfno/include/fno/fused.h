@@ -27,6 +27,23 @@ void set_fused_kernels_enabled(bool enabled);
 /// hidden width `mid` runs the fused kernels.
 bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid);
 
+/// How the fused block tail computes with fp32 activations where TF32 is not
+/// allowed (fno::MatmulPrecisionGuard allows it for --precision tf32, which
+/// runs plain TF32): 3xTF32 on tensor cores, the default (each operand split
+/// into two TF32 parts, three MMAs, fp32 accumulation: about fp32's error), or
+/// fp32 FFMA kernels. The environment variable FNO_BLOCK_TAIL_FP32=ffma picks
+/// FFMA at start.
+enum class Fp32BlockTail { k3xTF32, kFFMA };
+Fp32BlockTail fp32_block_tail();
+/// Sets it for every thread.
+void set_fp32_block_tail(Fp32BlockTail mode);
+
+/// Whether the bf16/half block-tail backward keeps one packed copy of each
+/// per-point operand (the default) or the unpacked form: the same results bit
+/// for bit (the tests compare them). A no-op without the CUDA kernels.
+bool block_tail_packed();
+void set_block_tail_packed(bool packed);
+
 /// Turns the fused kernels off (or on) while alive, then restores the setting.
 class FusedKernelsGuard {
  public:

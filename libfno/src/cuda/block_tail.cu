@@ -1,8 +1,9 @@
 // Fused forward and backward of an FNO block's pointwise tail (block_tail.h).
 //
 // Two families of kernels: the tensor-core kernels (namespace tc below) for
-// bf16 and half activations, and for fp32 ones where TF32 is allowed; and the
-// FFMA kernels described here, for exact fp32 products.
+// bf16 and half activations and for fp32 ones (TF32 where it is allowed, else
+// 3xTF32: fp32-level error); and the FFMA kernels described here, fp32 products
+// on the CUDA cores (Fp32Math::kFfma, FNO_BLOCK_TAIL_FP32=ffma).
 //
 // FFMA kernels: one thread owns one grid point: its C-channel vectors live in registers and
 // channel c is read at (b * C + c) * N + n, so a warp's loads of one channel
@@ -20,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 namespace fno::cuda {
@@ -409,7 +411,8 @@ __global__ void reduce_partials_kernel(const float* __restrict__ partial, int ct
 
 // ===========================================================================
 // Tensor-core kernels (mma.sync): bf16 and half activations, and fp32
-// activations on TF32 when the caller allows it.
+// activations, on TF32 when the caller allows it, else in 3xTF32 (each operand
+// split into two TF32 parts, three MMAs a product; X3 below).
 //
 // Each warp works on its own tiles of kWP consecutive grid points of one batch
 // entry (64 bytes of each channel row), staged in shared memory as [channel]
@@ -423,6 +426,11 @@ __global__ void reduce_partials_kernel(const float* __restrict__ partial, int ct
 // gradients [C x 16 points] x [16 points x C] run on the same MMAs from the
 // staged rows; each warp keeps its fp32 accumulators for all its tiles, and
 // the CTA adds its warps in order before the fixed-order reduction over CTAs.
+// 16-bit per-point values move between the staged rows and the accumulator
+// layout with ldmatrix / stmatrix .trans; the forward writes a group's y1 and z
+// in place of its a and s; the bf16/half backward keeps each per-point operand
+// in one packed form (kPacked). The cp.async copies carry an L2 prefetch hint
+// and the forward runs fewer CTAs than fit (BlockTailTuning: measured faster).
 // ===========================================================================
 namespace tc {
 
@@ -438,6 +446,14 @@ __device__ __forceinline__ uint32_t tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
+}
+// 3xTF32 (fp32-level products on TF32 tensor cores, as CUTLASS's 3xTF32):
+// x = big + small, each rounded to TF32 (11 + 11 significant bits), and
+// x y ~ small_x big_y + big_x small_y + big_x big_y (small_x small_y, about
+// 2^-22 relative, dropped), accumulated in fp32.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = tf32(x);
+  small = tf32(x - __uint_as_float(big));
 }
 template <>
 struct Mma<float> {
@@ -498,35 +514,135 @@ __device__ __forceinline__ void from_f(float& d, float v) { d = v; }
 __device__ __forceinline__ void from_f(__nv_bfloat16& d, float v) { d = __float2bfloat16(v); }
 __device__ __forceinline__ void from_f(__half& d, float v) { d = __float2half(v); }
 
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// A packed pair of 16-bit values (low half first) as floats.
+__device__ __forceinline__ void unpack(uint32_t r, float& lo, float& hi, __nv_bfloat16*) {
+  lo = __uint_as_float(r << 16);
+  hi = __uint_as_float(r & 0xffff0000u);
+}
+__device__ __forceinline__ void unpack(uint32_t r, float& lo, float& hi, __half*) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&r));
+  lo = f.x;
+  hi = f.y;
+}
+
 // Per-point values of 16 points x K channels in the accumulator layout:
 // v[j][0..3] = (point g, channel 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t),
 // (g + 8, 8j + 2t + 1), with g = lane / 4, t = lane % 4.
+// 16-bit types: ldmatrix / stmatrix .trans of four 8 x 8 blocks ([8 channels]
+// x [8 points] of the staged rows: channel rows 8j.., points r0 or r0 + 8) per
+// instruction; lane l gives row l % 8 of block l / 8. A lane's register i
+// holds (channel 2t, point g) and (2t + 1, g) of block i: the layout above.
+// (Each lane writes only the elements it reads: a group's outputs may replace
+// its inputs in place.)
+template <typename T, int K>
+__device__ __forceinline__ const T* ldsm_row(const T* buf, int r0, int j, int lane) {
+  const int blk = lane >> 3;
+  return buf + (8 * (j + (blk >> 1)) + (lane & 7)) * Geo<T>::kS + r0 + 8 * (blk & 1);
+}
 template <typename T, int K>
 __device__ __forceinline__ void load_acc(const T* buf, int r0, int lane, float (&v)[K / 8][4]) {
   constexpr int S = Geo<T>::kS;
-  const int g = lane >> 2, t = lane & 3;
+  if constexpr (sizeof(T) == 2) {
+    static_assert(K % 16 == 0, "whole 8 x 8 block pairs");
 #pragma unroll
-  for (int j = 0; j < K / 8; ++j) {
-    const T* p = buf + (8 * j + 2 * t) * S + r0 + g;
-    v[j][0] = to_f(p[0]);
-    v[j][1] = to_f(p[S]);
-    v[j][2] = to_f(p[8]);
-    v[j][3] = to_f(p[S + 8]);
+    for (int j = 0; j < K / 8; j += 2) {
+      uint32_t r[4];
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(smem_addr(ldsm_row<T, K>(buf, r0, j, lane)))
+                   : "memory");
+      unpack(r[0], v[j][0], v[j][1], static_cast<T*>(nullptr));
+      unpack(r[1], v[j][2], v[j][3], static_cast<T*>(nullptr));
+      unpack(r[2], v[j + 1][0], v[j + 1][1], static_cast<T*>(nullptr));
+      unpack(r[3], v[j + 1][2], v[j + 1][3], static_cast<T*>(nullptr));
+    }
+  } else {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < K / 8; ++j) {
+      const T* p = buf + (8 * j + 2 * t) * S + r0 + g;
+      v[j][0] = to_f(p[0]);
+      v[j][1] = to_f(p[S]);
+      v[j][2] = to_f(p[8]);
+      v[j][3] = to_f(p[S + 8]);
+    }
   }
 }
 template <typename T, int K>
 __device__ __forceinline__ void store_acc(T* buf, int r0, int lane, const float (&v)[K / 8][4]) {
   constexpr int S = Geo<T>::kS;
-  const int g = lane >> 2, t = lane & 3;
+  if constexpr (sizeof(T) == 2) {
+    static_assert(K % 16 == 0, "whole 8 x 8 block pairs");
 #pragma unroll
-  for (int j = 0; j < K / 8; ++j) {
-    T* p = buf + (8 * j + 2 * t) * S + r0 + g;
-    from_f(p[0], v[j][0]);
-    from_f(p[S], v[j][1]);
-    from_f(p[8], v[j][2]);
-    from_f(p[S + 8], v[j][3]);
+    for (int j = 0; j < K / 8; j += 2) {
+      const uint32_t r0w = Mma<T>::pack(v[j][0], v[j][1]), r1w = Mma<T>::pack(v[j][2], v[j][3]),
+                     r2w = Mma<T>::pack(v[j + 1][0], v[j + 1][1]),
+                     r3w = Mma<T>::pack(v[j + 1][2], v[j + 1][3]);
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(
+                       smem_addr(ldsm_row<T, K>(buf, r0, j, lane))),
+                   "r"(r0w), "r"(r1w), "r"(r2w), "r"(r3w)
+                   : "memory");
+    }
+  } else {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < K / 8; ++j) {
+      T* p = buf + (8 * j + 2 * t) * S + r0 + g;
+      from_f(p[0], v[j][0]);
+      from_f(p[S], v[j][1]);
+      from_f(p[8], v[j][2]);
+      from_f(p[S + 8], v[j][3]);
+    }
   }
 }
+// The packed form of a [16 x K] accumulator-layout matrix of 16-bit values:
+// p[j][0] = (v[j][0], v[j][1]), p[j][1] = (v[j][2], v[j][3]), low half first.
+// It is at once the MMA A fragment (afrag) and what ldmatrix / stmatrix .trans
+// move, so a value rounded to T once serves the product and the store.
+template <typename T, int K>
+__device__ __forceinline__ void pack_acc(const float (&v)[K / 8][4], uint32_t (&p)[K / 8][2]) {
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    p[j][0] = Mma<T>::pack(v[j][0], v[j][1]);
+    p[j][1] = Mma<T>::pack(v[j][2], v[j][3]);
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void unpack_acc(const uint32_t (&p)[K / 8][2], float (&v)[K / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < K / 8; ++j) {
+    unpack(p[j][0], v[j][0], v[j][1], static_cast<T*>(nullptr));
+    unpack(p[j][1], v[j][2], v[j][3], static_cast<T*>(nullptr));
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void ldsm_packed(const T* buf, int r0, int lane,
+                                            uint32_t (&p)[K / 8][2]) {
+  static_assert(sizeof(T) == 2 && K % 16 == 0, "16-bit types, whole 8 x 8 block pairs");
+#pragma unroll
+  for (int j = 0; j < K / 8; j += 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(p[j][0]), "=r"(p[j][1]), "=r"(p[j + 1][0]), "=r"(p[j + 1][1])
+                 : "r"(smem_addr(ldsm_row<T, K>(buf, r0, j, lane)))
+                 : "memory");
+  }
+}
+template <typename T, int K>
+__device__ __forceinline__ void stsm_packed(T* buf, int r0, int lane,
+                                            const uint32_t (&p)[K / 8][2]) {
+  static_assert(sizeof(T) == 2 && K % 16 == 0, "16-bit types, whole 8 x 8 block pairs");
+#pragma unroll
+  for (int j = 0; j < K / 8; j += 2) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(
+                     smem_addr(ldsm_row<T, K>(buf, r0, j, lane))),
+                 "r"(p[j][0]), "r"(p[j][1]), "r"(p[j + 1][0]), "r"(p[j + 1][1])
+                 : "memory");
+  }
+}
+
 template <typename T, int K>
 __device__ __forceinline__ void round_acc(float (&v)[K / 8][4]) {
 #pragma unroll
@@ -545,14 +661,21 @@ __device__ __forceinline__ void fill_cols(const float* col, int lane, float (&v)
   }
 }
 
-// The A fragment of K-chunk q of a [16 x K] accumulator-layout matrix.
-template <typename T, int KT>
-__device__ __forceinline__ void afrag(const float (&v)[KT][4], int q, uint32_t (&a)[4]) {
+// The A fragment of K-chunk q of a [16 x K] accumulator-layout matrix (3xTF32:
+// also its small parts in as).
+template <typename T, int KT, bool X3 = false>
+__device__ __forceinline__ void afrag(const float (&v)[KT][4], int q, uint32_t (&a)[4],
+                                      uint32_t (&as)[4]) {
   if constexpr (Mma<T>::kK == 16) {
     a[0] = Mma<T>::pack(v[2 * q][0], v[2 * q][1]);
     a[1] = Mma<T>::pack(v[2 * q][2], v[2 * q][3]);
     a[2] = Mma<T>::pack(v[2 * q + 1][0], v[2 * q + 1][1]);
     a[3] = Mma<T>::pack(v[2 * q + 1][2], v[2 * q + 1][3]);
+  } else if constexpr (X3) {
+    split_tf32(v[q][0], a[0], as[0]);
+    split_tf32(v[q][2], a[1], as[1]);
+    split_tf32(v[q][1], a[2], as[2]);
+    split_tf32(v[q][3], a[3], as[3]);
   } else {
     a[0] = tf32(v[q][0]);
     a[1] = tf32(v[q][2]);
@@ -562,43 +685,71 @@ __device__ __forceinline__ void afrag(const float (&v)[KT][4], int q, uint32_t (
 }
 
 // B fragments of a [K x N] weight operand B(k, n), in shared memory as
-// [K-chunk][n-tile][register][lane] words (one conflict-free load each).
-template <typename T, int K, int N>
+// [K-chunk][n-tile][register][lane] words (one conflict-free load each);
+// 3xTF32: registers 0, 1 the big parts, 2, 3 the small ones.
+template <typename T, int K, int N, bool X3 = false>
 struct BFrag {
-  static constexpr int kWords = (K / Mma<T>::kK) * (N / 8) * 2 * 32;
+  static constexpr int kRegs = X3 ? 4 : 2;
+  static constexpr int kWords = (K / Mma<T>::kK) * (N / 8) * kRegs * 32;
 };
-template <typename T, int K, int N, class F>
+template <typename T, int K, int N, bool X3 = false, class F>
 __device__ void build_bfrag(uint32_t* dst, F b) {
-  for (int i = threadIdx.x; i < BFrag<T, K, N>::kWords; i += blockDim.x) {
-    const int lane = i % 32, r = (i / 32) % 2, nt = (i / 64) % (N / 8), q = i / (64 * (N / 8));
+  constexpr int RG = BFrag<T, K, N, X3>::kRegs;
+  for (int i = threadIdx.x; i < BFrag<T, K, N, X3>::kWords; i += blockDim.x) {
+    const int lane = i % 32, rr = (i / 32) % RG, nt = (i / (32 * RG)) % (N / 8),
+              q = i / (32 * RG * (N / 8)), r = rr & 1;
     const int g = lane >> 2, t = lane & 3, n = 8 * nt + g;
     if constexpr (Mma<T>::kK == 16) {
       const int k = 16 * q + 2 * t + 8 * r;
       dst[i] = Mma<T>::pack(b(k, n), b(k + 1, n));
     } else {
-      dst[i] = tf32(b(8 * q + 2 * t + r, n));
+      const float v = b(8 * q + 2 * t + r, n);
+      const uint32_t big = tf32(v);
+      dst[i] = rr < 2 ? big : tf32(v - __uint_as_float(big));
     }
   }
 }
 
 // acc[16 x N] += v[16 x K] * B, B from build_bfrag.
-template <typename T, int K, int N>
+template <typename T, int K, int N, bool X3 = false>
 __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 8][4],
                                    const uint32_t* bf, int lane) {
+  constexpr int RG = BFrag<T, K, N, X3>::kRegs;
 #pragma unroll
   for (int q = 0; q < K / Mma<T>::kK; ++q) {
-    uint32_t a[4];
-    afrag<T, K / 8>(v, q, a);
+    uint32_t a[4], as[4];
+    afrag<T, K / 8, X3>(v, q, a, as);
 #pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt)
-      Mma<T>::mma(acc[nt], a, bf[((q * (N / 8) + nt) * 2) * 32 + lane],
-                  bf[((q * (N / 8) + nt) * 2 + 1) * 32 + lane]);
+    for (int nt = 0; nt < N / 8; ++nt) {
+      const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
+      if constexpr (X3) {
+        Mma<T>::mma(acc[nt], as, b[0], b[32]);
+        Mma<T>::mma(acc[nt], a, b[64], b[96]);
+      }
+      Mma<T>::mma(acc[nt], a, b[0], b[32]);
+    }
+  }
+}
+
+// acc[16 x N] += v[16 x K] * B with v in packed form (16-bit types).
+template <typename T, int K, int N>
+__device__ __forceinline__ void mm_packed(float (&acc)[N / 8][4], const uint32_t (&p)[K / 8][2],
+                                          const uint32_t* bf, int lane) {
+  static_assert(Mma<T>::kK == 16, "16-bit types");
+#pragma unroll
+  for (int q = 0; q < K / 16; ++q) {
+    const uint32_t a[4] = {p[2 * q][0], p[2 * q][1], p[2 * q + 1][0], p[2 * q + 1][1]};
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt) {
+      const uint32_t* b = bf + (q * (N / 8) + nt) * 2 * 32 + lane;
+      Mma<T>::mma(acc[nt], a, b[0], b[32]);
+    }
   }
 }
 
 // Weight-gradient product over the 16 points r0.. of a tile:
 // acc[m][n] += sum_p A[m][p] * B[n][p], A ([MR][kS]) and B ([NR][kS]) staged rows.
-template <typename T, int MR, int NR>
+template <typename T, int MR, int NR, bool X3 = false>
 __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], const T* A, const T* B,
                                           int r0, int lane) {
   constexpr int S = Geo<T>::kS;
@@ -606,13 +757,17 @@ __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], cons
 #pragma unroll
   for (int kc = 0; kc < 16; kc += Mma<T>::kK) {
     const int k = r0 + kc + 2 * t;
-    uint32_t b[NR / 8][2];
+    uint32_t b[NR / 8][2], bs[NR / 8][2];
 #pragma unroll
     for (int nt = 0; nt < NR / 8; ++nt) {
       const T* p = B + (8 * nt + g) * S + k;
       if constexpr (Mma<T>::kK == 16) {
         b[nt][0] = *reinterpret_cast<const uint32_t*>(p);
         b[nt][1] = *reinterpret_cast<const uint32_t*>(p + 8);
+      } else if constexpr (X3) {
+        const float2 f = *reinterpret_cast<const float2*>(p);
+        split_tf32(f.x, b[nt][0], bs[nt][0]);
+        split_tf32(f.y, b[nt][1], bs[nt][1]);
       } else {
         const float2 f = *reinterpret_cast<const float2*>(p);
         b[nt][0] = tf32(f.x);
@@ -622,7 +777,7 @@ __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], cons
 #pragma unroll
     for (int mt = 0; mt < MR / 16; ++mt) {
       const T* p = A + (16 * mt + g) * S + k;
-      uint32_t a[4];
+      uint32_t a[4], as[4];
       if constexpr (Mma<T>::kK == 16) {
         a[0] = *reinterpret_cast<const uint32_t*>(p);
         a[1] = *reinterpret_cast<const uint32_t*>(p + 8 * S);
@@ -631,20 +786,46 @@ __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], cons
       } else {
         const float2 f0 = *reinterpret_cast<const float2*>(p);
         const float2 f1 = *reinterpret_cast<const float2*>(p + 8 * S);
-        a[0] = tf32(f0.x);
-        a[1] = tf32(f1.x);
-        a[2] = tf32(f0.y);
-        a[3] = tf32(f1.y);
+        if constexpr (X3) {
+          split_tf32(f0.x, a[0], as[0]);
+          split_tf32(f1.x, a[1], as[1]);
+          split_tf32(f0.y, a[2], as[2]);
+          split_tf32(f1.y, a[3], as[3]);
+        } else {
+          a[0] = tf32(f0.x);
+          a[1] = tf32(f1.x);
+          a[2] = tf32(f0.y);
+          a[3] = tf32(f1.y);
+        }
       }
 #pragma unroll
-      for (int nt = 0; nt < NR / 8; ++nt) Mma<T>::mma(acc[mt][nt], a, b[nt][0], b[nt][1]);
+      for (int nt = 0; nt < NR / 8; ++nt) {
+        if constexpr (X3) {
+          Mma<T>::mma(acc[mt][nt], as, b[nt][0], b[nt][1]);
+          Mma<T>::mma(acc[mt][nt], a, bs[nt][0], bs[nt][1]);
+        }
+        Mma<T>::mma(acc[mt][nt], a, b[nt][0], b[nt][1]);
+      }
     }
   }
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+// (l2pf: the L2 prefetch size hinted with the copy, 0, 64, 128 or 256 bytes;
+// warp-uniform, see BlockTailTuning)
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int l2pf) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  if (l2pf == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+                 : "memory");
+  } else if (l2pf == 128) {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+                 : "memory");
+  } else if (l2pf == 64) {
+    asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  }
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -658,14 +839,27 @@ __device__ __forceinline__ void cp_async_wait() {
 // (|error| <= 1.5e-7 in erf, far below the 2^-11 .. 2^-9 of the products'
 // operands), which shares exp(-x^2 / 2) with GELU'(x) = Phi(x) + x phi(x):
 // about half the instructions of erff + expf, which dominate these kernels.
+// (rcp.approx and ex2.approx directly, -log2(e) / 2 and the 1/2 of
+// P(N > |x|) = erfc(|x| / sqrt 2) / 2 folded into the constants: three
+// instructions fewer than __fdividef, __expf and the extra products.)
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 __device__ __forceinline__ float phi_cdf(float x, float& e) {
-  const float t = __fdividef(1.f, fmaf(0.3275911f * kInvSqrt2, fabsf(x), 1.f));
-  e = __expf(-0.5f * x * x);
-  float p = fmaf(t, 1.061405429f, -1.453152027f);
-  p = fmaf(t, p, 1.421413741f);
-  p = fmaf(t, p, -0.284496736f);
-  p = fmaf(t, p, 0.254829592f);
-  const float q = 0.5f * t * p * e;  // P(N > |x|)
+  const float t = rcp_approx(fmaf(0.3275911f * kInvSqrt2, fabsf(x), 1.f));
+  e = ex2_approx(x * (x * (-0.5f * 1.44269504088896341f)));  // exp(-x^2 / 2)
+  float p = fmaf(t, 0.5f * 1.061405429f, 0.5f * -1.453152027f);
+  p = fmaf(t, p, 0.5f * 1.421413741f);
+  p = fmaf(t, p, 0.5f * -0.284496736f);
+  p = fmaf(t, p, 0.5f * 0.254829592f);
+  const float q = t * p * e;  // P(N > |x|)
   return x >= 0.f ? 1.f - q : q;
 }
 __device__ __forceinline__ float gelu_fast(float x) {
@@ -699,7 +893,7 @@ __device__ __forceinline__ TileRef tile_ref(int64_t tile, int64_t tiles_per_batc
 // past count read as zero).
 template <typename T, int R>
 __device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const TileRef& r,
-                                        int64_t n, int lane) {
+                                        int64_t n, int lane, int l2pf) {
   constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS, V = Geo<T>::kVec, CPR = WP / V;
   const T* g = src + r.base;
   static_assert((R * CPR) % 32 == 0, "whole chunks per lane");
@@ -707,7 +901,7 @@ __device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const
 #pragma unroll
     for (int it = 0; it < R * CPR / 32; ++it) {
       const int i = 32 * it + lane, row = i / CPR, col = (i % CPR) * V;
-      cp_async16(dst + row * S + col, g + row * n + col);
+      cp_async16(dst + row * S + col, g + row * n + col, l2pf);
     }
   } else {
     for (int i = lane; i < R * WP; i += 32) {
@@ -740,26 +934,26 @@ __device__ __forceinline__ void tile_out(T* __restrict__ dst, const T* src, cons
 // ---------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------
-template <typename T, int C, int CM>
+template <typename T, int C, int CM, bool X3 = false>
 struct FwdSmem {
   static constexpr int kRows = C * Geo<T>::kS;  // elements of one staged [C] tile
-  // per warp: a[2], s[2], y1, z
-  static constexpr int kWarpElems = 6 * kRows;
-  static constexpr int kWSkip = 0;                             // B(j, i) = W_skip[i][j]
-  static constexpr int kW1 = kWSkip + BFrag<T, C, C>::kWords;  // B(i, k) = W1[k][i]
-  static constexpr int kW2 = kW1 + BFrag<T, C, CM>::kWords;    // B(k, i) = W2[i][k]
-  static constexpr int kWords = kW2 + BFrag<T, CM, C>::kWords;
+  // per warp: a[2], s[2] (a group's y1 and z replace its a and s in place)
+  static constexpr int kWarpElems = 4 * kRows;
+  static constexpr int kWSkip = 0;                                 // B(j, i) = W_skip[i][j]
+  static constexpr int kW1 = kWSkip + BFrag<T, C, C, X3>::kWords;  // B(i, k) = W1[k][i]
+  static constexpr int kW2 = kW1 + BFrag<T, C, CM, X3>::kWords;    // B(k, i) = W2[i][k]
+  static constexpr int kWords = kW2 + BFrag<T, CM, C, X3>::kWords;
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   // then b1 [CM], b2 [C], gate [C] in fp32
   static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
 };
 
-template <typename T, int C, int CM, bool kGeluMid>
+template <typename T, int C, int CM, bool kGeluMid, bool X3>
 __global__ void __launch_bounds__(kThreads)
     forward_tc(const T* __restrict__ a, const T* __restrict__ s, T* __restrict__ z,
                T* __restrict__ y1, int64_t n, int64_t tiles_per_batch, int64_t tiles, bool vec_ok,
-               BlockTailWeights w) {
-  using L = FwdSmem<T, C, CM>;
+               int l2pf, BlockTailWeights w) {
+  using L = FwdSmem<T, C, CM, X3>;
   constexpr int R = L::kRows;
   extern __shared__ float4 smem4[];
   T* tiles_sm = reinterpret_cast<T*>(smem4);
@@ -767,9 +961,9 @@ __global__ void __launch_bounds__(kThreads)
   float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
   float* sb2 = sb1 + CM;
   float* sgate = sb2 + C;
-  build_bfrag<T, C, C>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[nn * C + k]; });
-  build_bfrag<T, C, CM>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
-  build_bfrag<T, CM, C>(fr + L::kW2, [&](int k, int nn) { return w.w2[nn * CM + k]; });
+  build_bfrag<T, C, C, X3>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[nn * C + k]; });
+  build_bfrag<T, C, CM, X3>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
+  build_bfrag<T, CM, C, X3>(fr + L::kW2, [&](int k, int nn) { return w.w2[nn * CM + k]; });
   for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
   for (int i = threadIdx.x; i < C; i += blockDim.x) {
     sb2[i] = w.b2[i];
@@ -782,22 +976,20 @@ __global__ void __launch_bounds__(kThreads)
   // (stage st of the inputs: a at ws + st * R, s at ws + (2 + st) * R)
   const auto s_a = [&](int st) { return ws + st * R; };
   const auto s_s = [&](int st) { return ws + (2 + st) * R; };
-  T* s_y1 = ws + 4 * R;
-  T* s_z = ws + 5 * R;
   const int64_t nw = int64_t{gridDim.x} * kWarps;
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
   if (tile < tiles) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
-    tile_in<T, C>(s_a(0), a, r, n, lane);
-    tile_in<T, C>(s_s(0), s, r, n, lane);
+    tile_in<T, C>(s_a(0), a, r, n, lane, l2pf);
+    tile_in<T, C>(s_s(0), s, r, n, lane, l2pf);
   }
   cp_async_commit();
   for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
     if (tile + nw < tiles) {
       const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
-      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane);
-      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane);
+      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane, l2pf);
+      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane, l2pf);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -807,8 +999,8 @@ __global__ void __launch_bounds__(kThreads)
       float av[C / 8][4], y[C / 8][4];
       load_acc<T, C>(s_a(st), r0, lane, av);
       load_acc<T, C>(s_s(st), r0, lane, y);
-      mm<T, C, C>(y, av, fr + L::kWSkip, lane);  // y1 = W_skip a + s
-      store_acc<T, C>(s_y1, r0, lane, y);
+      mm<T, C, C, X3>(y, av, fr + L::kWSkip, lane);  // y1 = W_skip a + s
+      store_acc<T, C>(s_a(st), r0, lane, y);         // (in place of a)
       // The rest reads y1 as stored (rounded to T), as backward, which reloads it, does.
 #pragma unroll
       for (int j = 0; j < C / 8; ++j)
@@ -819,7 +1011,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       float h[CM / 8][4];
       fill_cols<CM>(sb1, lane, h);
-      mm<T, C, CM>(h, y, fr + L::kW1, lane);
+      mm<T, C, CM, X3>(h, y, fr + L::kW1, lane);
 #pragma unroll
       for (int j = 0; j < CM / 8; ++j)
 #pragma unroll
@@ -832,12 +1024,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < C / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) zv[j][e] = fmaf(zv[j][e], av[j][e], b2v[j][e]);
-      mm<T, CM, C>(zv, h, fr + L::kW2, lane);
-      store_acc<T, C>(s_z, r0, lane, zv);
+      mm<T, CM, C, X3>(zv, h, fr + L::kW2, lane);
+      store_acc<T, C>(s_s(st), r0, lane, zv);  // (in place of s)
     }
     __syncwarp();
-    tile_out<T, C>(y1, s_y1, r, n, lane);
-    tile_out<T, C>(z, s_z, r, n, lane);
+    tile_out<T, C>(y1, s_a(st), r, n, lane);
+    tile_out<T, C>(z, s_s(st), r, n, lane);
     __syncwarp();
   }
   cp_async_wait<0>();
@@ -846,29 +1038,30 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------
 // Backward
 // ---------------------------------------------------------------------------
-template <typename T, int C, int CM>
+template <typename T, int C, int CM, bool X3 = false>
 struct BwdSmem {
   static constexpr int kRows = C * Geo<T>::kS;
   static constexpr int kRowsM = CM * Geo<T>::kS;
   // per warp: in[2], y1[2], dz[2], dy, da ([C] rows each), gh, dh ([CM] rows)
   static constexpr int kWarpElems = 8 * kRows + 2 * kRowsM;
   static constexpr int kW1 = 0;                                  // B(i, k) = W1[k][i]
-  static constexpr int kW2 = kW1 + BFrag<T, C, CM>::kWords;      // B(i, k) = W2[i][k]
-  static constexpr int kW1n = kW2 + BFrag<T, C, CM>::kWords;     // B(k, i) = W1[k][i]
-  static constexpr int kWSkip = kW1n + BFrag<T, CM, C>::kWords;  // B(i, j) = W_skip[i][j]
-  static constexpr int kWords = kWSkip + BFrag<T, C, C>::kWords;
+  static constexpr int kW2 = kW1 + BFrag<T, C, CM, X3>::kWords;  // B(i, k) = W2[i][k]
+  static constexpr int kW1n = kW2 + BFrag<T, C, CM, X3>::kWords;     // B(k, i) = W1[k][i]
+  static constexpr int kWSkip = kW1n + BFrag<T, CM, C, X3>::kWords;  // B(i, j) = W_skip[i][j]
+  static constexpr int kWords = kWSkip + BFrag<T, C, C, X3>::kWords;
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
   static_assert(kTileBytes >= sizeof(float) * kWarps * Shape<C, CM>::kEntries,
                 "the CTA's reduction reuses the tiles");
 };
 
-template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid>
+template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid, bool X3, bool kPacked>
 __global__ void __launch_bounds__(kThreads, 2)
     backward_tc(const T* __restrict__ dz, const T* __restrict__ in, const T* __restrict__ y1,
                 T* __restrict__ da, T* __restrict__ ds, int64_t n, int64_t tiles_per_batch,
-                int64_t tiles, bool vec_ok, BlockTailWeights w, float* __restrict__ partial) {
-  using L = BwdSmem<T, C, CM>;
+                int64_t tiles, bool vec_ok, int l2pf, BlockTailWeights w,
+                float* __restrict__ partial) {
+  using L = BwdSmem<T, C, CM, X3>;
   using S = Shape<C, CM>;
   constexpr int R = L::kRows, RM = L::kRowsM;
   extern __shared__ float4 smem4[];
@@ -876,10 +1069,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint32_t* fr = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(smem4) + L::kTileBytes);
   float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
   float* sgate = sb1 + CM;
-  build_bfrag<T, C, CM>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
-  build_bfrag<T, C, CM>(fr + L::kW2, [&](int k, int nn) { return w.w2[k * CM + nn]; });
-  build_bfrag<T, CM, C>(fr + L::kW1n, [&](int k, int nn) { return w.w1[k * C + nn]; });
-  build_bfrag<T, C, C>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[k * C + nn]; });
+  build_bfrag<T, C, CM, X3>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
+  build_bfrag<T, C, CM, X3>(fr + L::kW2, [&](int k, int nn) { return w.w2[k * CM + nn]; });
+  build_bfrag<T, CM, C, X3>(fr + L::kW1n, [&](int k, int nn) { return w.w1[k * C + nn]; });
+  build_bfrag<T, C, C, X3>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[k * C + nn]; });
   for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
   for (int i = threadIdx.x; i < C; i += blockDim.x) sgate[i] = w.gate[i];
   __syncthreads();
@@ -904,18 +1097,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
   if (tile < tiles) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
-    tile_in<T, C>(s_in(0), in, r, n, lane);
-    tile_in<T, C>(s_y1(0), y1, r, n, lane);
-    tile_in<T, C>(s_dz(0), dz, r, n, lane);
+    tile_in<T, C>(s_in(0), in, r, n, lane, l2pf);
+    tile_in<T, C>(s_y1(0), y1, r, n, lane, l2pf);
+    tile_in<T, C>(s_dz(0), dz, r, n, lane, l2pf);
   }
   cp_async_commit();
   for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
     const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
     if (tile + nw < tiles) {
       const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
-      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane);
-      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane);
-      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane);
+      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane, l2pf);
+      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane, l2pf);
+      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane, l2pf);
     }
     cp_async_commit();
     cp_async_wait<1>();
@@ -925,6 +1118,90 @@ __global__ void __launch_bounds__(kThreads, 2)
     const T* const s_dzc = s_dz(st);
 #pragma unroll 1
     for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
+      if constexpr (kPacked) {
+        // bf16/half: the same maths as below (bit for bit), each per-point
+        // operand rounded to T and packed once, for its product and its store.
+        float av[C / 8][4], dzv[C / 8][4], d1[C / 8][4];
+        uint32_t pa[C / 8][2], pdz[C / 8][2], pg[C / 8][2];
+        ldsm_packed<T, C>(s_a, r0, lane, pa);
+        unpack_acc<T, C>(pa, av);
+        if (kGeluIn) {
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) av[j][e] = gelu_fast(av[j][e]);
+          pack_acc<T, C>(av, pa);
+          stsm_packed<T, C>(s_a, r0, lane, pa);
+          unpack_acc<T, C>(pa, av);  // a as rounded, for the gate's gradient
+        }
+        ldsm_packed<T, C>(s_dzc, r0, lane, pdz);
+        unpack_acc<T, C>(pdz, dzv);
+        ldsm_packed<T, C>(s_g1, r0, lane, pg);
+        if (kGeluMid) {
+          float g1[C / 8][4];
+          unpack_acc<T, C>(pg, g1);
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) gelu_and_grad_fast(g1[j][e], g1[j][e], d1[j][e]);
+          pack_acc<T, C>(g1, pg);
+          stsm_packed<T, C>(s_g1, r0, lane, pg);
+        }
+        float h[CM / 8][4], dh[CM / 8][4] = {};
+        fill_cols<CM>(sb1, lane, h);
+        mm_packed<T, C, CM>(h, pg, fr + L::kW1, lane);
+        mm_packed<T, C, CM>(dh, pdz, fr + L::kW2, lane);
+#pragma unroll
+        for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float gh, dgh;
+            gelu_and_grad_fast(h[j][e], gh, dgh);
+            h[j][e] = gh;
+            dh[j][e] *= dgh;
+          }
+        uint32_t pgh[CM / 8][2], pdh[CM / 8][2];
+        pack_acc<T, CM>(h, pgh);
+        stsm_packed<T, CM>(s_gh, r0, lane, pgh);
+        pack_acc<T, CM>(dh, pdh);
+        stsm_packed<T, CM>(s_dh, r0, lane, pdh);
+        unpack_acc<T, CM>(pdh, dh);  // dh as rounded, for b1's gradient
+#pragma unroll
+        for (int j = 0; j < CM / 8; ++j) {
+          acc_b1[j][0] += dh[j][0] + dh[j][2];
+          acc_b1[j][1] += dh[j][1] + dh[j][3];
+        }
+        float dy[C / 8][4] = {};
+        mm_packed<T, CM, C>(dy, pdh, fr + L::kW1n, lane);
+        if (kGeluMid) {
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dy[j][e] *= d1[j][e];
+        }
+        uint32_t pdy[C / 8][2];
+        pack_acc<T, C>(dy, pdy);
+        stsm_packed<T, C>(s_dy, r0, lane, pdy);
+        float dav[C / 8][4];
+        fill_cols<C>(sgate, lane, dav);
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
+          acc_b2[j][0] += dzv[j][0] + dzv[j][2];
+          acc_b2[j][1] += dzv[j][1] + dzv[j][3];
+          acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
+          acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
+        }
+        mm_packed<T, C, C>(dav, pdy, fr + L::kWSkip, lane);
+        store_acc<T, C>(s_da, r0, lane, dav);
+        __syncwarp();
+        mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
+        mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
+        mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
+        __syncwarp();
+        continue;
+      }
       // Points past the end read zeros: with dz = 0 they add nothing to any gradient.
       float av[C / 8][4], dzv[C / 8][4], g1[C / 8][4], d1[C / 8][4];
       load_acc<T, C>(s_a, r0, lane, av);
@@ -950,8 +1227,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       // Hidden layer h = W1 g1 + b1, recomputed; dh = GELU'(h) * W2^T dz.
       float h[CM / 8][4], dh[CM / 8][4] = {};
       fill_cols<CM>(sb1, lane, h);
-      mm<T, C, CM>(h, g1, fr + L::kW1, lane);
-      mm<T, C, CM>(dh, dzv, fr + L::kW2, lane);
+      mm<T, C, CM, X3>(h, g1, fr + L::kW1, lane);
+      mm<T, C, CM, X3>(dh, dzv, fr + L::kW2, lane);
 #pragma unroll
       for (int j = 0; j < CM / 8; ++j)
 #pragma unroll
@@ -970,7 +1247,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
       float dy[C / 8][4] = {};
-      mm<T, CM, C>(dy, dh, fr + L::kW1n, lane);
+      mm<T, CM, C, X3>(dy, dh, fr + L::kW1n, lane);
 #pragma unroll
       for (int j = 0; j < C / 8; ++j)
 #pragma unroll
@@ -991,13 +1268,13 @@ __global__ void __launch_bounds__(kThreads, 2)
         acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
         acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
       }
-      mm<T, C, C>(dav, dy, fr + L::kWSkip, lane);
+      mm<T, C, C, X3>(dav, dy, fr + L::kWSkip, lane);
       store_acc<T, C>(s_da, r0, lane, dav);
       __syncwarp();
       // The weight gradients over these 16 points.
-      mm_points<T, C, C>(acc_s, s_dy, s_a, r0, lane);
-      mm_points<T, CM, C>(acc_1, s_dh, s_g1, r0, lane);
-      mm_points<T, C, CM>(acc_2, s_dzc, s_gh, r0, lane);
+      mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
+      mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
+      mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
       __syncwarp();
     }
     tile_out<T, C>(ds, s_dy, r, n, lane);
@@ -1075,6 +1352,21 @@ __global__ void __launch_bounds__(kThreads, 2)
 // ---------------------------------------------------------------------------
 // Launchers
 // ---------------------------------------------------------------------------
+BlockTailTuning tuning_from_env() {
+  BlockTailTuning t;
+  const auto get = [](const char* name, int& v) {
+    if (const char* e = std::getenv(name)) v = std::atoi(e);
+  };
+  get("FNO_BLOCK_TAIL_FWD_CTAS", t.forward_ctas_per_sm);
+  get("FNO_BLOCK_TAIL_BWD_CTAS", t.backward_ctas_per_sm);
+  get("FNO_BLOCK_TAIL_L2_PREFETCH", t.l2_prefetch);
+  int packed = t.packed ? 1 : 0;
+  get("FNO_BLOCK_TAIL_PACKED", packed);
+  t.packed = packed != 0;
+  return t;
+}
+BlockTailTuning g_tuning = tuning_from_env();
+
 int device_sms() {
   int dev = 0, sms = 0;
   cudaGetDevice(&dev);
@@ -1171,22 +1463,23 @@ int64_t tc_tiles_per_batch(int64_t n) {
   return (n + tc::Geo<T>::kWP - 1) / tc::Geo<T>::kWP;
 }
 
-// The backward's CTAs: two per multiprocessor (shared memory), fewer on small inputs.
+// The backward's CTAs: two per multiprocessor (shared memory), fewer on small
+// inputs (or where BlockTailTuning caps them).
 constexpr int kTcBackwardPerSm = 2;
 template <typename T>
-int64_t tc_backward_blocks(int64_t batch, int64_t n) {
+int64_t tc_backward_blocks(int64_t batch, int64_t n, int per_sm = kTcBackwardPerSm) {
   const int64_t tiles = batch * tc_tiles_per_batch<T>(n);
-  return std::max<int64_t>(1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps,
-                                                int64_t{device_sms()} * kTcBackwardPerSm));
+  return std::max<int64_t>(
+      1, std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
 }
 
-template <typename T, int C, int CM>
-struct ForwardTc {
-  using L = tc::FwdSmem<T, C, CM>;
+template <typename T, int C, int CM, bool X3>
+struct ForwardTcT {
+  using L = tc::FwdSmem<T, C, CM, X3>;
   template <bool kGeluMid>
   static int occupancy() {
     static const int per_sm = [] {
-      auto kernel = tc::forward_tc<T, C, CM, kGeluMid>;
+      auto kernel = tc::forward_tc<T, C, CM, kGeluMid, X3>;
       if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(L::kBytes)) != cudaSuccess)
         return 0;
@@ -1200,35 +1493,54 @@ struct ForwardTc {
                  const BlockTailWeights& w, bool gelu_mid, cudaStream_t stream) {
     const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
     if (tiles == 0) return cudaSuccess;
-    const int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
+    int per_sm = gelu_mid ? occupancy<true>() : occupancy<false>();
     if (per_sm == 0) return cudaErrorInvalidConfiguration;
+    // Fewer CTAs than fit measure faster (H100, with the L2 prefetch: fp32
+    // 1.70 ms at 2 a multiprocessor against 1.88-1.93 at 3-6; bf16 0.88 ms
+    // at 3 against 0.94-0.98 at 2 or 4-6): 2 for 4-byte, 3 for 2-byte types.
+    const int cap =
+        g_tuning.forward_ctas_per_sm > 0 ? g_tuning.forward_ctas_per_sm : (sizeof(T) == 4 ? 2 : 3);
+    per_sm = std::min(per_sm, cap);
     const int64_t blocks = std::max<int64_t>(
         1,
         std::min<int64_t>((tiles + tc::kWarps - 1) / tc::kWarps, int64_t{device_sms()} * per_sm));
     const bool vec =
         n % tc::Geo<T>::kVec == 0 && aligned16(a) && aligned16(s) && aligned16(z) && aligned16(y1);
-    auto kernel = gelu_mid ? tc::forward_tc<T, C, CM, true> : tc::forward_tc<T, C, CM, false>;
+    auto kernel =
+        gelu_mid ? tc::forward_tc<T, C, CM, true, X3> : tc::forward_tc<T, C, CM, false, X3>;
     kernel<<<static_cast<unsigned>(blocks), tc::kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(a), static_cast<const T*>(s), static_cast<T*>(z), static_cast<T*>(y1),
-        n, tpb, tiles, vec, w);
+        n, tpb, tiles, vec, g_tuning.l2_prefetch, w);
     return cudaGetLastError();
   }
 };
 
-template <typename T, int C, int CM>
-struct BackwardTc {
-  using L = tc::BwdSmem<T, C, CM>;
+template <typename T, int C, int CM, bool X3>
+struct BackwardTcT {
+  using L = tc::BwdSmem<T, C, CM, X3>;
   template <bool kGeluIn, bool kGeluMid>
   static int launch(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t n,
                     int64_t tpb, int64_t tiles, bool vec, int blocks, const BlockTailWeights& w,
                     float* workspace, cudaStream_t stream) {
-    auto kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid>;
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kBytes));
-    if (attr != cudaSuccess) return attr;
+    auto kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, false>;
+    if constexpr (sizeof(T) == 2) {
+      if (g_tuning.packed) kernel = tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, true>;
+    }
+    static const cudaError_t attr[2] = {
+        cudaFuncSetAttribute(tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(L::kBytes)),
+        sizeof(T) == 2
+            ? cudaFuncSetAttribute(tc::backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, sizeof(T) == 2>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(L::kBytes))
+            : cudaSuccess};
+    if (attr[0] != cudaSuccess) return attr[0];
+    if (attr[1] != cudaSuccess) return attr[1];
     kernel<<<blocks, tc::kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(dz), static_cast<const T*>(in), static_cast<const T*>(y1),
-        static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec, w, workspace);
+        static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec, g_tuning.l2_prefetch, w,
+        workspace);
     return cudaGetLastError();
   }
 
@@ -1237,7 +1549,9 @@ struct BackwardTc {
                  bool gelu_mid, float* workspace, cudaStream_t stream) {
     const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
     constexpr int entries = Shape<C, CM>::kEntries;
-    const int blocks = static_cast<int>(tc_backward_blocks<T>(batch, n));
+    const int cap = g_tuning.backward_ctas_per_sm;
+    const int blocks = static_cast<int>(tc_backward_blocks<T>(
+        batch, n, cap > 0 ? std::min(cap, kTcBackwardPerSm) : kTcBackwardPerSm));
     if (tiles > 0) {
       const bool vec = n % tc::Geo<T>::kVec == 0 && aligned16(dz) && aligned16(in) &&
                        aligned16(y1) && aligned16(da) && aligned16(ds);
@@ -1254,6 +1568,16 @@ struct BackwardTc {
   }
 };
 
+// TF32 (bf16/half: their own MMAs), and 3xTF32 for fp32 where TF32 is not allowed.
+template <typename T, int C, int CM>
+using ForwardTc = ForwardTcT<T, C, CM, false>;
+template <typename T, int C, int CM>
+using BackwardTc = BackwardTcT<T, C, CM, false>;
+template <typename T, int C, int CM>
+using ForwardTc3 = ForwardTcT<T, C, CM, true>;
+template <typename T, int C, int CM>
+using BackwardTc3 = BackwardTcT<T, C, CM, true>;
+
 // Op<T, C, CM>::run(args...) for the run-time dtype and shape. Only the seed
 // model's width is compiled (C = 32, Cmid = 16): the kernels are written for
 // any multiple of 4 (within the backward's shared memory), but a wider
@@ -1265,15 +1589,23 @@ int by_shape(int64_t channels, int64_t mid, Args&&... args) {
   return cudaErrorInvalidValue;
 }
 
-// fp32 activations run the FFMA kernels (exact fp32 products) unless TF32 is
-// allowed; bf16 and half always run the tensor-core kernels.
+// fp32 activations run the tensor-core kernels in TF32 where the caller allows
+// it, else in 3xTF32 (fp32-level error) or on the FFMA kernels, as asked; bf16
+// and half always run the tensor-core kernels.
 template <template <typename, int, int> class Op, template <typename, int, int> class OpTc,
-          typename... Args>
-int dispatch(Dtype dtype, bool allow_tf32, int64_t channels, int64_t mid, Args&&... args) {
+          template <typename, int, int> class OpTc3, typename... Args>
+int dispatch(Dtype dtype, Fp32Math fp32, int64_t channels, int64_t mid, Args&&... args) {
   switch (dtype) {
     case Dtype::kFloat:
-      return allow_tf32 ? by_shape<OpTc, float>(channels, mid, std::forward<Args>(args)...)
-                        : by_shape<Op, float>(channels, mid, std::forward<Args>(args)...);
+      switch (fp32) {
+        case Fp32Math::kTf32:
+          return by_shape<OpTc, float>(channels, mid, std::forward<Args>(args)...);
+        case Fp32Math::k3xTf32:
+          return by_shape<OpTc3, float>(channels, mid, std::forward<Args>(args)...);
+        case Fp32Math::kFfma:
+          return by_shape<Op, float>(channels, mid, std::forward<Args>(args)...);
+      }
+      return cudaErrorInvalidValue;
     case Dtype::kBFloat16:
       return by_shape<OpTc, __nv_bfloat16>(channels, mid, std::forward<Args>(args)...);
     case Dtype::kHalf:
@@ -1286,11 +1618,14 @@ int dispatch(Dtype dtype, bool allow_tf32, int64_t channels, int64_t mid, Args&&
 
 bool block_tail_supported(int64_t channels, int64_t mid) { return channels == 32 && mid == 16; }
 
+void set_block_tail_tuning(const BlockTailTuning& tuning) { g_tuning = tuning; }
+BlockTailTuning block_tail_tuning() { return g_tuning; }
+
 int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void* y1, int64_t batch,
                        int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
-                       bool gelu_mid, void* stream, bool allow_tf32) {
-  return dispatch<Forward, ForwardTc>(dtype, allow_tf32, channels, mid, a, s, z, y1, batch, n, w,
-                                      gelu_mid, static_cast<cudaStream_t>(stream));
+                       bool gelu_mid, void* stream, Fp32Math fp32) {
+  return dispatch<Forward, ForwardTc, ForwardTc3>(dtype, fp32, channels, mid, a, s, z, y1, batch, n,
+                                                  w, gelu_mid, static_cast<cudaStream_t>(stream));
 }
 
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n) {
@@ -1307,10 +1642,10 @@ int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t m
 int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void* y1, void* da,
                         void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
                         const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
-                        bool gelu_mid, float* workspace, void* stream, bool allow_tf32) {
-  return dispatch<Backward, BackwardTc>(dtype, allow_tf32, channels, mid, dz, in, y1, da, ds, batch,
-                                        n, w, g, gelu_input, gelu_mid, workspace,
-                                        static_cast<cudaStream_t>(stream));
+                        bool gelu_mid, float* workspace, void* stream, Fp32Math fp32) {
+  return dispatch<Backward, BackwardTc, BackwardTc3>(dtype, fp32, channels, mid, dz, in, y1, da, ds,
+                                                     batch, n, w, g, gelu_input, gelu_mid,
+                                                     workspace, static_cast<cudaStream_t>(stream));
 }
 
 const char* error_string(int error) { return cudaGetErrorString(static_cast<cudaError_t>(error)); }

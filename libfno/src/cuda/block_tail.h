@@ -6,8 +6,9 @@
 // Layout: every activation is [B, C, N] contiguous (N = the flattened grid);
 // channel c of grid point (b, n) is at (b * C + c) * N + n, a 64-bit offset.
 // Precision: activations in `dtype`, weights, biases, the gate and every
-// weight gradient in fp32, accumulation in fp32. fp32 activations: fp32 FFMA
-// products, or TF32 tensor cores where the caller allows TF32 (allow_tf32).
+// weight gradient in fp32, accumulation in fp32. fp32 activations (Fp32Math):
+// 3xTF32 tensor-core products (fp32-level error, the default), fp32 FFMA
+// products, or TF32 tensor cores where the caller allows TF32.
 // bf16 and half activations: tensor-core products (mma.sync) with the weights
 // rounded to the activations' type (as the LibTorch path casts them) and the
 // per-point intermediates rounded to it as stored tensors would be.
@@ -19,6 +20,11 @@
 namespace fno::cuda {
 
 enum class Dtype { kFloat, kBFloat16, kHalf };
+
+/// How fp32 activations' channel products run: 3xTF32 on tensor cores (each
+/// operand split into two TF32 parts, three MMAs, fp32 accumulation: about
+/// fp32's error), fp32 FFMA, or plain TF32 (10-bit mantissas, where allowed).
+enum class Fp32Math { k3xTf32, kFfma, kTf32 };
 
 /// Whether the kernels are compiled for C channels and a hidden width Cmid
 /// (C = 32, Cmid = 16).
@@ -50,10 +56,10 @@ struct BlockTailGrads {
 /// Returns a cudaError_t (0 on success).
 int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void* y1, int64_t batch,
                        int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
-                       bool gelu_mid, void* stream, bool allow_tf32 = false);
+                       bool gelu_mid, void* stream, Fp32Math fp32 = Fp32Math::k3xTf32);
 
 /// Floats of workspace the backward needs on this device for this shape (the
-/// per-CTA partial gradients), whatever the dtype and allow_tf32.
+/// per-CTA partial gradients), whatever the dtype and Fp32Math.
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n);
 
 /// The gradients of block_tail: from dz and the stored input (x when
@@ -64,7 +70,23 @@ int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t m
 int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void* y1, void* da,
                         void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
                         const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
-                        bool gelu_mid, float* workspace, void* stream, bool allow_tf32 = false);
+                        bool gelu_mid, float* workspace, void* stream,
+                        Fp32Math fp32 = Fp32Math::k3xTf32);
+
+/// Launch tuning of the tensor-core kernels, for the micro-benchmark's sweeps
+/// (the defaults are what measured fastest on an H100; the environment
+/// variables FNO_BLOCK_TAIL_FWD_CTAS, FNO_BLOCK_TAIL_BWD_CTAS,
+/// FNO_BLOCK_TAIL_L2_PREFETCH and FNO_BLOCK_TAIL_PACKED set them at start).
+/// Not thread-safe.
+struct BlockTailTuning {
+  int forward_ctas_per_sm = 0;   // cap on the forward's CTAs per SM (0: 2 fp32, 3 bf16/half)
+  int backward_ctas_per_sm = 0;  // cap on the backward's (0: 2, all that fit)
+  int l2_prefetch = 128;         // the cp.async L2 prefetch hint: 0, 64, 128 or 256 bytes
+  bool packed = true;            // bf16/half backward: one packed copy of each
+                                 // per-point operand (false: the unpacked form)
+};
+void set_block_tail_tuning(const BlockTailTuning& tuning);
+BlockTailTuning block_tail_tuning();
 
 /// cudaGetErrorString.
 const char* error_string(int error);
