@@ -3,11 +3,11 @@
 // read and write, over its time) and fp32 rate next to the device's, and the
 // LibTorch (unfused) block_tail's forward and backward times.
 //
-//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,ffma,tf32,bf16,half
+//   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,3xtf32,tf32,bf16,half
 //
-// float: fp32 activations on the tensor-core kernels in 3xTF32 (fp32-level
-// error, the default where TF32 is not allowed); ffma: fp32 on the FFMA
-// kernels (FNO_BLOCK_TAIL_FP32=ffma); tf32: fp32 activations with TF32 allowed
+// float: fp32 activations on the FFMA kernels (the default where TF32 is not
+// allowed); 3xtf32: fp32 on the tensor-core kernels in 3xTF32 (fp32-level
+// error, FNO_BLOCK_TAIL_FP32=3xtf32); tf32: fp32 activations with TF32 allowed
 // (fno::MatmulPrecisionGuard), plain TF32 tensor-core kernels.
 #include <fno/fused.h>
 #include <fno/layers.h>
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grid", grid, "grid side: N = grid^2")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions (median)")->check(CLI::PositiveNumber);
-  app.add_option("--dtypes", dtypes, "activation dtypes: float (3xTF32), ffma, tf32, bf16, half");
+  app.add_option("--dtypes", dtypes, "activation dtypes: float (FFMA), 3xtf32, tf32, bf16, half");
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");
@@ -143,9 +143,9 @@ int main(int argc, char** argv) {
     const auto st = dt == "bf16" ? torch::kBFloat16 : dt == "half" ? torch::kHalf : torch::kFloat;
     const bool tf32 = dt == "tf32";
     const fno::MatmulPrecisionGuard precision(tf32 ? fno::Precision::kTF32 : fno::Precision::kFP32);
-    const auto fp32 = tf32           ? fno::cuda::Fp32Math::kTf32
-                      : dt == "ffma" ? fno::cuda::Fp32Math::kFfma
-                                     : fno::cuda::Fp32Math::k3xTf32;
+    const auto fp32 = tf32             ? fno::cuda::Fp32Math::kTf32
+                      : dt == "3xtf32" ? fno::cuda::Fp32Math::k3xTf32
+                                       : fno::cuda::Fp32Math::kFfma;
     const auto kd = dt == "bf16"   ? fno::cuda::Dtype::kBFloat16
                     : dt == "half" ? fno::cuda::Dtype::kHalf
                                    : fno::cuda::Dtype::kFloat;
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
            "backward");
       });
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);
-      if (sweep && dt != "ffma") {
+      if (sweep && !(st == torch::kFloat && fp32 == fno::cuda::Fp32Math::kFfma)) {
         const auto base = fno::cuda::block_tail_tuning();
         for (const int l2 : {0, 64, 128, 256}) {
           for (const int ctas : {2, 3, 4, 5, 6}) {

@@ -29,7 +29,7 @@
 #   ddp          two GPUs: tests/cli/test_distributed.sh with NCCL, fno_bench under
 #                torchrun (none, auto 8 GiB) with the scaling efficiency
 #   k14          issue 14 in one call: the fused micro-benchmark (fp32 3xTF32 and FFMA, tf32,
-#                bf16, half), fno_bench none (fp32, tf32, bf16; fp32 on FFMA), the fused GPU
+#                bf16, half), fno_bench none (fp32, tf32, bf16; fp32 in 3xTF32), the fused GPU
 #                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
 #                built alongside; the suite waits for BASE_BUILD/.done) when it is set
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
@@ -286,7 +286,7 @@ run_suite() {
       # issue 14: the fused block tail's micro-benchmark (GB/s and TFLOP/s against the
       # device's peak, and the LibTorch path) and fno_bench none with the kernels off and on
       timeout 120 "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
-        --dtypes float,tf32,bf16,half > "$out/fused_micro_bench.txt" 2>&1
+        --dtypes float,3xtf32,tf32,bf16,half > "$out/fused_micro_bench.txt" 2>&1
       say "fused micro-bench: exit $?"
       tee -a "$summary" < "$out/fused_micro_bench.txt"
       for f in 0 1; do
@@ -302,7 +302,7 @@ run_suite() {
         say "base build: exit $(cat "$base/.done" 2> /dev/null || echo missing)"
       fi
       timeout 150 "$build/bench/fused_block_tail_bench" "${micro[@]}" \
-        --dtypes float,ffma,tf32,bf16,half --sweep > "$out/micro_after.txt" 2>&1
+        --dtypes float,3xtf32,tf32,bf16,half --sweep > "$out/micro_after.txt" 2>&1
       say "micro-bench (this code): exit $?"
       grep -v '/l2:' "$out/micro_after.txt" | tee -a "$summary"
       if [ -x "$base/bench/fused_block_tail_bench" ]; then
@@ -317,10 +317,10 @@ run_suite() {
       grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -60
       grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests.log" > "$out/fused_errors.txt"
       local b
-      for b in after before after_ffma; do
+      for b in after before after_3xtf32; do
         local exe=$bench env=() prec=fp32,tf32,bf16
         [ "$b" = before ] && exe=$base/apps/fno_bench
-        [ "$b" = after_ffma ] && env=(FNO_BLOCK_TAIL_FP32=ffma) && prec=fp32
+        [ "$b" = after_3xtf32 ] && env=(FNO_BLOCK_TAIL_FP32=3xtf32) && prec=fp32
         [ -x "$exe" ] || continue
         env "${env[@]}" timeout 150 "$exe" "${common[@]}" --policies none --precision $prec \
           --json "$out/none_$b.json" > /dev/null 2> "$out/none_$b.log"
@@ -340,7 +340,7 @@ run_suite() {
         "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
         > "$out/memcheck_fused.log" 2>&1
       say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
-      # The Darcy seed run (20 epochs, same seed) in fp32: 3xTF32 block tail and FFMA
+      # The Darcy seed run (20 epochs, same seed) in fp32: 3xTF32 block tail and FFMA (default)
       local m
       for m in 3xtf32 ffma; do
         FNO_BLOCK_TAIL_FP32=$m timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml \
@@ -352,7 +352,7 @@ run_suite() {
       # issue 14: the micro-benchmark with the launch-tuning sweep, the cuBLASLt
       # epilogue probe, and Nsight Compute on the tensor-core kernels
       timeout 200 "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
-        --dtypes float,tf32,bf16,half --no-unfused --sweep > "$out/micro_sweep.txt" 2>&1
+        --dtypes 3xtf32,tf32,bf16,half --no-unfused --sweep > "$out/micro_sweep.txt" 2>&1
       say "micro-bench sweep: exit $?"
       grep -v '/l2:' "$out/micro_sweep.txt" | tee -a "$summary"
       if [ -x "$build/bench/mlp_epilogue_bench" ]; then

@@ -49,9 +49,9 @@ Fp32BlockTail fp32_block_tail() {
   int state = g_fp32.load(std::memory_order_relaxed);
   if (state < 0) {
     const char* env = std::getenv("FNO_BLOCK_TAIL_FP32");
-    const auto from_env = (env != nullptr && std::strcmp(env, "ffma") == 0)
-                              ? Fp32BlockTail::kFFMA
-                              : Fp32BlockTail::k3xTF32;
+    const auto from_env = (env != nullptr && std::strcmp(env, "3xtf32") == 0)
+                              ? Fp32BlockTail::k3xTF32
+                              : Fp32BlockTail::kFFMA;
     g_fp32.compare_exchange_strong(state, static_cast<int>(from_env));
     state = g_fp32.load(std::memory_order_relaxed);
   }
