@@ -119,6 +119,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fno_train: %s\n", trainer.describe().c_str());
     if (dry_run) {
       const auto estimates = trainer.dry_run();
+      if (trainer.rank() != 0) return 0;  // rank 0 reports and writes
       std::printf("n_params %lld\n", static_cast<long long>(trainer.n_params()));
       if (!estimates.empty()) std::printf("%s", estimates.c_str());
       std::printf("wrote %s/summary.json\n", run_dir.c_str());
