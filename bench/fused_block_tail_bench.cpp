@@ -25,36 +25,14 @@
 #include <vector>
 
 #include "cuda/block_tail.h"
+#include "cuda_timing.h"
 
 namespace {
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "fused_block_tail_bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+void ck(cudaError_t e, const char* what) { fno::bench::check("fused_block_tail_bench", e, what); }
 
-// Median milliseconds of f over `reps` runs (after 3 warm-up runs), timed with events.
 double median_ms(int reps, const std::function<void()>& f) {
-  for (int i = 0; i < 3; ++i) f();
-  cudaEvent_t start, stop;
-  ck(cudaEventCreate(&start), "event");
-  ck(cudaEventCreate(&stop), "event");
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    ck(cudaEventRecord(start), "record");
-    f();
-    ck(cudaEventRecord(stop), "record");
-    ck(cudaEventSynchronize(stop), "sync");
-    float t = 0;
-    ck(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return fno::bench::median_ms("fused_block_tail_bench", reps, f);
 }
 
 }  // namespace

@@ -27,36 +27,14 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "cuda_timing.h"
 
 namespace {
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "mlp_epilogue_bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+void ck(cudaError_t e, const char* what) { fno::bench::check("mlp_epilogue_bench", e, what); }
 
 double median_ms(int reps, const std::function<void()>& f) {
-  for (int i = 0; i < 3; ++i) f();
-  cudaEvent_t start, stop;
-  ck(cudaEventCreate(&start), "event");
-  ck(cudaEventCreate(&stop), "event");
-  std::vector<double> ms;
-  const auto stream = c10::cuda::getCurrentCUDAStream().stream();
-  for (int i = 0; i < reps; ++i) {
-    ck(cudaEventRecord(start, stream), "record");
-    f();
-    ck(cudaEventRecord(stop, stream), "record");
-    ck(cudaEventSynchronize(stop), "sync");
-    float t = 0;
-    ck(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return fno::bench::median_ms("mlp_epilogue_bench", reps, f);
 }
 
 double rel_err(const torch::Tensor& a, const torch::Tensor& b) {

@@ -114,16 +114,26 @@ OffloadOptions racy() {
       .max_prefetch_bytes(int64_t{1} << 32);
 }
 
+// Large activations and little compute: forward makes bytes far faster than
+// the link drains them, so copies lag far behind the kernels.
+struct LinkBound {
+  fno::FNO model{nullptr};
+  torch::Tensor x, w;
+  LinkBound() {
+    torch::manual_seed(5);
+    model = fno::FNO(fno::FNOOptions({4, 4}, 1, 1, 24).n_layers(4));
+    model->to(torch::kCUDA);
+    x = torch::randn({6, 1, 192, 160}, torch::kCUDA);
+    w = torch::rand({6, 1, 192, 160}, torch::kCUDA);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("GPU: a reload waits for its own copy to the host (deep prefetch, every level)") {
-  torch::manual_seed(5);
-  // Large activations and little compute: copies lag far behind the kernels,
-  // so backward starts while copies to the host are still running.
-  fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 24).n_layers(4));
-  model->to(torch::kCUDA);
-  const auto x = torch::randn({6, 1, 192, 160}, torch::kCUDA);
-  const auto w = torch::rand({6, 1, 192, 160}, torch::kCUDA);
+  // Backward starts while copies to the host are still running.
+  const LinkBound c;
+  const auto& [model, x, w] = c;
   const auto ref = run_step(model, x, w, nullptr, nullptr);
   const auto stages = fno::fno_stages(model, {192, 160});
   for (const std::string policy : {"all", "recompute+offload", "blocks:3"}) {
@@ -146,13 +156,9 @@ TEST_CASE("GPU: a reload waits for its own copy to the host (deep prefetch, ever
 }
 
 TEST_CASE("GPU: the in-flight window learns until forward stops waiting on the link") {
-  torch::manual_seed(5);
-  // Large activations and little compute: forward makes bytes far faster than
-  // the link drains them, so a 1 MiB window holds it back.
-  fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 24).n_layers(4));
-  model->to(torch::kCUDA);
-  const auto x = torch::randn({6, 1, 192, 160}, torch::kCUDA);
-  const auto w = torch::rand({6, 1, 192, 160}, torch::kCUDA);
+  // A 1 MiB window holds forward back.
+  const LinkBound c;
+  const auto& [model, x, w] = c;
   const auto ref = run_step(model, x, w, nullptr, nullptr);
   const auto stages = fno::fno_stages(model, {192, 160});
   const int64_t limit = int64_t{4} << 30;

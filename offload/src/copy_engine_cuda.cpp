@@ -264,29 +264,26 @@ class CudaCopyEngine final : public CopyEngine {
       events_.put(t->end_, true);
       t->start_ = t->end_ = nullptr;
     }
-    for (auto& [before, after] : step_.stalls) {
-      C10_CUDA_CHECK(cudaEventSynchronize(after));
-      float ms = 0;
-      C10_CUDA_CHECK(cudaEventElapsedTime(&ms, before, after));
-      stats.backward_wait_ms += ms;
-      events_.put(before, true);
-      events_.put(after, true);
-    }
-    for (auto& [before, after] : step_.forward_stalls) {
-      C10_CUDA_CHECK(cudaEventSynchronize(after));
-      float ms = 0;
-      C10_CUDA_CHECK(cudaEventElapsedTime(&ms, before, after));
-      stats.forward_stall_ms += ms;
-      events_.put(before, true);
-      events_.put(after, true);
-    }
+    // The compute stream's stalls: the time between each pair of events.
+    const auto add_gaps = [this](std::vector<std::pair<cudaEvent_t, cudaEvent_t>>& pairs,
+                                 double& total_ms) {
+      for (auto& [before, after] : pairs) {
+        C10_CUDA_CHECK(cudaEventSynchronize(after));
+        float ms = 0;
+        C10_CUDA_CHECK(cudaEventElapsedTime(&ms, before, after));
+        total_ms += ms;
+        events_.put(before, true);
+        events_.put(after, true);
+      }
+      pairs.clear();
+    };
+    add_gaps(step_.stalls, stats.backward_wait_ms);
+    add_gaps(step_.forward_stalls, stats.forward_stall_ms);
     if (step_.wait_begins != nullptr) {
       events_.put(step_.wait_begins, true);
       step_.wait_begins = nullptr;
     }
     step_.copies.clear();
-    step_.stalls.clear();
-    step_.forward_stalls.clear();
     last_in_ = nullptr;
   }
 
