@@ -32,6 +32,9 @@
 #                bf16, half), fno_bench none (fp32, tf32, bf16; fp32 in 3xTF32), the fused GPU
 #                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
 #                built alongside; the suite waits for BASE_BUILD/.done) when it is set
+#   ffma         issue 14, the fp32 FFMA block tail (the fp32 default): the micro-benchmark
+#                (FFMA and 3xTF32), fno_bench none in fp32, the GPU tests, memcheck of the
+#                fused ones, the fp32 Darcy seed run; the benchmarks also from BASE_BUILD as k14
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -347,6 +350,49 @@ run_suite() {
           --out "$out/seed_fp32_$m" --set output.progress=none > "$out/seed_fp32_$m.log" 2>&1
         say "seed fp32 $m: exit $? $(tail -1 "$out/seed_fp32_$m/metrics.jsonl" | cut -c1-300)"
       done
+      ;;
+    ffma)
+      local base=${BASE_BUILD:-} micro=(--batch 8 --channels 32 --grid 1024 --no-unfused)
+      timeout 120 "$build/bench/fused_block_tail_bench" "${micro[@]}" --dtypes float,3xtf32 \
+        > "$out/micro_after.txt" 2>&1
+      say "micro-bench (this code): exit $?"
+      grep '^float\|^3xtf32\|^dtype\|^device' "$out/micro_after.txt" | tee -a "$summary"
+      if [ -n "$base" ]; then
+        for _ in $(seq 400); do [ -f "$base/.done" ] && break; sleep 1; done
+        say "base build: exit $(cat "$base/.done" 2> /dev/null || echo missing)"
+      fi
+      if [ -x "$base/bench/fused_block_tail_bench" ]; then
+        timeout 120 "$base/bench/fused_block_tail_bench" "${micro[@]}" --dtypes float \
+          > "$out/micro_before.txt" 2>&1
+        say "micro-bench (before): exit $?"
+        grep '^float' "$out/micro_before.txt" | tee -a "$summary"
+        # and this code again, after the base: the spread between two runs
+        timeout 120 "$build/bench/fused_block_tail_bench" "${micro[@]}" --dtypes float \
+          > "$out/micro_after2.txt" 2>&1
+        grep '^float' "$out/micro_after2.txt" | sed 's/^/again: /' | tee -a "$summary"
+      fi
+      local b
+      for b in after before; do
+        local exe=$bench
+        [ "$b" = before ] && exe=$base/apps/fno_bench
+        [ -x "$exe" ] || continue
+        timeout 150 "$exe" "${common[@]}" --policies none --precision fp32 \
+          --json "$out/none_$b.json" > /dev/null 2> "$out/none_$b.log"
+        say "fno_bench none fp32 ($b): exit $?"
+        grep -h '^fno_bench' "$out/none_$b.log" | cut -c1-200 | tee -a "$summary"
+      done
+      timeout 300 "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
+      say "GPU tests (all): exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/gpu_tests.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -60
+      grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests.log" > "$out/fused_errors.txt"
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
+        > "$out/memcheck_fused.log" 2>&1
+      say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
+      timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed_fp32" \
+        --set output.progress=none > "$out/seed_fp32.log" 2>&1
+      say "seed fp32: exit $? $(tail -1 "$out/seed_fp32/metrics.jsonl" | cut -c1-300)"
       ;;
     k14prof)
       # issue 14: the micro-benchmark with the launch-tuning sweep, the cuBLASLt
