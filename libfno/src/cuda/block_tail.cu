@@ -278,20 +278,29 @@ __global__ void __launch_bounds__(kBwdThreads)
   float acc_b2 = 0.f, acc_gate = 0.f, acc_b1 = 0.f;
   __syncthreads();
 
-  const int64_t stride = int64_t{gridDim.x} * L::kP;
-  for (int64_t p0 = int64_t{blockIdx.x} * L::kP; p0 < points; p0 += stride) {
-    const int64_t p = p0 + t;
+  // A point's inputs (x or a, y1, dz): a point past the end loads zeros, and
+  // with dz = 0 it adds nothing to any gradient.
+  float av[C], g1[C], dzv[C];
+  const auto load_point = [&](int64_t p) {
     const bool valid = p < points;
     const int64_t b = p / n;
     const int64_t base = b * C * n + (p - b * n);
-    // A point past the end loads zeros: with dz = 0 it adds nothing to any gradient.
-    float av[C], g1[C], d1[C], dzv[C];
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       av[c] = valid ? load(in + base + c * n) : 0.f;
       g1[c] = valid ? load(y1 + base + c * n) : 0.f;
       dzv[c] = valid ? load(dz + base + c * n) : 0.f;
     }
+  };
+  const int64_t stride = int64_t{gridDim.x} * L::kP;
+  int64_t p0 = int64_t{blockIdx.x} * L::kP;
+  load_point(p0 + t);
+  for (; p0 < points; p0 += stride) {
+    const int64_t p = p0 + t;
+    const bool valid = p < points;
+    const int64_t b = p / n;
+    const int64_t base = b * C * n + (p - b * n);
+    float d1[C];
 #pragma unroll
     for (int c = 0; c < C; ++c) {
       if (kGeluIn) av[c] = round_to<T>(gelu_fast(av[c]));  // a as the forward's caller made it
@@ -340,6 +349,8 @@ __global__ void __launch_bounds__(kBwdThreads)
       for (int j = 0; j < C; ++j) store(da + base + j * n, dav[j]);
     }
     __syncthreads();
+    // The next tile's inputs, in flight while this tile's weight gradients are summed.
+    load_point(p0 + stride + t);
 
     // This tile's contributions to the block this thread owns: 16 FFMAs a
     // point from two broadcast-free 16-byte loads.
