@@ -35,6 +35,8 @@
 #   ffma         issue 14, the fp32 FFMA block tail (the fp32 default): the micro-benchmark
 #                (FFMA and 3xTF32), fno_bench none in fp32, the GPU tests, memcheck of the
 #                fused ones, the fp32 Darcy seed run; the benchmarks also from BASE_BUILD as k14
+#   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train against neuraloperator
+#                (bench/neuralop_darcy.py), metrics and wall time, in one call
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -393,6 +395,23 @@ run_suite() {
       timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed_fp32" \
         --set output.progress=none > "$out/seed_fp32.log" 2>&1
       say "seed fp32: exit $? $(tail -1 "$out/seed_fp32/metrics.jsonl" | cut -c1-300)"
+      ;;
+    seed16)
+      if [ -d .whl ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+          --target /tmp/site .whl/*.whl > /dev/null 2>&1
+        export PYTHONPATH=/tmp/site
+      fi
+      local sd
+      for sd in 0 1 2; do
+        timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed16_$sd" \
+          --set training.seed=$sd --set output.progress=none > "$out/seed16_$sd.log" 2>&1
+        say "fno_train seed $sd: exit $? $(cat "$out/seed16_$sd/summary.json" | cut -c1-400)"
+        rm -f "$out/seed16_$sd"/*.pt
+        timeout 120 python3 bench/neuralop_darcy.py --device cuda --seed $sd \
+          >> "$out/seed16_neuralop.jsonl" 2> "$out/seed16_neuralop_$sd.log"
+        say "neuraloperator seed $sd: exit $? $(tail -1 "$out/seed16_neuralop.jsonl" | cut -c1-400)"
+      done
       ;;
     k14prof)
       # issue 14: the micro-benchmark with the launch-tuning sweep, the cuBLASLt
