@@ -75,6 +75,30 @@ say "build: $(($(date +%s) - t0)) s"
 bench=$build/apps/fno_bench
 common=(--resolutions 1024 --batches 8 --steps "$steps" --warmup 2)
 
+# neuraloperator and its dependencies, from the wheels carried in .whl (no network there)
+use_wheels() {
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl > /dev/null 2>&1
+    export PYTHONPATH=/tmp/site
+  fi
+}
+# all GPU tests, with the fused kernels' measured errors pulled out of the log
+gpu_tests_fused_errors() {
+  timeout 300 "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
+  say "GPU tests (all): exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+    "$out/gpu_tests.log" | tr '\n' ' '))"
+  grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -60
+  grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests.log" > "$out/fused_errors.txt"
+}
+# compute-sanitizer memcheck of the fused tests (but the 2^31-element one)
+memcheck_fused() {
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
+    > "$out/memcheck_fused.log" 2>&1
+  say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
+}
+
 run_suite() {
   case "$1" in
     tests)
@@ -101,11 +125,7 @@ run_suite() {
       grep -h '^fno_bench:\|exit\|auto:' "$out"/bench1024_*.log | tee -a "$summary"
       ;;
     neuralop)
-      if [ -d .whl ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-          --target /tmp/site .whl/*.whl > /dev/null 2>&1
-        export PYTHONPATH=/tmp/site
-      fi
+      use_wheels
       for flag in "" --save-on-cpu; do
         python3 bench/neuralop_step.py --resolution 1024 --batch 8 --steps "$steps" $flag \
           >> "$out/neuralop_step.jsonl" 2> "$out/neuralop_step${flag}.log"
@@ -257,11 +277,7 @@ run_suite() {
         --json "$out/precision1024_auto4.json" --csv "$out/precision1024_auto4.csv" \
         > /dev/null 2> "$out/precision1024_auto4.log"
       grep -h '^fno_bench' "$out"/precision1024*.log | cut -c1-240 | tee -a "$summary"
-      if [ -d .whl ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-          --target /tmp/site .whl/*.whl > /dev/null 2>&1
-        export PYTHONPATH=/tmp/site
-      fi
+      use_wheels
       for args in "--precision fp32" "--precision tf32" "--precision fp16" \
         "--precision fp16 --block-precision mixed" "--precision bf16"; do
         python3 bench/neuralop_step.py --resolution 1024 --batch 8 --steps "$steps" $args \
@@ -316,11 +332,7 @@ run_suite() {
         say "micro-bench (before): exit $?"
         grep '^float\|^tf32\|^bf16\|^half' "$out/micro_before.txt" | tee -a "$summary"
       fi
-      timeout 300 "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
-      say "GPU tests (all): exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
-        "$out/gpu_tests.log" | tr '\n' ' '))"
-      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -60
-      grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests.log" > "$out/fused_errors.txt"
+      gpu_tests_fused_errors
       local b
       for b in after before after_3xtf32; do
         local exe=$bench env=() prec=fp32,tf32,bf16
@@ -341,10 +353,7 @@ run_suite() {
         say "mlp epilogue bench: exit $?"
         tee -a "$summary" < "$out/mlp_epilogue_bench.txt"
       fi
-      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
-        > "$out/memcheck_fused.log" 2>&1
-      say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
+      memcheck_fused
       # The Darcy seed run (20 epochs, same seed) in fp32: 3xTF32 block tail and FFMA (default)
       local m
       for m in 3xtf32 ffma; do
@@ -383,25 +392,14 @@ run_suite() {
         say "fno_bench none fp32 ($b): exit $?"
         grep -h '^fno_bench' "$out/none_$b.log" | cut -c1-200 | tee -a "$summary"
       done
-      timeout 300 "$build/tests/fno_gpu_tests" > "$out/gpu_tests.log" 2>&1
-      say "GPU tests (all): exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
-        "$out/gpu_tests.log" | tr '\n' ' '))"
-      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests.log" | head -60
-      grep -h 'MESSAGE\|: z \|  grad' "$out/gpu_tests.log" > "$out/fused_errors.txt"
-      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
-        > "$out/memcheck_fused.log" 2>&1
-      say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
+      gpu_tests_fused_errors
+      memcheck_fused
       timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed_fp32" \
         --set output.progress=none > "$out/seed_fp32.log" 2>&1
       say "seed fp32: exit $? $(tail -1 "$out/seed_fp32/metrics.jsonl" | cut -c1-300)"
       ;;
     seed16)
-      if [ -d .whl ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-          --target /tmp/site .whl/*.whl > /dev/null 2>&1
-        export PYTHONPATH=/tmp/site
-      fi
+      use_wheels
       local sd
       for sd in 0 1 2; do
         timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed16_$sd" \
