@@ -33,8 +33,10 @@
 #                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
 #                built alongside; the suite waits for BASE_BUILD/.done) when it is set
 #   ffma         issue 14, the fp32 FFMA block tail (the fp32 default): the micro-benchmark
-#                (FFMA and 3xTF32), fno_bench none in fp32, the GPU tests, memcheck of the
-#                fused ones, the fp32 Darcy seed run; the benchmarks also from BASE_BUILD as k14
+#                (FFMA and 3xTF32), fno_bench none in fp32 (FFMA, 3xTF32), the GPU tests, memcheck
+#                of the fused ones, the fp32 Darcy seed run on either; the benchmarks also from
+#                BASE_BUILD as k14
+#   ffmaprof     Nsight Compute on the fp32 FFMA backward (issue rate, stall reasons)
 #   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train against neuraloperator
 #                (bench/neuralop_darcy.py), metrics and wall time, in one call
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
@@ -392,11 +394,39 @@ run_suite() {
         say "fno_bench none fp32 ($b): exit $?"
         grep -h '^fno_bench' "$out/none_$b.log" | cut -c1-200 | tee -a "$summary"
       done
+      FNO_BLOCK_TAIL_FP32=3xtf32 timeout 150 "$bench" "${common[@]}" --policies none \
+        --precision fp32 --json "$out/none_3xtf32.json" > /dev/null 2> "$out/none_3xtf32.log"
+      say "fno_bench none fp32 (3xTF32): exit $?"
+      grep -h '^fno_bench' "$out/none_3xtf32.log" | cut -c1-200 | tee -a "$summary"
       gpu_tests_fused_errors
       memcheck_fused
-      timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed_fp32" \
-        --set output.progress=none > "$out/seed_fp32.log" 2>&1
-      say "seed fp32: exit $? $(tail -1 "$out/seed_fp32/metrics.jsonl" | cut -c1-300)"
+      local m
+      for m in ffma 3xtf32; do
+        FNO_BLOCK_TAIL_FP32=$m timeout 150 "$build/apps/fno_train" --config configs/darcy.yaml \
+          --out "$out/seed_fp32_$m" --set output.progress=none > "$out/seed_fp32_$m.log" 2>&1
+        say "seed fp32 $m: exit $? $(tail -1 "$out/seed_fp32_$m/metrics.jsonl" | cut -c1-300)"
+        rm -f "$out/seed_fp32_$m"/*.pt
+      done
+      ;;
+    ffmaprof)
+      # issue 14: Nsight Compute on the fp32 FFMA backward (stall reasons, issue rate)
+      local ncu_bin
+      ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      timeout 150 "$ncu_bin" -k "regex:backward_kernel" --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
+        --section InstructionStats --section ComputeWorkloadAnalysis --section SourceCounters \
+        "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes float --no-unfused --reps 3 > "$out/ncu_float_backward_kernel.txt" 2>&1
+      say "ncu float backward_kernel: exit $?"
+      # per-instruction stall samples (SASS), for the hot spots
+      timeout 150 "$ncu_bin" -k "regex:backward_kernel" --launch-skip 3 --launch-count 1 \
+        --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+        "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes float --no-unfused --reps 3 > "$out/ncu_float_backward_kernel_sass.csv" 2>&1
+      say "ncu float backward_kernel sass: exit $?"
+      grep -E 'Duration|Issue Slots Busy|Issued Ipc|Stall|Registers|Achieved Occupancy|Executed Instructions |DRAM Throughput|Warp Cycles Per Issued' \
+        "$out/ncu_float_backward_kernel.txt" | head -30 | tee -a "$summary"
       ;;
     seed16)
       use_wheels

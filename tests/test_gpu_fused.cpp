@@ -96,7 +96,7 @@ TEST_CASE("fused block tail: fp32 matches the LibTorch path (all GELU placements
             // (the error is computed before INFO: rel_err's own REQUIRE must not
             // run inside doctest's lazy stringification of the context)
             const double e = rel_err(got.grads[i], ref.grads[i]);
-            INFO("gradient of ", kGradNames[i], ": ", e);
+            INFO("gradient of ", std::string(kGradNames[i]), ": ", e);
             MESSAGE(std::string("  grad "), std::string(kGradNames[i]), ": ", e);
             CHECK((got.grads[i].scalar_type() == torch::kFloat));
             CHECK((got.grads[i].sizes() == ref.grads[i].sizes()));
@@ -148,7 +148,7 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
           CHECK(ez <= c.fwd);
           for (size_t i = 0; i < ref.grads.size(); ++i) {
             const double e = rel_err(got.grads[i].to(torch::kFloat), ref.grads[i]);
-            INFO("gradient of ", kGradNames[i], ": ", e);
+            INFO("gradient of ", std::string(kGradNames[i]), ": ", e);
             MESSAGE(std::string("  grad "), std::string(kGradNames[i]), " ",
                     std::string(c10::toString(got.grads[i].scalar_type())), ": ", e);
             // x and s follow the activations; the parameters' gradients stay fp32.
@@ -205,7 +205,7 @@ TEST_CASE("fused block tail: fp32 on TF32 tensor cores where TF32 is allowed") {
         CHECK(ez > 1e-6);
         for (size_t i = 0; i < ref.grads.size(); ++i) {
           const double e = rel_err(got.grads[i], ref.grads[i]);
-          INFO("gradient of ", kGradNames[i], ": ", e);
+          INFO("gradient of ", std::string(kGradNames[i]), ": ", e);
           MESSAGE(std::string("  grad "), std::string(kGradNames[i]), ": ", e);
           CHECK((got.grads[i].scalar_type() == torch::kFloat));
           CHECK(e <= tol_grad);
@@ -263,7 +263,7 @@ TEST_CASE("fused block tail: 64-bit offsets (a bf16 tensor of more than 2^31 ele
       CHECK(rel_err(tail(grads[0], i, from), ref.grads[0]) <= 2e-2);
       CHECK(rel_err(tail(grads[1], i, from), ref.grads[1]) <= 2e-2);
       for (size_t j = 2; j < ref.grads.size(); ++j) {
-        INFO("gradient of ", kGradNames[j]);
+        INFO("gradient of ", std::string(kGradNames[j]));
         CHECK(rel_err(grads[j], ref.grads[j]) <= 2e-2);
       }
     }

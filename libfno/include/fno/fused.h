@@ -29,12 +29,13 @@ bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t 
 
 /// How the fused block tail computes with fp32 activations where TF32 is not
 /// allowed (fno::MatmulPrecisionGuard allows it for --precision tf32, which
-/// runs plain TF32): fp32 FFMA kernels, the default (fp32 products, as the
-/// LibTorch path), or 3xTF32 on tensor cores, opt-in (each operand split into
-/// two TF32 parts, three MMAs, fp32 accumulation: per step about 4x FFMA's
-/// error, within fp32 parity, but a 20-epoch Darcy seed run moves 16_l2 by
-/// 1.6%; the step is 0.82x as long at 1024^2). The environment variable
-/// FNO_BLOCK_TAIL_FP32=3xtf32 picks 3xTF32 at start.
+/// runs plain TF32): the FFMA kernels, the default (per-point products in fp32
+/// FFMA, as the LibTorch path; weight gradients in 3xTF32), or 3xTF32 on tensor
+/// cores throughout, opt-in (each operand split into two TF32 parts, three
+/// MMAs, sums in fp32: per step FFMA's error, but a 20-epoch Darcy seed run
+/// ends 3.6e-4 lower in 16_l2, as far as CPU against GPU; the step is 0.94x as
+/// long at 1024^2). The environment variable FNO_BLOCK_TAIL_FP32=3xtf32 picks
+/// 3xTF32 at start.
 enum class Fp32BlockTail { kFFMA, k3xTF32 };
 Fp32BlockTail fp32_block_tail();
 /// Sets it for every thread.

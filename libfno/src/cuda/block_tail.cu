@@ -9,11 +9,12 @@
 // channel c is read at (b * C + c) * N + n, so a warp's loads of one channel
 // are coalesced. Weights sit in shared memory as fp32 and are read with
 // uniform (broadcast) 16-byte loads. Backward recomputes a, GELU(y1) and the
-// hidden layer per point, writes da and ds, and stages the per-point vectors
-// of a tile of kTile points in shared memory, from which the CTA accumulates
-// its weight gradients (each thread owning one 4 x 4 block of one of them, in
-// registers: 16 FFMAs per two 16-byte shared loads). Each CTA writes its partial sums once; a
-// second kernel adds them over CTAs in a fixed order.
+// hidden layer per point (fp32 FFMA), writes da and ds, and stages the
+// per-point vectors of a tile of 128 points in shared memory, from which each
+// warp sums one block of the weight gradients on the TF32 tensor cores in
+// 3xTF32 (wgrad_tc: fp32-level products, every 16 points' sum added in fp32).
+// Each CTA writes its partial sums once; a second kernel adds them over CTAs
+// in a fixed order.
 #include "block_tail.h"
 
 #include <cuda_bf16.h>
@@ -89,6 +90,32 @@ __device__ __forceinline__ void gelu_and_grad_fast(float x, float& g, float& d) 
   const float cdf = phi_cdf(x, e);
   g = x * cdf;
   d = fmaf(x * kInvSqrt2Pi, e, cdf);
+}
+
+// TF32 tensor-core products (the tensor-core kernels' fp32 path, and the FFMA
+// backward's weight gradients). 3xTF32 (fp32-level products, as CUTLASS's):
+// x = big + small, each rounded to TF32 (11 + 11 significant bits), and
+// x y ~ small_x big_y + big_x small_y + big_x big_y (small_x small_y, about
+// 2^-22 relative, dropped), accumulated in fp32.
+// Rounding to TF32 is cvt.rna.tf32.f32's (to nearest, ties away from zero) done
+// on the bits: half a TF32 ulp added to the magnitude, the low 13 bits then
+// cleared (sm_90 runs the cvt as 7 instructions with an inf/NaN guard; these
+// are 2, and the same for finite x). A small part is not cleared: the MMAs
+// read only a TF32 operand's upper 19 bits.
+__device__ __forceinline__ uint32_t tf32(float x) {
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = tf32(x);
+  small = __float_as_uint(x - __uint_as_float(big)) + 0x1000u;
+}
+// d += a b: m16n8k8, TF32 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // dot(row[0..K), v) with 16-byte loads of a shared-memory row (uniform address).
@@ -229,19 +256,64 @@ struct BwdLayout {
   static constexpr int kFloats = kDH + kP * (CM + 4);
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 
-  // Ownership of the weight-gradient entries: thread t owns one 4 x 4 block of
-  // one weight gradient, threads [0, kNS) of dW_skip, [kNS, kNS + kN1) of dW1,
-  // the rest of dW2 (for C = 32, Cmid = 16: warps 0-1, 2 and 3, so the choice is
-  // warp-uniform). The vector gradients (b2 and gate: channel = lane; b1:
-  // channel = lane % Cmid) are summed by every warp over its own points of a tile.
-  static constexpr int kNS = (C / 4) * (C / 4);   // dW_skip[i][j] = sum dy1_i a_j
-  static constexpr int kN1 = (CM / 4) * (C / 4);  // dW1[k][i]     = sum dh_k act(y1)_i
-  static constexpr int kN2 = (C / 4) * (CM / 4);  // dW2[i][k]     = sum dz_i GELU(h)_k
-  static_assert(kNS + kN1 + kN2 == kP && kNS % 32 == 0 && kN1 % 32 == 0,
-                "one 4 x 4 block a thread, one matrix a warp");
-  static_assert(C == 32 && 32 % CM == 0, "vector gradients: a channel a lane");
+  // The weight gradients, one block of each a warp, on the TF32 tensor cores
+  // (wgrad_tc): dW_skip[i][j] = sum dy1_i a_j rows 0-15 (warp 0) and 16-31
+  // (warp 1), dW1[k][i] = sum dh_k act(y1)_i (warp 2), dW2[i][k] = sum dz_i
+  // GELU(h)_k (warp 3): four m16n8 tiles a warp. The vector gradients (b2 and
+  // gate: channel = lane; b1: channel = lane % Cmid) are summed by every warp
+  // over its own points of a tile.
+  static_assert(kP == 128 && C == 32 && CM == 16, "the warps' split of the weight gradients");
   static constexpr int kWarps = kP / 32;
 };
+
+// One warp's weight-gradient block over a tile's kP points, in 3xTF32 on the
+// tensor cores: acc[MT x NT m16n8 tiles] += sum_p R[p][m] Q[p][n], with R and Q
+// per-point rows of the staged tiles (strides rs and qs floats; R from the
+// block's first row). Every 16 points go into a zeroed accumulator and then into
+// acc with an fp32 add: the tensor cores' accumulation truncates, and a sum run
+// inside the MMAs over a whole tile would carry that bias into the gradient.
+// K positions t and t + 4 of an 8-point step are the points 2t and 2t + 1 (one
+// permutation in both operands leaves the product as it is, and with rows
+// padded by 4 floats makes a warp's fragment loads bank-conflict free).
+template <int MT, int NT, int kP>
+__device__ __forceinline__ void wgrad_tc(float (&acc)[MT * NT][4], const float* R, int rs,
+                                         const float* Q, int qs, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+  for (int q0 = 0; q0 < kP; q0 += 16) {
+    float part[MT * NT][4] = {};
+#pragma unroll
+    for (int k8 = 0; k8 < 16; k8 += 8) {
+      const float* r = R + (q0 + k8 + 2 * t) * rs + g;
+      const float* q = Q + (q0 + k8 + 2 * t) * qs + g;
+      uint32_t b[NT][2], bs[NT][2];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        split_tf32(q[8 * nt], b[nt][0], bs[nt][0]);
+        split_tf32(q[qs + 8 * nt], b[nt][1], bs[nt][1]);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t a[4], as[4];
+        split_tf32(r[16 * mt], a[0], as[0]);
+        split_tf32(r[16 * mt + 8], a[1], as[1]);
+        split_tf32(r[rs + 16 * mt], a[2], as[2]);
+        split_tf32(r[rs + 16 * mt + 8], a[3], as[3]);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          float(&d)[4] = part[mt * NT + nt];
+          mma_tf32(d, as, b[nt][0], b[nt][1]);
+          mma_tf32(d, a, bs[nt][0], bs[nt][1]);
+          mma_tf32(d, a, b[nt][0], b[nt][1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < MT * NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][e] += part[i][e];
+  }
+}
 
 template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid>
 __global__ void __launch_bounds__(kBwdThreads)
@@ -255,41 +327,41 @@ __global__ void __launch_bounds__(kBwdThreads)
   load_weights<C, CM>(sm, w);
 
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  // This thread's 4 x 4 block: rows from tile `rows` (stride rs), columns from
-  // tile `cols` (stride cs); entry (r, c) of it is workspace entry out0 + r * ld + c.
-  int rows, rs, cols, cs, out0, ld;
-  {
-    constexpr int kOffW1 = C * C, kOffW2 = kOffW1 + CM * C + CM;
-    if (t < L::kNS) {
-      const int bi = t / (C / 4), bj = t % (C / 4);
-      rows = L::kDY + 4 * bi, rs = C + 4, cols = L::kA + 4 * bj, cs = C + 4;
-      out0 = 4 * bi * C + 4 * bj, ld = C;
-    } else if (t < L::kNS + L::kN1) {
-      const int u = t - L::kNS, bk = u / (C / 4), bi = u % (C / 4);
-      rows = L::kDH + 4 * bk, rs = CM + 4, cols = L::kG1 + 4 * bi, cs = C + 4;
-      out0 = kOffW1 + 4 * bk * C + 4 * bi, ld = C;
-    } else {
-      const int u = t - L::kNS - L::kN1, bi = u / (CM / 4), bk = u % (CM / 4);
-      rows = L::kDZ + 4 * bi, rs = C + 4, cols = L::kGH + 4 * bk, cs = CM + 4;
-      out0 = kOffW2 + 4 * bi * CM + 4 * bk, ld = CM;
-    }
-  }
+  // This warp's weight-gradient block (BwdLayout): rows from tile R (stride
+  // rs), columns from tile Q (stride qs); entry (r, c) of it is workspace
+  // entry out0 + r * ld + c.
+  constexpr int kOffW1 = C * C, kOffW2 = kOffW1 + CM * C + CM;
+  const float* R = sm + (warp == 2 ? L::kDH : warp == 3 ? L::kDZ : L::kDY + 16 * warp);
+  const float* Q = sm + (warp == 2 ? L::kG1 : warp == 3 ? L::kGH : L::kA);
+  const int rs = warp == 2 ? CM + 4 : C + 4, qs = warp == 3 ? CM + 4 : C + 4;
+  const int out0 = warp == 2 ? kOffW1 : warp == 3 ? kOffW2 : 16 * warp * C;
+  const int ld = warp == 3 ? CM : C;
   float acc[4][4] = {};
   float acc_b2 = 0.f, acc_gate = 0.f, acc_b1 = 0.f;
   __syncthreads();
 
-  // A point's inputs (x or a, y1, dz): a point past the end loads zeros, and
-  // with dz = 0 it adds nothing to any gradient.
+  // A point's inputs (x or a, y1, dz). A point past the end reads the last
+  // point's x and y1 and a zero dz: it then adds nothing to any gradient, and
+  // its outputs are not stored. The channels are walked with one 64-bit
+  // pointer step each (not base + c * n: the address arithmetic was a tenth
+  // of the kernel's instructions).
   float av[C], g1[C], dzv[C];
   const auto load_point = [&](int64_t p) {
-    const bool valid = p < points;
-    const int64_t b = p / n;
-    const int64_t base = b * C * n + (p - b * n);
+    const int64_t q = p < points ? p : points - 1;
+    const int64_t b = q / n;
+    const int64_t base = b * C * n + (q - b * n);
+    const float* pi = in + base;
+    const float* py = y1 + base;
+    const float* pz = dz + base;
 #pragma unroll
-    for (int c = 0; c < C; ++c) {
-      av[c] = valid ? load(in + base + c * n) : 0.f;
-      g1[c] = valid ? load(y1 + base + c * n) : 0.f;
-      dzv[c] = valid ? load(dz + base + c * n) : 0.f;
+    for (int c = 0; c < C; ++c, pi += n, py += n, pz += n) {
+      av[c] = load(pi);
+      g1[c] = load(py);
+      dzv[c] = load(pz);
+    }
+    if (p >= points) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) dzv[c] = 0.f;
     }
   };
   const int64_t stride = int64_t{gridDim.x} * L::kP;
@@ -333,10 +405,7 @@ __global__ void __launch_bounds__(kBwdThreads)
 #pragma unroll
     for (int k = 0; k < CM; ++k) axpy_row<C>(sm + S::kW1 + k * C, dh[k], dy);
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      dy[i] *= d1[i];
-      if (valid) store(ds + base + i * n, dy[i]);
-    }
+    for (int i = 0; i < C; ++i) dy[i] *= d1[i];
     tile_store<C>(sm + L::kDY, t, dy);
     // da = W_skip^T dy1 + gate * dz
     float dav[C];
@@ -345,26 +414,23 @@ __global__ void __launch_bounds__(kBwdThreads)
 #pragma unroll
     for (int i = 0; i < C; ++i) axpy_row<C>(sm + S::kWSkip + i * C, dy[i], dav);
     if (valid) {
+      float* pa = da + base;
+      float* ps = ds + base;
 #pragma unroll
-      for (int j = 0; j < C; ++j) store(da + base + j * n, dav[j]);
+      for (int j = 0; j < C; ++j, pa += n, ps += n) {
+        store(ps, dy[j]);
+        store(pa, dav[j]);
+      }
     }
     __syncthreads();
     // The next tile's inputs, in flight while this tile's weight gradients are summed.
     load_point(p0 + stride + t);
 
-    // This tile's contributions to the block this thread owns: 16 FFMAs a
-    // point from two broadcast-free 16-byte loads.
-    const float* rp = sm + rows;
-    const float* cp = sm + cols;
-#pragma unroll 4
-    for (int q = 0; q < L::kP; ++q) {
-      const float4 r4 = *reinterpret_cast<const float4*>(rp + q * rs);
-      const float4 c4 = *reinterpret_cast<const float4*>(cp + q * cs);
-      const float rv[4] = {r4.x, r4.y, r4.z, r4.w}, cv[4] = {c4.x, c4.y, c4.z, c4.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(rv[i], cv[j], acc[i][j]);
+    // This tile's contributions to this warp's weight-gradient block.
+    if (warp < 3) {
+      wgrad_tc<1, 4, L::kP>(acc, R, rs, Q, qs, lane);
+    } else {
+      wgrad_tc<2, 2, L::kP>(acc, R, rs, Q, qs, lane);
     }
     // b2, gate (channel = lane) over this warp's points warp, warp + kWarps, ...;
     // b1 (channel = lane % CM) over every (32 / CM)-th of them.
@@ -384,10 +450,16 @@ __global__ void __launch_bounds__(kBwdThreads)
   // directly, the vector gradients summed over warps (and lane halves) in a
   // fixed order through shared memory.
   float* out = partial + int64_t{blockIdx.x} * S::kEntries;
+  {
+    const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+    for (int u = 0; u < 4; ++u) {
+      const int mt = warp == 3 ? u >> 1 : 0, nt = warp == 3 ? u & 1 : u;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) out[out0 + i * ld + j] = acc[i][j];
+      for (int e = 0; e < 4; ++e)
+        out[out0 + (16 * mt + g + 8 * (e >> 1)) * ld + 8 * nt + 2 * tq + (e & 1)] = acc[u][e];
+    }
+  }
   float* red = sm + S::kWeights;  // [kWarps][3][32], over the (now unused) tiles
   red[(warp * 3 + 0) * 32 + lane] = acc_b2;
   red[(warp * 3 + 1) * 32 + lane] = acc_gate;
@@ -472,28 +544,13 @@ constexpr int kThreads = 32 * kWarps;
 // which leaves the product unchanged and lets the accumulator layout feed A.
 template <typename T>
 struct Mma;
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-// 3xTF32 (fp32-level products on TF32 tensor cores, as CUTLASS's 3xTF32):
-// x = big + small, each rounded to TF32 (11 + 11 significant bits), and
-// x y ~ small_x big_y + big_x small_y + big_x big_y (small_x small_y, about
-// 2^-22 relative, dropped), accumulated in fp32.
-__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  big = tf32(x);
-  small = tf32(x - __uint_as_float(big));
-}
+// (tf32, split_tf32, mma_tf32: at the top of the file)
 template <>
 struct Mma<float> {
   static constexpr int kK = 8;
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_tf32(d, a, b0, b1);
   }
 };
 template <>
@@ -737,22 +794,51 @@ __device__ void build_bfrag(uint32_t* dst, F b) {
 }
 
 // acc[16 x N] += v[16 x K] * B, B from build_bfrag.
+// 3xTF32: the tensor cores truncate each MMA's sum to fp32, so the products go
+// first into a zeroed accumulator, every small-part product before the big
+// ones (the truncations then fall at the products' own magnitude, and 4 of
+// them at the full one instead of 12), and reach acc through an fp32 add.
 template <typename T, int K, int N, bool X3 = false>
 __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 8][4],
                                    const uint32_t* bf, int lane) {
   constexpr int RG = BFrag<T, K, N, X3>::kRegs;
+  if constexpr (X3) {
+    float part[N / 8][4] = {};
 #pragma unroll
-  for (int q = 0; q < K / Mma<T>::kK; ++q) {
-    uint32_t a[4], as[4];
-    afrag<T, K / 8, X3>(v, q, a, as);
+    for (int q = 0; q < K / 8; ++q) {
+      uint32_t a[4], as[4];
+      afrag<T, K / 8, true>(v, q, a, as);
 #pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt) {
-      const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
-      if constexpr (X3) {
-        Mma<T>::mma(acc[nt], as, b[0], b[32]);
-        Mma<T>::mma(acc[nt], a, b[64], b[96]);
+      for (int nt = 0; nt < N / 8; ++nt) {
+        const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
+        Mma<T>::mma(part[nt], as, b[0], b[32]);
+        Mma<T>::mma(part[nt], a, b[64], b[96]);
       }
-      Mma<T>::mma(acc[nt], a, b[0], b[32]);
+    }
+#pragma unroll
+    for (int q = 0; q < K / 8; ++q) {
+      uint32_t a[4], as[4];
+      afrag<T, K / 8, false>(v, q, a, as);
+#pragma unroll
+      for (int nt = 0; nt < N / 8; ++nt) {
+        const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
+        Mma<T>::mma(part[nt], a, b[0], b[32]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] += part[nt][e];
+  } else {
+#pragma unroll
+    for (int q = 0; q < K / Mma<T>::kK; ++q) {
+      uint32_t a[4], as[4];
+      afrag<T, K / 8, false>(v, q, a, as);
+#pragma unroll
+      for (int nt = 0; nt < N / 8; ++nt) {
+        const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
+        Mma<T>::mma(acc[nt], a, b[0], b[32]);
+      }
     }
   }
 }
@@ -774,10 +860,11 @@ __device__ __forceinline__ void mm_packed(float (&acc)[N / 8][4], const uint32_t
 }
 
 // Weight-gradient product over the 16 points r0.. of a tile:
-// acc[m][n] += sum_p A[m][p] * B[n][p], A ([MR][kS]) and B ([NR][kS]) staged rows.
+// acc[m][n] += sum_p A[m][p] * B[n][p], A ([MR][kS]) and B ([NR][kS]) staged rows,
+// summed inside the MMAs (mm_points below).
 template <typename T, int MR, int NR, bool X3 = false>
-__device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], const T* A, const T* B,
-                                          int r0, int lane) {
+__device__ __forceinline__ void mm_points_in(float (&acc)[MR / 16][NR / 8][4], const T* A,
+                                             const T* B, int r0, int lane) {
   constexpr int S = Geo<T>::kS;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -833,6 +920,28 @@ __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], cons
         Mma<T>::mma(acc[mt][nt], a, b[nt][0], b[nt][1]);
       }
     }
+  }
+}
+
+// The same; in 3xTF32 each 16-row block's products over these points go into a
+// zeroed accumulator and then into acc with fp32 adds: the tensor cores
+// truncate each MMA's sum, and a sum run inside the MMAs over all of a warp's
+// tiles (hundreds at 1024^2) would carry that bias into the gradient.
+template <typename T, int MR, int NR, bool X3 = false>
+__device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], const T* A, const T* B,
+                                          int r0, int lane) {
+  if constexpr (X3) {
+#pragma unroll
+    for (int mt = 0; mt < MR / 16; ++mt) {
+      float part[1][NR / 8][4] = {};
+      mm_points_in<T, 16, NR, true>(part, A + 16 * mt * Geo<T>::kS, B, r0, lane);
+#pragma unroll
+      for (int nt = 0; nt < NR / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][nt][e] += part[0][nt][e];
+    }
+  } else {
+    mm_points_in<T, MR, NR, false>(acc, A, B, r0, lane);
   }
 }
 
