@@ -37,8 +37,9 @@
 #                of the fused ones, the fp32 Darcy seed run on either; the benchmarks also from
 #                BASE_BUILD as k14
 #   ffmaprof     Nsight Compute on the fp32 FFMA backward (issue rate, stall reasons)
-#   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train against neuraloperator
-#                (bench/neuralop_darcy.py), metrics and wall time, in one call
+#   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train (also with one checkpoint at
+#                the end and no predictions) against neuraloperator (bench/neuralop_darcy.py),
+#                metrics and wall time, in one call
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -436,6 +437,13 @@ run_suite() {
           --set training.seed=$sd --set output.progress=none > "$out/seed16_$sd.log" 2>&1
         say "fno_train seed $sd: exit $? $(cat "$out/seed16_$sd/summary.json" | cut -c1-400)"
         rm -f "$out/seed16_$sd"/*.pt
+        # the same without the per-epoch checkpoints and the predictions (neuraloperator's
+        # Trainer, as bench/neuralop_darcy.py runs it, writes neither)
+        timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/seed16_nockpt_$sd" \
+          --set training.seed=$sd --set output.progress=none --set training.checkpoint_every=1000 \
+          --set data.n_predictions=0 > "$out/seed16_nockpt_$sd.log" 2>&1
+        say "fno_train seed $sd, checkpoint at the end only: exit $? $(cat "$out/seed16_nockpt_$sd/summary.json" | cut -c1-400)"
+        rm -f "$out/seed16_nockpt_$sd"/*.pt
         timeout 120 python3 bench/neuralop_darcy.py --device cuda --seed $sd \
           >> "$out/seed16_neuralop.jsonl" 2> "$out/seed16_neuralop_$sd.log"
         say "neuraloperator seed $sd: exit $? $(tail -1 "$out/seed16_neuralop.jsonl" | cut -c1-400)"
