@@ -200,6 +200,17 @@ int main(int argc, char** argv) {
     std::printf("%-5s %-7s %-34s %9.3f %s\n", dt.c_str(), layer, path, ms, check.c_str());
     std::fflush(stdout);
   };
+  // One cuBLASLt row: why the GEMM cannot run, else its time and check() run
+  // after it (or what LtGemm noted about it).
+  const auto time_lt = [&](const std::string& dt, const char* layer, const char* path, LtGemm& g,
+                           const std::function<std::string()>& check) {
+    if (!g.ok) {
+      row(dt, layer, path, 0, g.why);
+      return;
+    }
+    const double t = median_ms(reps, [&] { g.run(); });
+    row(dt, layer, path, t, g.why.empty() ? check() : g.why);
+  };
   std::stringstream list(dtypes);
   for (std::string dt; std::getline(list, dt, ',');) {
     const auto st = dt == "bf16" ? torch::kBFloat16 : dt == "half" ? torch::kHalf : torch::kFloat;
@@ -217,13 +228,8 @@ int main(int argc, char** argv) {
       {
         auto y = torch::empty_like(ref);
         LtGemm g(CUBLASLT_EPILOGUE_BIAS, w, false, x, y, b.data_ptr(), torch::Tensor());
-        if (!g.ok) {
-          row(dt, l.name, "lt BIAS", 0, g.why);
-        } else {
-          const double t = median_ms(reps, [&] { g.run(); });
-          row(dt, l.name, "lt BIAS", t,
-              g.why.empty() ? "rel err " + std::to_string(rel_err(y, ref)) : g.why);
-        }
+        time_lt(dt, l.name, "lt BIAS", g,
+                [&] { return "rel err " + std::to_string(rel_err(y, ref)); });
       }
       torch::Tensor gref;
       const double t_gelu = median_ms(reps, [&] {
@@ -236,20 +242,15 @@ int main(int argc, char** argv) {
         LtGemm g(aux_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS, w, false,
                  x, y, b.data_ptr(), aux);
         const char* name = aux_out ? "lt GELU_AUX_BIAS" : "lt GELU_BIAS";
-        if (!g.ok) {
-          row(dt, l.name, name, 0, g.why);
-          continue;
-        }
-        const double t = median_ms(reps, [&] { g.run(); });
-        std::string check = g.why;
-        if (check.empty()) {
-          check = "vs erf GELU: rel " + std::to_string(rel_err(y, gref)) + ", max abs " +
-                  std::to_string(
-                      (y.to(torch::kFloat) - gref.to(torch::kFloat)).abs().max().item<float>()) +
-                  "; vs tanh GELU: rel " + std::to_string(rel_err(y, torch::gelu(ref, "tanh")));
+        time_lt(dt, l.name, name, g, [&] {
+          std::string check =
+              "vs erf GELU: rel " + std::to_string(rel_err(y, gref)) + ", max abs " +
+              std::to_string(
+                  (y.to(torch::kFloat) - gref.to(torch::kFloat)).abs().max().item<float>()) +
+              "; vs tanh GELU: rel " + std::to_string(rel_err(y, torch::gelu(ref, "tanh")));
           if (aux_out) check += "; aux rel " + std::to_string(rel_err(aux, ref));
-        }
-        row(dt, l.name, name, t, check);
+          return check;
+        });
       }
       // Backward of a layer followed by GELU: dh = GELU'(h) * (W^T dy), db = sum dh.
       // Here W: [cout, cin] is the next layer's weight seen from its input side:
@@ -268,17 +269,10 @@ int main(int argc, char** argv) {
         auto dh = torch::empty_like(h);
         auto db = torch::empty({batch, l.cin}, o);
         LtGemm g(CUBLASLT_EPILOGUE_DGELU_BGRAD, w, true, dy, dh, db.data_ptr(), h);
-        if (!g.ok) {
-          row(dt, l.name, "lt DGELU_BGRAD", 0, g.why);
-        } else {
-          const double tl = median_ms(reps, [&] { g.run(); });
-          std::string check = g.why;
-          if (check.empty()) {
-            check = "dh vs erf: rel " + std::to_string(rel_err(dh, dh_ref)) + "; db rel " +
-                    std::to_string(rel_err(db.to(torch::kFloat).sum(0), db_ref));
-          }
-          row(dt, l.name, "lt DGELU_BGRAD", tl, check);
-        }
+        time_lt(dt, l.name, "lt DGELU_BGRAD", g, [&] {
+          return "dh vs erf: rel " + std::to_string(rel_err(dh, dh_ref)) + "; db rel " +
+                 std::to_string(rel_err(db.to(torch::kFloat).sum(0), db_ref));
+        });
       }
       // The column-major view of the same tensors (CUBLASLT_ORDER_COL, as cuBLAS
       // runs libfno's GEMMs): D' = X^T W^T, [N, Cout] per batch entry, so the
@@ -298,19 +292,12 @@ int main(int argc, char** argv) {
                  Mat{w.data_ptr(), l.cin, l.cout, w.stride(0), 0},
                  Mat{y.data_ptr(), n, l.cout, y.stride(1), y.stride(0)}, static_cast<int>(batch),
                  ty, nullptr, ty, 0, aux.data_ptr(), aux.stride(1), aux.stride(0));
-        if (!g.ok) {
-          row(dt, l.name, "lt col GELU_AUX (no bias)", 0, g.why);
-        } else {
-          const double t = median_ms(reps, [&] { g.run(); });
-          row(dt, l.name, "lt col GELU_AUX (no bias)", t,
-              g.why.empty() ? "vs erf GELU: rel " + std::to_string(rel_err(y, gh)) + ", max abs " +
-                                  std::to_string((y.to(torch::kFloat) - gh.to(torch::kFloat))
-                                                     .abs()
-                                                     .max()
-                                                     .item<float>()) +
-                                  "; aux rel " + std::to_string(rel_err(aux, h))
-                            : g.why);
-        }
+        time_lt(dt, l.name, "lt col GELU_AUX (no bias)", g, [&] {
+          return "vs erf GELU: rel " + std::to_string(rel_err(y, gh)) + ", max abs " +
+                 std::to_string(
+                     (y.to(torch::kFloat) - gh.to(torch::kFloat)).abs().max().item<float>()) +
+                 "; aux rel " + std::to_string(rel_err(aux, h));
+        });
         // Weight gradient of this layer over one batch entry (libfno's backward
         // runs entry by entry on long grids): gW [Cout, Cin] = dy x^T and
         // gb [Cout] = sum_n dy, in fp32.
@@ -329,15 +316,10 @@ int main(int argc, char** argv) {
                   Mat{dy.data_ptr(), n, l.cout, dy.stride(1), 0},
                   Mat{gw.data_ptr(), l.cin, l.cout, l.cin, 0}, 1, ty, gb.data_ptr(), ty, 0, nullptr,
                   0, 0);
-        if (!gg.ok) {
-          row(dt, l.name, "lt col BGRADB (wgrad + bgrad)", 0, gg.why);
-        } else {
-          const double t = median_ms(reps, [&] { gg.run(); });
-          row(dt, l.name, "lt col BGRADB (wgrad + bgrad)", t,
-              gg.why.empty() ? "gW rel " + std::to_string(rel_err(gw, gw_ref)) + ", gb rel " +
-                                   std::to_string(rel_err(gb, gb_ref))
-                             : gg.why);
-        }
+        time_lt(dt, l.name, "lt col BGRADB (wgrad + bgrad)", gg, [&] {
+          return "gW rel " + std::to_string(rel_err(gw, gw_ref)) + ", gb rel " +
+                 std::to_string(rel_err(gb, gb_ref));
+        });
       }
     }
   }

@@ -1189,6 +1189,28 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc_1[CM / 16][C / 8][4] = {};  // dW1[k][i] = sum dh_k act(y1)_i
   float acc_2[C / 16][CM / 8][4] = {};  // dW2[i][k] = sum dz_i GELU(h)_k
   float acc_b2[C / 8][2] = {}, acc_gate[C / 8][2] = {}, acc_b1[CM / 8][2] = {};
+  // The steps both forms below share. b1's gradient: the sum of dh (as rounded).
+  const auto add_b1 = [&](const float(&dh)[CM / 8][4]) {
+#pragma unroll
+    for (int j = 0; j < CM / 8; ++j) {
+      acc_b1[j][0] += dh[j][0] + dh[j][2];
+      acc_b1[j][1] += dh[j][1] + dh[j][3];
+    }
+  };
+  // da's start, gate * dz; b2's and the gate's gradients: sums of dz and dz * a.
+  const auto start_da = [&](const float(&dzv)[C / 8][4], const float(&av)[C / 8][4],
+                            float(&dav)[C / 8][4]) {
+    fill_cols<C>(sgate, lane, dav);
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
+      acc_b2[j][0] += dzv[j][0] + dzv[j][2];
+      acc_b2[j][1] += dzv[j][1] + dzv[j][3];
+      acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
+      acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
+    }
+  };
 
   const int64_t nw = int64_t{gridDim.x} * kWarps;
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
@@ -1213,6 +1235,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     T* const s_a = s_in(st);   // a, in place of x when gelu_input
     T* const s_g1 = s_y1(st);  // act(y1), in place of y1
     const T* const s_dzc = s_dz(st);
+    // The weight gradients over the 16 points r0.. of this tile.
+    const auto add_wgrads = [&](int r0) {
+      mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
+      mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
+      mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
+    };
 #pragma unroll 1
     for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
       if constexpr (kPacked) {
@@ -1263,11 +1291,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         pack_acc<T, CM>(dh, pdh);
         stsm_packed<T, CM>(s_dh, r0, lane, pdh);
         unpack_acc<T, CM>(pdh, dh);  // dh as rounded, for b1's gradient
-#pragma unroll
-        for (int j = 0; j < CM / 8; ++j) {
-          acc_b1[j][0] += dh[j][0] + dh[j][2];
-          acc_b1[j][1] += dh[j][1] + dh[j][3];
-        }
+        add_b1(dh);
         float dy[C / 8][4] = {};
         mm_packed<T, CM, C>(dy, pdh, fr + L::kW1n, lane);
         if (kGeluMid) {
@@ -1280,22 +1304,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         pack_acc<T, C>(dy, pdy);
         stsm_packed<T, C>(s_dy, r0, lane, pdy);
         float dav[C / 8][4];
-        fill_cols<C>(sgate, lane, dav);
-#pragma unroll
-        for (int j = 0; j < C / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
-          acc_b2[j][0] += dzv[j][0] + dzv[j][2];
-          acc_b2[j][1] += dzv[j][1] + dzv[j][3];
-          acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
-          acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
-        }
+        start_da(dzv, av, dav);
         mm_packed<T, C, C>(dav, pdy, fr + L::kWSkip, lane);
         store_acc<T, C>(s_da, r0, lane, dav);
         __syncwarp();
-        mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
-        mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
-        mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
+        add_wgrads(r0);
         __syncwarp();
         continue;
       }
@@ -1337,11 +1350,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       store_acc<T, CM>(s_gh, r0, lane, h);
       store_acc<T, CM>(s_dh, r0, lane, dh);
-#pragma unroll
-      for (int j = 0; j < CM / 8; ++j) {
-        acc_b1[j][0] += dh[j][0] + dh[j][2];
-        acc_b1[j][1] += dh[j][1] + dh[j][3];
-      }
+      add_b1(dh);
       // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
       float dy[C / 8][4] = {};
       mm<T, CM, C, X3>(dy, dh, fr + L::kW1n, lane);
@@ -1355,23 +1364,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       store_acc<T, C>(s_dy, r0, lane, dy);
       // da = W_skip^T dy1 + gate * dz
       float dav[C / 8][4];
-      fill_cols<C>(sgate, lane, dav);
-#pragma unroll
-      for (int j = 0; j < C / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
-        acc_b2[j][0] += dzv[j][0] + dzv[j][2];
-        acc_b2[j][1] += dzv[j][1] + dzv[j][3];
-        acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
-        acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
-      }
+      start_da(dzv, av, dav);
       mm<T, C, C, X3>(dav, dy, fr + L::kWSkip, lane);
       store_acc<T, C>(s_da, r0, lane, dav);
       __syncwarp();
-      // The weight gradients over these 16 points.
-      mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
-      mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
-      mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
+      add_wgrads(r0);
       __syncwarp();
     }
     tile_out<T, C>(ds, s_dy, r, n, lane);
