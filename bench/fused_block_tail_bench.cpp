@@ -5,10 +5,10 @@
 //
 //   fused_block_tail_bench --batch 8 --channels 32 --grid 1024 --dtypes float,3xtf32,tf32,bf16,half
 //
-// float: fp32 activations on the FFMA kernels (the default where TF32 is not
-// allowed); 3xtf32: fp32 on the tensor-core kernels in 3xTF32 (fp32-level
-// error, FNO_BLOCK_TAIL_FP32=3xtf32); tf32: fp32 activations with TF32 allowed
-// (fno::MatmulPrecisionGuard), plain TF32 tensor-core kernels.
+// float: fp32 activations, the default where TF32 is not allowed (FFMA
+// forward, 3xTF32 tensor-core backward: the 3xtf32 row's); 3xtf32: fp32 on the tensor-core kernels
+// in 3xTF32 (fp32-level error, FNO_BLOCK_TAIL_FP32=3xtf32); tf32: fp32 activations with TF32
+// allowed (fno::MatmulPrecisionGuard), plain TF32 tensor-core kernels.
 #include <fno/fused.h>
 #include <fno/layers.h>
 #include <fno/precision.h>
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grid", grid, "grid side: N = grid^2")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions (median)")->check(CLI::PositiveNumber);
-  app.add_option("--dtypes", dtypes, "activation dtypes: float (FFMA), 3xtf32, tf32, bf16, half");
+  app.add_option("--dtypes", dtypes, "activation dtypes: float (FFMA forward, 3xTF32 backward), 3xtf32, tf32, bf16, half");
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");

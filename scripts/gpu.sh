@@ -32,11 +32,12 @@
 #                bf16, half), fno_bench none (fp32, tf32, bf16; fp32 in 3xTF32), the fused GPU
 #                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
 #                built alongside; the suite waits for BASE_BUILD/.done) when it is set
-#   ffma         issue 14, the fp32 FFMA block tail (the fp32 default): the micro-benchmark
-#                (FFMA and 3xTF32), fno_bench none in fp32 (FFMA, 3xTF32), the GPU tests, memcheck
-#                of the fused ones, the fp32 Darcy seed run on either; the benchmarks also from
-#                BASE_BUILD as k14
-#   ffmaprof     Nsight Compute on the fp32 FFMA backward (issue rate, stall reasons)
+#   ffma         issue 14, the fp32 block tail (default: FFMA forward, 3xTF32 backward): the
+#                micro-benchmark (the default and 3xTF32), fno_bench none in fp32 (either), the
+#                GPU tests, memcheck of the fused ones, the fp32 Darcy seed run on either; the
+#                benchmarks also from BASE_BUILD as k14
+#   seednoise    the fp32 Darcy seed run on every fp32 block-tail mode and the LibTorch path
+#   tcprof       Nsight Compute on the fp32 3xTF32 backward (issue rate, stall reasons, SASS)
 #   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train (also with one checkpoint at
 #                the end and no predictions) against neuraloperator (bench/neuralop_darcy.py),
 #                metrics and wall time, in one call
@@ -409,26 +410,6 @@ run_suite() {
         rm -f "$out/seed_fp32_$m"/*.pt
       done
       ;;
-    ffmaprof)
-      # issue 14: Nsight Compute on the fp32 FFMA backward (stall reasons, issue rate)
-      local ncu_bin
-      ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      timeout 150 "$ncu_bin" -k "regex:backward_kernel" --launch-skip 3 --launch-count 1 \
-        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-        --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
-        --section InstructionStats --section ComputeWorkloadAnalysis --section SourceCounters \
-        "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
-        --dtypes float --no-unfused --reps 3 > "$out/ncu_float_backward_kernel.txt" 2>&1
-      say "ncu float backward_kernel: exit $?"
-      # per-instruction stall samples (SASS), for the hot spots
-      timeout 150 "$ncu_bin" -k "regex:backward_kernel" --launch-skip 3 --launch-count 1 \
-        --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
-        "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
-        --dtypes float --no-unfused --reps 3 > "$out/ncu_float_backward_kernel_sass.csv" 2>&1
-      say "ncu float backward_kernel sass: exit $?"
-      grep -E 'Duration|Issue Slots Busy|Issued Ipc|Stall|Registers|Achieved Occupancy|Executed Instructions |DRAM Throughput|Warp Cycles Per Issued' \
-        "$out/ncu_float_backward_kernel.txt" | head -30 | tee -a "$summary"
-      ;;
     seed16)
       use_wheels
       local sd
@@ -448,6 +429,47 @@ run_suite() {
           >> "$out/seed16_neuralop.jsonl" 2> "$out/seed16_neuralop_$sd.log"
         say "neuraloperator seed $sd: exit $? $(tail -1 "$out/seed16_neuralop.jsonl" | cut -c1-400)"
       done
+      ;;
+    seednoise)
+      # issue 14: the fp32 Darcy seed run (20 epochs) on each fp32 block-tail mode and on the
+      # LibTorch path (FNO_FUSED=0), side by side
+      local v name
+      local -a runs=("ffma" "3xtf32" "unfused FNO_FUSED=0")
+      for v in "${runs[@]}"; do
+        local words=($v)
+        name=$(echo "$v" | tr ' =' '__')
+        (env FNO_BLOCK_TAIL_FP32=${words[0]} "${words[@]:1}" timeout 200 "$build/apps/fno_train" \
+          --config configs/darcy.yaml --out "$out/seednoise_$name" --set output.progress=none \
+          --set training.checkpoint_every=1000 --set data.n_predictions=0 \
+          > "$out/seednoise_$name.log" 2>&1; echo $? > "$out/seednoise_$name.rc") &
+      done
+      wait
+      for v in "${runs[@]}"; do
+        name=$(echo "$v" | tr ' =' '__')
+        rm -f "$out/seednoise_$name"/*.pt
+        say "seed $v: exit $(cat "$out/seednoise_$name.rc") $(tail -1 "$out/seednoise_$name/metrics.jsonl" | cut -c1-300)"
+      done
+      ;;
+    tcprof)
+      # issue 14: Nsight Compute on the fp32 3xTF32 tensor-core backward (the fp32 default's
+      # backward): issue rate, stall reasons, per-instruction stall samples (SASS)
+      local ncu_bin
+      ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      timeout 150 "$ncu_bin" -k "regex:backward_tc" --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
+        --section InstructionStats --section ComputeWorkloadAnalysis --section SourceCounters \
+        "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes 3xtf32 --no-unfused --reps 3 > "$out/ncu_3xtf32_backward_tc.txt" 2>&1
+      say "ncu 3xtf32 backward_tc: exit $?"
+      timeout 150 "$ncu_bin" -k "regex:backward_tc" --launch-skip 3 --launch-count 1 \
+        --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+        "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --dtypes 3xtf32 --no-unfused --reps 3 > "$out/ncu_3xtf32_backward_tc_sass.csv" 2>&1
+      say "ncu 3xtf32 backward_tc sass: exit $?"
+      gzip -f "$out/ncu_3xtf32_backward_tc_sass.csv"
+      grep -E 'Duration|Issue Slots Busy|Issued Ipc|Stall|Registers|Achieved Occupancy|Executed Instructions |DRAM Throughput|Warp Cycles Per Issued' \
+        "$out/ncu_3xtf32_backward_tc.txt" | head -30 | tee -a "$summary"
       ;;
     k14prof)
       # issue 14: the micro-benchmark with the launch-tuning sweep, the cuBLASLt

@@ -68,7 +68,7 @@ struct Fp32BlockTailGuard {
 TEST_CASE("fused block tail: fp32 matches the LibTorch path (all GELU placements)") {
   REQUIRE(fno::fused_kernels_compiled());
   const auto o = torch::TensorOptions().device(torch::kCUDA);
-  // The FFMA kernels (the default) and 3xTF32 on tensor cores (opt-in).
+  // FFMA forward + 3xTF32 backward (the default) and 3xTF32 throughout (opt-in).
   for (const auto mode : {fno::Fp32BlockTail::k3xTF32, fno::Fp32BlockTail::kFFMA}) {
     const Fp32BlockTailGuard fp32(mode);
     const std::string name = mode == fno::Fp32BlockTail::kFFMA ? "ffma" : "3xtf32";

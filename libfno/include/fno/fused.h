@@ -29,13 +29,18 @@ bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t 
 
 /// How the fused block tail computes with fp32 activations where TF32 is not
 /// allowed (fno::MatmulPrecisionGuard allows it for --precision tf32, which
-/// runs plain TF32): the FFMA kernels, the default (per-point products in fp32
-/// FFMA, as the LibTorch path; weight gradients in 3xTF32), or 3xTF32 on tensor
-/// cores throughout, opt-in (each operand split into two TF32 parts, three
-/// MMAs, sums in fp32: per step FFMA's error, but a 20-epoch Darcy seed run
-/// ends 3.6e-4 lower in 16_l2, as far as CPU against GPU; the step is 0.94x as
-/// long at 1024^2). The environment variable FNO_BLOCK_TAIL_FP32=3xtf32 picks
-/// 3xTF32 at start.
+/// runs plain TF32):
+/// - kFFMA, the default: the forward's per-point products in fp32 FFMA, as the
+///   LibTorch path; the backward in 3xTF32 on tensor cores;
+/// - k3xTF32, opt-in: 3xTF32 in both (each operand split into two TF32 parts,
+///   three MMAs, sums in fp32).
+/// Per step both have fp32's error. Over training they differ: the tensor
+/// cores truncate their sums, which in the forward shrinks every output by
+/// about an ulp, and a 20-epoch Darcy seed run then ends 3.6e-4 lower in
+/// 16_l2; in the backward the same truncation scales the gradients, which
+/// AdamW's update, blind to their scale, hardly sees: kFFMA's run ends within
+/// 1.1e-5 of the LibTorch path's (results/h100-2026-11-23/seednoise). The environment
+/// variable FNO_BLOCK_TAIL_FP32=3xtf32 picks 3xTF32 at start.
 enum class Fp32BlockTail { kFFMA, k3xTF32 };
 Fp32BlockTail fp32_block_tail();
 /// Sets it for every thread.

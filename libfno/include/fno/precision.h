@@ -7,6 +7,8 @@
 //   bf16      | bf16                     | fp32, tensor cores| fp32 (complex64 spectral)
 //   fp16      | fp16                     | fp32, tensor cores| fp32, with a GradScaler
 //
+// (fp32: the fused block tail's backward runs in 3xTF32 on tensor cores, at
+// fp32's error per step; fno/fused.h says why.)
 // In every precision the master weights, their gradients and AdamW's state are
 // fp32 (complex64 for the spectral weights), state dicts are written in fp32,
 // and losses and their reductions run in fp32: the model casts its input to the

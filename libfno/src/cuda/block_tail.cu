@@ -2,19 +2,14 @@
 //
 // Two families of kernels: the tensor-core kernels (namespace tc below) for
 // bf16 and half activations and for fp32 ones (TF32 where it is allowed, else
-// 3xTF32: fp32-level error); and the FFMA kernels described here, fp32 products
-// on the CUDA cores (Fp32Math::kFfma, FNO_BLOCK_TAIL_FP32=ffma).
+// 3xTF32: fp32-level error); and the FFMA forward described here, fp32
+// products on the CUDA cores (Fp32Math::kFfma, the fp32 default, whose
+// backward is the 3xTF32 tensor-core kernel: block_tail.h says why).
 //
-// FFMA kernels: one thread owns one grid point: its C-channel vectors live in registers and
-// channel c is read at (b * C + c) * N + n, so a warp's loads of one channel
-// are coalesced. Weights sit in shared memory as fp32 and are read with
-// uniform (broadcast) 16-byte loads. Backward recomputes a, GELU(y1) and the
-// hidden layer per point (fp32 FFMA), writes da and ds, and stages the
-// per-point vectors of a tile of 128 points in shared memory, from which each
-// warp sums one block of the weight gradients on the TF32 tensor cores in
-// 3xTF32 (wgrad_tc: fp32-level products, every 16 points' sum added in fp32).
-// Each CTA writes its partial sums once; a second kernel adds them over CTAs
-// in a fixed order.
+// FFMA forward: one thread owns one grid point: its C-channel vectors live in
+// registers and channel c is read at (b * C + c) * N + n, so a warp's loads of
+// one channel are coalesced. Weights sit in shared memory as fp32 and are read
+// with uniform (broadcast) 16-byte loads.
 #include "block_tail.h"
 
 #include <cuda_bf16.h>
@@ -29,7 +24,7 @@ namespace fno::cuda {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Element access (the FFMA kernels run fp32 only) and GELU
+// Element access (the FFMA forward runs fp32 only) and GELU
 // ---------------------------------------------------------------------------
 __device__ __forceinline__ float load(const float* p) { return __ldg(p); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
@@ -92,16 +87,13 @@ __device__ __forceinline__ void gelu_and_grad_fast(float x, float& g, float& d) 
   d = fmaf(x * kInvSqrt2Pi, e, cdf);
 }
 
-// TF32 tensor-core products (the tensor-core kernels' fp32 path, and the FFMA
-// backward's weight gradients). 3xTF32 (fp32-level products, as CUTLASS's):
-// x = big + small, each rounded to TF32 (11 + 11 significant bits), and
-// x y ~ small_x big_y + big_x small_y + big_x big_y (small_x small_y, about
-// 2^-22 relative, dropped), accumulated in fp32.
-// Rounding to TF32 is cvt.rna.tf32.f32's (to nearest, ties away from zero) done
-// on the bits: half a TF32 ulp added to the magnitude, the low 13 bits then
-// cleared (sm_90 runs the cvt as 7 instructions with an inf/NaN guard; these
-// are 2, and the same for finite x). A small part is not cleared: the MMAs
-// read only a TF32 operand's upper 19 bits.
+// TF32 tensor-core products (the tensor-core kernels' fp32 path). 3xTF32 (fp32-level products, as
+// CUTLASS's): x = big + small, each rounded to TF32 (11 + 11 significant bits), and x y ~ small_x
+// big_y + big_x small_y + big_x big_y (small_x small_y, about 2^-22 relative, dropped), accumulated
+// in fp32. Rounding to TF32 is cvt.rna.tf32.f32's (to nearest, ties away from zero) done on the
+// bits: half a TF32 ulp added to the magnitude, the low 13 bits then cleared (sm_90 runs the cvt as
+// 7 instructions with an inf/NaN guard; these are 2, and the same for finite x). A small part is
+// not cleared: the MMAs read only a TF32 operand's upper 19 bits.
 __device__ __forceinline__ uint32_t tf32(float x) {
   return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
 }
@@ -132,30 +124,6 @@ __device__ __forceinline__ float dot_row(const float* row, const float (&v)[K], 
     acc = fmaf(w.w, v[4 * q + 3], acc);
   }
   return acc;
-}
-
-// out[0..K) += s * row[0..K)
-template <int K>
-__device__ __forceinline__ void axpy_row(const float* row, float s, float (&out)[K]) {
-  const float4* r4 = reinterpret_cast<const float4*>(row);
-#pragma unroll
-  for (int q = 0; q < K / 4; ++q) {
-    const float4 w = r4[q];
-    out[4 * q] = fmaf(w.x, s, out[4 * q]);
-    out[4 * q + 1] = fmaf(w.y, s, out[4 * q + 1]);
-    out[4 * q + 2] = fmaf(w.z, s, out[4 * q + 2]);
-    out[4 * q + 3] = fmaf(w.w, s, out[4 * q + 3]);
-  }
-}
-
-// Stores v[0..K) as row `row` of a [*, K + 4] fp32 shared-memory tile (the
-// padding keeps a warp's 16-byte stores of consecutive rows conflict-free).
-template <int K>
-__device__ __forceinline__ void tile_store(float* tile, int row, const float (&v)[K]) {
-  float4* r4 = reinterpret_cast<float4*>(tile + row * (K + 4));
-#pragma unroll
-  for (int q = 0; q < K / 4; ++q)
-    r4[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
 }
 
 template <int C, int CM>
@@ -233,246 +201,6 @@ __global__ void __launch_bounds__(kFwdThreads)
       const float v = dot_row<CM>(sw + S::kW2 + i * CM, gh, sw[S::kB2 + i]);
       store(z + base + i * n, fmaf(sw[S::kGate + i], av[i], v));
     }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Backward: reads dz, in (x or a), y1; writes da, ds and per-CTA partial
-// weight gradients.
-// ---------------------------------------------------------------------------
-constexpr int kBwdThreads = 128;  // = grid points per tile
-
-template <int C, int CM>
-struct BwdLayout {
-  using S = Shape<C, CM>;
-  static constexpr int kP = kBwdThreads;
-  // Per-point tiles, rows padded by 4 floats.
-  static constexpr int kA = S::kWeights;           // a       [kP][C + 4]
-  static constexpr int kG1 = kA + kP * (C + 4);    // act(y1) [kP][C + 4]
-  static constexpr int kDY = kG1 + kP * (C + 4);   // dy1     [kP][C + 4]
-  static constexpr int kDZ = kDY + kP * (C + 4);   // dz      [kP][C + 4]
-  static constexpr int kGH = kDZ + kP * (C + 4);   // GELU(h) [kP][CM + 4]
-  static constexpr int kDH = kGH + kP * (CM + 4);  // dh      [kP][CM + 4]
-  static constexpr int kFloats = kDH + kP * (CM + 4);
-  static constexpr size_t kBytes = sizeof(float) * kFloats;
-
-  // The weight gradients, one block of each a warp, on the TF32 tensor cores
-  // (wgrad_tc): dW_skip[i][j] = sum dy1_i a_j rows 0-15 (warp 0) and 16-31
-  // (warp 1), dW1[k][i] = sum dh_k act(y1)_i (warp 2), dW2[i][k] = sum dz_i
-  // GELU(h)_k (warp 3): four m16n8 tiles a warp. The vector gradients (b2 and
-  // gate: channel = lane; b1: channel = lane % Cmid) are summed by every warp
-  // over its own points of a tile.
-  static_assert(kP == 128 && C == 32 && CM == 16, "the warps' split of the weight gradients");
-  static constexpr int kWarps = kP / 32;
-};
-
-// One warp's weight-gradient block over a tile's kP points, in 3xTF32 on the
-// tensor cores: acc[MT x NT m16n8 tiles] += sum_p R[p][m] Q[p][n], with R and Q
-// per-point rows of the staged tiles (strides rs and qs floats; R from the
-// block's first row). Every 16 points go into a zeroed accumulator and then into
-// acc with an fp32 add: the tensor cores' accumulation truncates, and a sum run
-// inside the MMAs over a whole tile would carry that bias into the gradient.
-// K positions t and t + 4 of an 8-point step are the points 2t and 2t + 1 (one
-// permutation in both operands leaves the product as it is, and with rows
-// padded by 4 floats makes a warp's fragment loads bank-conflict free).
-template <int MT, int NT, int kP>
-__device__ __forceinline__ void wgrad_tc(float (&acc)[MT * NT][4], const float* R, int rs,
-                                         const float* Q, int qs, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll 1
-  for (int q0 = 0; q0 < kP; q0 += 16) {
-    float part[MT * NT][4] = {};
-#pragma unroll
-    for (int k8 = 0; k8 < 16; k8 += 8) {
-      const float* r = R + (q0 + k8 + 2 * t) * rs + g;
-      const float* q = Q + (q0 + k8 + 2 * t) * qs + g;
-      uint32_t b[NT][2], bs[NT][2];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        split_tf32(q[8 * nt], b[nt][0], bs[nt][0]);
-        split_tf32(q[qs + 8 * nt], b[nt][1], bs[nt][1]);
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        uint32_t a[4], as[4];
-        split_tf32(r[16 * mt], a[0], as[0]);
-        split_tf32(r[16 * mt + 8], a[1], as[1]);
-        split_tf32(r[rs + 16 * mt], a[2], as[2]);
-        split_tf32(r[rs + 16 * mt + 8], a[3], as[3]);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          float(&d)[4] = part[mt * NT + nt];
-          mma_tf32(d, as, b[nt][0], b[nt][1]);
-          mma_tf32(d, a, bs[nt][0], bs[nt][1]);
-          mma_tf32(d, a, b[nt][0], b[nt][1]);
-        }
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < MT * NT; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][e] += part[i][e];
-  }
-}
-
-template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid>
-__global__ void __launch_bounds__(kBwdThreads)
-    backward_kernel(const T* __restrict__ dz, const T* __restrict__ in, const T* __restrict__ y1,
-                    T* __restrict__ da, T* __restrict__ ds, int64_t n, int64_t points,
-                    BlockTailWeights w, float* __restrict__ partial) {
-  using S = Shape<C, CM>;
-  using L = BwdLayout<C, CM>;
-  extern __shared__ float4 smem4[];
-  float* sm = reinterpret_cast<float*>(smem4);
-  load_weights<C, CM>(sm, w);
-
-  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  // This warp's weight-gradient block (BwdLayout): rows from tile R (stride
-  // rs), columns from tile Q (stride qs); entry (r, c) of it is workspace
-  // entry out0 + r * ld + c.
-  constexpr int kOffW1 = C * C, kOffW2 = kOffW1 + CM * C + CM;
-  const float* R = sm + (warp == 2 ? L::kDH : warp == 3 ? L::kDZ : L::kDY + 16 * warp);
-  const float* Q = sm + (warp == 2 ? L::kG1 : warp == 3 ? L::kGH : L::kA);
-  const int rs = warp == 2 ? CM + 4 : C + 4, qs = warp == 3 ? CM + 4 : C + 4;
-  const int out0 = warp == 2 ? kOffW1 : warp == 3 ? kOffW2 : 16 * warp * C;
-  const int ld = warp == 3 ? CM : C;
-  float acc[4][4] = {};
-  float acc_b2 = 0.f, acc_gate = 0.f, acc_b1 = 0.f;
-  __syncthreads();
-
-  // A point's inputs (x or a, y1, dz). A point past the end reads the last
-  // point's x and y1 and a zero dz: it then adds nothing to any gradient, and
-  // its outputs are not stored. The channels are walked with one 64-bit
-  // pointer step each (not base + c * n: the address arithmetic was a tenth
-  // of the kernel's instructions).
-  float av[C], g1[C], dzv[C];
-  const auto load_point = [&](int64_t p) {
-    const int64_t q = p < points ? p : points - 1;
-    const int64_t b = q / n;
-    const int64_t base = b * C * n + (q - b * n);
-    const float* pi = in + base;
-    const float* py = y1 + base;
-    const float* pz = dz + base;
-#pragma unroll
-    for (int c = 0; c < C; ++c, pi += n, py += n, pz += n) {
-      av[c] = load(pi);
-      g1[c] = load(py);
-      dzv[c] = load(pz);
-    }
-    if (p >= points) {
-#pragma unroll
-      for (int c = 0; c < C; ++c) dzv[c] = 0.f;
-    }
-  };
-  const int64_t stride = int64_t{gridDim.x} * L::kP;
-  int64_t p0 = int64_t{blockIdx.x} * L::kP;
-  load_point(p0 + t);
-  for (; p0 < points; p0 += stride) {
-    const int64_t p = p0 + t;
-    const bool valid = p < points;
-    const int64_t b = p / n;
-    const int64_t base = b * C * n + (p - b * n);
-    float d1[C];
-#pragma unroll
-    for (int c = 0; c < C; ++c) {
-      if (kGeluIn) av[c] = round_to<T>(gelu_fast(av[c]));  // a as the forward's caller made it
-      if (kGeluMid) {
-        gelu_and_grad_fast(g1[c], g1[c], d1[c]);
-      } else {
-        d1[c] = 1.f;
-      }
-    }
-    tile_store<C>(sm + L::kA, t, av);
-    tile_store<C>(sm + L::kG1, t, g1);
-    tile_store<C>(sm + L::kDZ, t, dzv);
-    // Hidden layer h = W1 g1 + b1, recomputed.
-    float gh[CM], dh[CM];
-#pragma unroll
-    for (int k = 0; k < CM; ++k) {
-      const float h = dot_row<C>(sm + S::kW1 + k * C, g1, sm[S::kB1 + k]);
-      gelu_and_grad_fast(h, gh[k], dh[k]);  // dh holds GELU'(h) for now
-    }
-    tile_store<CM>(sm + L::kGH, t, gh);
-    // dh = GELU'(h) * W2^T dz
-    float dgh[CM] = {};
-#pragma unroll
-    for (int i = 0; i < C; ++i) axpy_row<CM>(sm + S::kW2 + i * CM, dzv[i], dgh);
-#pragma unroll
-    for (int k = 0; k < CM; ++k) dh[k] *= dgh[k];
-    tile_store<CM>(sm + L::kDH, t, dh);
-    // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
-    float dy[C] = {};
-#pragma unroll
-    for (int k = 0; k < CM; ++k) axpy_row<C>(sm + S::kW1 + k * C, dh[k], dy);
-#pragma unroll
-    for (int i = 0; i < C; ++i) dy[i] *= d1[i];
-    tile_store<C>(sm + L::kDY, t, dy);
-    // da = W_skip^T dy1 + gate * dz
-    float dav[C];
-#pragma unroll
-    for (int j = 0; j < C; ++j) dav[j] = sm[S::kGate + j] * dzv[j];
-#pragma unroll
-    for (int i = 0; i < C; ++i) axpy_row<C>(sm + S::kWSkip + i * C, dy[i], dav);
-    if (valid) {
-      float* pa = da + base;
-      float* ps = ds + base;
-#pragma unroll
-      for (int j = 0; j < C; ++j, pa += n, ps += n) {
-        store(ps, dy[j]);
-        store(pa, dav[j]);
-      }
-    }
-    __syncthreads();
-    // The next tile's inputs, in flight while this tile's weight gradients are summed.
-    load_point(p0 + stride + t);
-
-    // This tile's contributions to this warp's weight-gradient block.
-    if (warp < 3) {
-      wgrad_tc<1, 4, L::kP>(acc, R, rs, Q, qs, lane);
-    } else {
-      wgrad_tc<2, 2, L::kP>(acc, R, rs, Q, qs, lane);
-    }
-    // b2, gate (channel = lane) over this warp's points warp, warp + kWarps, ...;
-    // b1 (channel = lane % CM) over every (32 / CM)-th of them.
-#pragma unroll 4
-    for (int q = warp; q < L::kP; q += L::kWarps) {
-      const float d = sm[L::kDZ + q * (C + 4) + lane];
-      acc_b2 += d;
-      acc_gate = fmaf(d, sm[L::kA + q * (C + 4) + lane], acc_gate);
-    }
-#pragma unroll 4
-    for (int q = warp + L::kWarps * (lane / CM); q < L::kP; q += L::kWarps * (32 / CM))
-      acc_b1 += sm[L::kDH + q * (CM + 4) + lane % CM];
-    __syncthreads();
-  }
-
-  // This CTA's partial sums, in the workspace's entry order: the blocks
-  // directly, the vector gradients summed over warps (and lane halves) in a
-  // fixed order through shared memory.
-  float* out = partial + int64_t{blockIdx.x} * S::kEntries;
-  {
-    const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int mt = warp == 3 ? u >> 1 : 0, nt = warp == 3 ? u & 1 : u;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        out[out0 + (16 * mt + g + 8 * (e >> 1)) * ld + 8 * nt + 2 * tq + (e & 1)] = acc[u][e];
-    }
-  }
-  float* red = sm + S::kWeights;  // [kWarps][3][32], over the (now unused) tiles
-  red[(warp * 3 + 0) * 32 + lane] = acc_b2;
-  red[(warp * 3 + 1) * 32 + lane] = acc_gate;
-  red[(warp * 3 + 2) * 32 + lane] = acc_b1;
-  __syncthreads();
-  constexpr int kOffB1 = C * C + CM * C, kOffB2 = kOffB1 + CM + C * CM, kOffGate = kOffB2 + C;
-  if (t < 2 * C + CM) {
-    const int kind = t < C ? 0 : t < 2 * C ? 1 : 2, c = t < 2 * C ? t % C : t - 2 * C;
-    float v = 0.f;
-    for (int k = 0; k < L::kWarps; ++k)
-      for (int h = 0; h < (kind == 2 ? 32 / CM : 1); ++h)
-        v += red[(k * 3 + kind) * 32 + c + h * CM];
-    out[kind == 0 ? kOffB2 + c : kind == 1 ? kOffGate + c : kOffB1 + c] = v;
   }
 }
 
@@ -1474,15 +1202,6 @@ int64_t blocks_for(int64_t points, int threads, int per_sm) {
   return std::max<int64_t>(1, std::min<int64_t>(needed, int64_t{device_sms()} * per_sm));
 }
 
-// Backward CTAs per multiprocessor, from the shared memory a CTA takes (228 KiB
-// per multiprocessor on Hopper, 1 KiB of it reserved per CTA) alone, so that
-// the workspace's size does not depend on the dtype's register count.
-template <int C, int CM>
-int backward_per_sm() {
-  constexpr int64_t per_cta = BwdLayout<C, CM>::kBytes + 1024;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(4, (228 * 1024) / per_cta)));
-}
-
 template <typename T, int C, int CM>
 struct Forward {
   static int run(const void* a, const void* s, void* z, void* y1, int64_t batch, int64_t n,
@@ -1503,47 +1222,6 @@ struct Forward {
     int blocks = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kFwdThreads, 0);
     return std::max(blocks, 1);
-  }
-};
-
-template <typename T, int C, int CM>
-struct Backward {
-  template <bool kGeluIn, bool kGeluMid>
-  static int launch(const void* dz, const void* in, const void* y1, void* da, void* ds,
-                    int64_t points, int64_t n, int blocks, const BlockTailWeights& w,
-                    float* workspace, cudaStream_t stream) {
-    auto kernel = backward_kernel<T, C, CM, kGeluIn, kGeluMid>;
-    constexpr size_t bytes = BwdLayout<C, CM>::kBytes;
-    static const cudaError_t attr = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-    if (attr != cudaSuccess) return attr;
-    kernel<<<blocks, kBwdThreads, bytes, stream>>>(
-        static_cast<const T*>(dz), static_cast<const T*>(in), static_cast<const T*>(y1),
-        static_cast<T*>(da), static_cast<T*>(ds), n, points, w, workspace);
-    return cudaGetLastError();
-  }
-
-  static int run(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t batch,
-                 int64_t n, const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
-                 bool gelu_mid, float* workspace, cudaStream_t stream) {
-    const int64_t points = batch * n;
-    constexpr int entries = Shape<C, CM>::kEntries;
-    const int blocks = static_cast<int>(blocks_for(points, kBwdThreads, backward_per_sm<C, CM>()));
-    if (points > 0) {
-      const auto f = gelu_input ? (gelu_mid ? &launch<true, true> : &launch<true, false>)
-                                : (gelu_mid ? &launch<false, true> : &launch<false, false>);
-      if (const int err = f(dz, in, y1, da, ds, points, n, blocks, w, workspace, stream))
-        return err;
-    } else {
-      cudaMemsetAsync(workspace, 0, sizeof(float) * entries, stream);
-    }
-    reduce_partials_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(
-        workspace, points > 0 ? blocks : 1, entries, C, CM, g);
-    return cudaGetLastError();
-  }
-
-  static int64_t blocks(int64_t points) {
-    return blocks_for(points, kBwdThreads, backward_per_sm<C, CM>());
   }
 };
 
@@ -1684,7 +1362,7 @@ int by_shape(int64_t channels, int64_t mid, Args&&... args) {
 }
 
 // fp32 activations run the tensor-core kernels in TF32 where the caller allows
-// it, else in 3xTF32 (fp32-level error) or on the FFMA kernels, as asked; bf16
+// it, else in 3xTF32 (fp32-level error) or (Fp32Math::kFfma) on the FFMA forward; bf16
 // and half always run the tensor-core kernels.
 template <template <typename, int, int> class Op, template <typename, int, int> class OpTc,
           template <typename, int, int> class OpTc3, typename... Args>
@@ -1724,10 +1402,9 @@ int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void*
 
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n) {
   if (channels == 32 && mid == 16) {
-    // Enough for either kernel (fp32 tiles are the narrowest: the most CTAs).
+    // Enough for every dtype (fp32 tiles are the narrowest: the most CTAs).
     const int64_t blocks =
-        std::max({Backward<float, 32, 16>::blocks(batch * n), tc_backward_blocks<float>(batch, n),
-                  tc_backward_blocks<__nv_bfloat16>(batch, n)});
+        std::max(tc_backward_blocks<float>(batch, n), tc_backward_blocks<__nv_bfloat16>(batch, n));
     return Shape<32, 16>::kEntries * blocks;
   }
   return 0;
@@ -1737,9 +1414,10 @@ int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void*
                         void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
                         const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
                         bool gelu_mid, float* workspace, void* stream, Fp32Math fp32) {
-  return dispatch<Backward, BackwardTc, BackwardTc3>(dtype, fp32, channels, mid, dz, in, y1, da, ds,
-                                                     batch, n, w, g, gelu_input, gelu_mid,
-                                                     workspace, static_cast<cudaStream_t>(stream));
+  // Fp32Math::kFfma's backward is 3xTF32 (block_tail.h).
+  return dispatch<BackwardTc3, BackwardTc, BackwardTc3>(
+      dtype, fp32, channels, mid, dz, in, y1, da, ds, batch, n, w, g, gelu_input, gelu_mid,
+      workspace, static_cast<cudaStream_t>(stream));
 }
 
 const char* error_string(int error) { return cudaGetErrorString(static_cast<cudaError_t>(error)); }
