@@ -33,7 +33,7 @@
 #                tests, memcheck of them; the benchmarks also from BASE_BUILD (the code before,
 #                built alongside; the suite waits for BASE_BUILD/.done) when it is set
 #   ffma         issue 14, the fp32 block tail (default: FFMA forward, 3xTF32 backward): the
-#                micro-benchmark (the default and 3xTF32), fno_bench none in fp32 (either), the
+#                micro-benchmark (every dtype), fno_bench none in fp32 (either), the
 #                GPU tests, memcheck of the fused ones, the fp32 Darcy seed run on either; the
 #                benchmarks also from BASE_BUILD as k14
 #   seednoise    the fp32 Darcy seed run on every fp32 block-tail mode and the LibTorch path
@@ -368,23 +368,24 @@ run_suite() {
       ;;
     ffma)
       local base=${BASE_BUILD:-} micro=(--batch 8 --channels 32 --grid 1024 --no-unfused)
-      timeout 120 "$build/bench/fused_block_tail_bench" "${micro[@]}" --dtypes float,3xtf32 \
+      local dts=float,3xtf32,tf32,bf16,half
+      timeout 120 "$build/bench/fused_block_tail_bench" "${micro[@]}" --dtypes $dts \
         > "$out/micro_after.txt" 2>&1
       say "micro-bench (this code): exit $?"
-      grep '^float\|^3xtf32\|^dtype\|^device' "$out/micro_after.txt" | tee -a "$summary"
+      grep '^[a-z0-9]* *fused\|^dtype\|^device' "$out/micro_after.txt" | tee -a "$summary"
       if [ -n "$base" ]; then
         for _ in $(seq 400); do [ -f "$base/.done" ] && break; sleep 1; done
         say "base build: exit $(cat "$base/.done" 2> /dev/null || echo missing)"
       fi
       if [ -x "$base/bench/fused_block_tail_bench" ]; then
-        timeout 120 "$base/bench/fused_block_tail_bench" "${micro[@]}" --dtypes float \
+        timeout 120 "$base/bench/fused_block_tail_bench" "${micro[@]}" --dtypes $dts \
           > "$out/micro_before.txt" 2>&1
         say "micro-bench (before): exit $?"
-        grep '^float' "$out/micro_before.txt" | tee -a "$summary"
+        grep '^[a-z0-9]* *fused' "$out/micro_before.txt" | tee -a "$summary"
         # and this code again, after the base: the spread between two runs
-        timeout 120 "$build/bench/fused_block_tail_bench" "${micro[@]}" --dtypes float \
+        timeout 120 "$build/bench/fused_block_tail_bench" "${micro[@]}" --dtypes $dts \
           > "$out/micro_after2.txt" 2>&1
-        grep '^float' "$out/micro_after2.txt" | sed 's/^/again: /' | tee -a "$summary"
+        grep '^[a-z0-9]* *fused' "$out/micro_after2.txt" | sed 's/^/again: /' | tee -a "$summary"
       fi
       local b
       for b in after before; do

@@ -496,8 +496,9 @@ __device__ __forceinline__ void afrag(const float (&v)[KT][4], int q, uint32_t (
 }
 
 // B fragments of a [K x N] weight operand B(k, n), in shared memory as
-// [K-chunk][n-tile][register][lane] words (one conflict-free load each);
-// 3xTF32: registers 0, 1 the big parts, 2, 3 the small ones.
+// [K-chunk][n-tile][pair][lane][2] words: a lane's pair of registers for one
+// MMA is one 8-byte load (a warp's: 256 consecutive bytes, conflict-free);
+// 3xTF32: pair 0 the big parts, pair 1 the small ones.
 template <typename T, int K, int N, bool X3 = false>
 struct BFrag {
   static constexpr int kRegs = X3 ? 4 : 2;
@@ -507,8 +508,8 @@ template <typename T, int K, int N, bool X3 = false, class F>
 __device__ void build_bfrag(uint32_t* dst, F b) {
   constexpr int RG = BFrag<T, K, N, X3>::kRegs;
   for (int i = threadIdx.x; i < BFrag<T, K, N, X3>::kWords; i += blockDim.x) {
-    const int lane = i % 32, rr = (i / 32) % RG, nt = (i / (32 * RG)) % (N / 8),
-              q = i / (32 * RG * (N / 8)), r = rr & 1;
+    const int r = i % 2, lane = (i / 2) % 32, pair = (i / 64) % (RG / 2),
+              nt = (i / (32 * RG)) % (N / 8), q = i / (32 * RG * (N / 8));
     const int g = lane >> 2, t = lane & 3, n = 8 * nt + g;
     if constexpr (Mma<T>::kK == 16) {
       const int k = 16 * q + 2 * t + 8 * r;
@@ -516,9 +517,15 @@ __device__ void build_bfrag(uint32_t* dst, F b) {
     } else {
       const float v = b(8 * q + 2 * t + r, n);
       const uint32_t big = tf32(v);
-      dst[i] = rr < 2 ? big : tf32(v - __uint_as_float(big));
+      dst[i] = pair == 0 ? big : tf32(v - __uint_as_float(big));
     }
   }
+}
+// This lane's register pair `pair` for K-chunk q, n-tile nt.
+template <int N, int RG>
+__device__ __forceinline__ uint2 bfrag(const uint32_t* bf, int q, int nt, int pair, int lane) {
+  return *reinterpret_cast<const uint2*>(bf + ((q * (N / 8) + nt) * (RG / 2) + pair) * 64 +
+                                         2 * lane);
 }
 
 // acc[16 x N] += v[16 x K] * B, B from build_bfrag.
@@ -529,8 +536,27 @@ __device__ void build_bfrag(uint32_t* dst, F b) {
 template <typename T, int K, int N, bool X3 = false>
 __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 8][4],
                                    const uint32_t* bf, int lane) {
-  constexpr int RG = BFrag<T, K, N, X3>::kRegs;
-  if constexpr (X3) {
+  if constexpr (X3 && N <= 16) {
+    // Few n-tiles, so few independent MMA chains: the small-part products and
+    // the big ones in two zeroed accumulators, one pass.
+    float big[N / 8][4] = {}, small[N / 8][4] = {};
+#pragma unroll
+    for (int q = 0; q < K / 8; ++q) {
+      uint32_t a[4], as[4];
+      afrag<T, K / 8, true>(v, q, a, as);
+#pragma unroll
+      for (int nt = 0; nt < N / 8; ++nt) {
+        const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane), bs = bfrag<N, 4>(bf, q, nt, 1, lane);
+        Mma<T>::mma(small[nt], as, b.x, b.y);
+        Mma<T>::mma(small[nt], a, bs.x, bs.y);
+        Mma<T>::mma(big[nt], a, b.x, b.y);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] += big[nt][e] + small[nt][e];
+  } else if constexpr (X3) {
     float part[N / 8][4] = {};
 #pragma unroll
     for (int q = 0; q < K / 8; ++q) {
@@ -538,9 +564,9 @@ __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 
       afrag<T, K / 8, true>(v, q, a, as);
 #pragma unroll
       for (int nt = 0; nt < N / 8; ++nt) {
-        const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
-        Mma<T>::mma(part[nt], as, b[0], b[32]);
-        Mma<T>::mma(part[nt], a, b[64], b[96]);
+        const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane), bs = bfrag<N, 4>(bf, q, nt, 1, lane);
+        Mma<T>::mma(part[nt], as, b.x, b.y);
+        Mma<T>::mma(part[nt], a, bs.x, bs.y);
       }
     }
 #pragma unroll
@@ -549,8 +575,8 @@ __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 
       afrag<T, K / 8, false>(v, q, a, as);
 #pragma unroll
       for (int nt = 0; nt < N / 8; ++nt) {
-        const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
-        Mma<T>::mma(part[nt], a, b[0], b[32]);
+        const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane);
+        Mma<T>::mma(part[nt], a, b.x, b.y);
       }
     }
 #pragma unroll
@@ -564,8 +590,8 @@ __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 
       afrag<T, K / 8, false>(v, q, a, as);
 #pragma unroll
       for (int nt = 0; nt < N / 8; ++nt) {
-        const uint32_t* b = bf + (q * (N / 8) + nt) * RG * 32 + lane;
-        Mma<T>::mma(acc[nt], a, b[0], b[32]);
+        const uint2 b = bfrag<N, 2>(bf, q, nt, 0, lane);
+        Mma<T>::mma(acc[nt], a, b.x, b.y);
       }
     }
   }
@@ -581,8 +607,8 @@ __device__ __forceinline__ void mm_packed(float (&acc)[N / 8][4], const uint32_t
     const uint32_t a[4] = {p[2 * q][0], p[2 * q][1], p[2 * q + 1][0], p[2 * q + 1][1]};
 #pragma unroll
     for (int nt = 0; nt < N / 8; ++nt) {
-      const uint32_t* b = bf + (q * (N / 8) + nt) * 2 * 32 + lane;
-      Mma<T>::mma(acc[nt], a, b[0], b[32]);
+      const uint2 b = bfrag<N, 2>(bf, q, nt, 0, lane);
+      Mma<T>::mma(acc[nt], a, b.x, b.y);
     }
   }
 }
@@ -673,17 +699,17 @@ __device__ __forceinline__ void mm_points(float (&acc)[MR / 16][NR / 8][4], cons
   }
 }
 
-// (l2pf: the L2 prefetch size hinted with the copy, 0, 64, 128 or 256 bytes;
-// warp-uniform, see BlockTailTuning)
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int l2pf) {
+// A 16-byte cp.async with an L2 prefetch hint of kL2 bytes (0, 64, 128, 256).
+template <int kL2>
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  if (l2pf == 256) {
+  if constexpr (kL2 == 256) {
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
                  : "memory");
-  } else if (l2pf == 128) {
+  } else if constexpr (kL2 == 128) {
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
                  : "memory");
-  } else if (l2pf == 64) {
+  } else if constexpr (kL2 == 64) {
     asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;" ::"r"(s), "l"(gmem)
                  : "memory");
   } else {
@@ -704,29 +730,75 @@ struct TileRef {
   int count;
   bool vec;  // whole and 16-byte aligned: vector copies
 };
+// A warp's tiles tile, tile + step, ...: the batch entry b and the tile t
+// within it carried along (divisions once, at the start: not per tile).
+struct TileWalk {
+  int64_t b, t, db, dt, tpb;
+  __device__ TileWalk(int64_t tile, int64_t step, int64_t tiles_per_batch)
+      : b(tile / tiles_per_batch),
+        t(tile % tiles_per_batch),
+        db(step / tiles_per_batch),
+        dt(step % tiles_per_batch),
+        tpb(tiles_per_batch) {}
+  __device__ void next() {
+    b += db;
+    t += dt;
+    if (t >= tpb) {
+      t -= tpb;
+      ++b;
+    }
+  }
+};
 template <typename T>
-__device__ __forceinline__ TileRef tile_ref(int64_t tile, int64_t tiles_per_batch, int64_t n,
-                                            int channels, bool vec_ok) {
+__device__ __forceinline__ TileRef tile_ref(const TileWalk& w, int64_t n, int channels,
+                                            bool vec_ok) {
   constexpr int WP = Geo<T>::kWP;
-  const int64_t b = tile / tiles_per_batch;
-  const int64_t n0 = (tile - b * tiles_per_batch) * WP;
+  const int64_t n0 = w.t * WP;
   const int count = n - n0 < WP ? static_cast<int>(n - n0) : WP;
-  return {b * channels * n + n0, count, vec_ok && count == WP};
+  return {w.b * channels * n + n0, count, vec_ok && count == WP};
+}
+
+// A lane's 16-byte chunks of a whole tile's rows [R][kWP]: rows row0,
+// row0 + kStep, ... at column col (a warp covers kStep rows a step).
+template <typename T, int R>
+struct TileChunks {
+  static constexpr int kCpr = Geo<T>::kWP / Geo<T>::kVec;  // chunks per row
+  static constexpr int kStep = 32 / kCpr;
+  static constexpr int kIters = R / kStep;
+  static_assert(32 % kCpr == 0 && R % kStep == 0, "whole chunks per lane");
+};
+template <typename T, int R, int kL2>
+__device__ __forceinline__ void tile_in_vec(T* dst, const T* __restrict__ g, int64_t n, int lane) {
+  using K = TileChunks<T, R>;
+  const int row0 = lane / K::kCpr, col = (lane % K::kCpr) * Geo<T>::kVec;
+  const T* gp = g + row0 * n + col;
+  const int64_t gstep = K::kStep * n;
+#pragma unroll
+  for (int it = 0; it < K::kIters; ++it, gp += gstep)
+    cp_async16<kL2>(dst + (row0 + it * K::kStep) * Geo<T>::kS + col, gp);
 }
 
 // Copies rows [R][kWP] of a tile from global memory into staged rows (points
-// past count read as zero).
+// past count read as zero); l2pf: the L2 prefetch size hinted with the copies,
+// 0, 64, 128 or 256 bytes (warp-uniform, see BlockTailTuning).
 template <typename T, int R>
 __device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const TileRef& r,
                                         int64_t n, int lane, int l2pf) {
-  constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS, V = Geo<T>::kVec, CPR = WP / V;
+  constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS;
   const T* g = src + r.base;
-  static_assert((R * CPR) % 32 == 0, "whole chunks per lane");
   if (r.vec) {
-#pragma unroll
-    for (int it = 0; it < R * CPR / 32; ++it) {
-      const int i = 32 * it + lane, row = i / CPR, col = (i % CPR) * V;
-      cp_async16(dst + row * S + col, g + row * n + col, l2pf);
+    switch (l2pf) {
+      case 256:
+        tile_in_vec<T, R, 256>(dst, g, n, lane);
+        break;
+      case 128:
+        tile_in_vec<T, R, 128>(dst, g, n, lane);
+        break;
+      case 64:
+        tile_in_vec<T, R, 64>(dst, g, n, lane);
+        break;
+      default:
+        tile_in_vec<T, R, 0>(dst, g, n, lane);
     }
   } else {
     for (int i = lane; i < R * WP; i += 32) {
@@ -738,16 +810,17 @@ __device__ __forceinline__ void tile_in(T* dst, const T* __restrict__ src, const
 template <typename T, int R>
 __device__ __forceinline__ void tile_out(T* __restrict__ dst, const T* src, const TileRef& r,
                                          int64_t n, int lane) {
-  constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS, V = Geo<T>::kVec, CPR = WP / V;
+  constexpr int WP = Geo<T>::kWP, S = Geo<T>::kS;
   T* g = dst + r.base;
-  static_assert((R * CPR) % 32 == 0, "whole chunks per lane");
   if (r.vec) {
+    using K = TileChunks<T, R>;
+    const int row0 = lane / K::kCpr, col = (lane % K::kCpr) * Geo<T>::kVec;
+    T* gp = g + row0 * n + col;
+    const int64_t gstep = K::kStep * n;
 #pragma unroll
-    for (int it = 0; it < R * CPR / 32; ++it) {
-      const int i = 32 * it + lane, row = i / CPR, col = (i % CPR) * V;
-      *reinterpret_cast<uint4*>(g + row * n + col) =
-          *reinterpret_cast<const uint4*>(src + row * S + col);
-    }
+    for (int it = 0; it < K::kIters; ++it, gp += gstep)
+      *reinterpret_cast<uint4*>(gp) =
+          *reinterpret_cast<const uint4*>(src + (row0 + it * K::kStep) * S + col);
   } else {
     for (int i = lane; i < R * WP; i += 32) {
       const int row = i / WP, col = i % WP;
@@ -771,6 +844,7 @@ struct FwdSmem {
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   // then b1 [CM], b2 [C], gate [C] in fp32
   static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
+  static_assert(kTileBytes % 16 == 0, "B fragments are read with 16-byte loads");
 };
 
 template <typename T, int C, int CM, bool kGeluMid, bool X3>
@@ -803,16 +877,18 @@ __global__ void __launch_bounds__(kThreads)
   const auto s_s = [&](int st) { return ws + (2 + st) * R; };
   const int64_t nw = int64_t{gridDim.x} * kWarps;
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
+  TileWalk walk(tile, nw, tiles_per_batch);
   if (tile < tiles) {
-    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
     tile_in<T, C>(s_a(0), a, r, n, lane, l2pf);
     tile_in<T, C>(s_s(0), s, r, n, lane, l2pf);
   }
   cp_async_commit();
   for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
-    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
+    walk.next();
     if (tile + nw < tiles) {
-      const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
+      const TileRef rn = tile_ref<T>(walk, n, C, vec_ok);
       tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane, l2pf);
       tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane, l2pf);
     }
@@ -876,6 +952,7 @@ struct BwdSmem {
   static constexpr int kWords = kWSkip + BFrag<T, C, C, X3>::kWords;
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
+  static_assert(kTileBytes % 16 == 0, "B fragments are read with 16-byte loads");
   static_assert(kTileBytes >= sizeof(float) * kWarps * Shape<C, CM>::kEntries,
                 "the CTA's reduction reuses the tiles");
 };
@@ -942,17 +1019,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int64_t nw = int64_t{gridDim.x} * kWarps;
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
+  TileWalk walk(tile, nw, tiles_per_batch);
   if (tile < tiles) {
-    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
     tile_in<T, C>(s_in(0), in, r, n, lane, l2pf);
     tile_in<T, C>(s_y1(0), y1, r, n, lane, l2pf);
     tile_in<T, C>(s_dz(0), dz, r, n, lane, l2pf);
   }
   cp_async_commit();
   for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
-    const TileRef r = tile_ref<T>(tile, tiles_per_batch, n, C, vec_ok);
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
+    walk.next();
     if (tile + nw < tiles) {
-      const TileRef rn = tile_ref<T>(tile + nw, tiles_per_batch, n, C, vec_ok);
+      const TileRef rn = tile_ref<T>(walk, n, C, vec_ok);
       tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane, l2pf);
       tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane, l2pf);
       tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane, l2pf);
