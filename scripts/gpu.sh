@@ -37,6 +37,8 @@
 #                GPU tests, memcheck of the fused ones, the fp32 Darcy seed run on either; the
 #                benchmarks also from BASE_BUILD as k14
 #   seednoise    the fp32 Darcy seed run on every fp32 block-tail mode and the LibTorch path
+#   bar14        issue 14's bar: fno_bench none and auto 8 GiB (fp32, 1024^2, b8) against
+#                bench/neuralop_step.py (needs .whl), the fused micro-benchmark (every dtype)
 #   tcprof       Nsight Compute on the fp32 3xTF32 backward (issue rate, stall reasons, SASS)
 #   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train (also with one checkpoint at
 #                the end and no predictions) against neuraloperator (bench/neuralop_darcy.py),
@@ -450,6 +452,26 @@ run_suite() {
         rm -f "$out/seednoise_$name"/*.pt
         say "seed $v: exit $(cat "$out/seednoise_$name.rc") $(tail -1 "$out/seednoise_$name/metrics.jsonl" | cut -c1-300)"
       done
+      ;;
+    bar14)
+      # issue 14's bar at 1024^2, batch 8, fp32, in one call: fno_bench none and auto under
+      # 8 GiB, neuraloperator's step (bench/neuralop_step.py), the fused micro-benchmark
+      "$bench" "${common[@]}" --policies none --precision fp32 --json "$out/bar_none.json" \
+        > /dev/null 2> "$out/bar_none.log"
+      say "fno_bench none fp32: exit $?"
+      "$bench" "${common[@]}" --policies auto --gpu-memory-limit 8GiB --precision fp32 \
+        --json "$out/bar_auto8.json" > /dev/null 2> "$out/bar_auto8.log"
+      say "fno_bench auto 8GiB fp32: exit $?"
+      grep -h '^fno_bench' "$out"/bar_*.log | cut -c1-200 | tee -a "$summary"
+      use_wheels
+      timeout 300 python3 bench/neuralop_step.py --resolution 1024 --batch 8 --steps "$steps" \
+        >> "$out/neuralop_step.jsonl" 2> "$out/neuralop_step.log"
+      say "neuralop_step: exit $?"
+      tee -a "$summary" < "$out/neuralop_step.jsonl"
+      timeout 120 "$build/bench/fused_block_tail_bench" --batch 8 --channels 32 --grid 1024 \
+        --no-unfused --dtypes float,3xtf32,tf32,bf16,half > "$out/bar_micro.txt" 2>&1
+      say "micro-bench: exit $?"
+      grep '^[a-z0-9]* *fused\|^dtype\|^device' "$out/bar_micro.txt" | tee -a "$summary"
       ;;
     tcprof)
       # issue 14: Nsight Compute on the fp32 3xTF32 tensor-core backward (the fp32 default's

@@ -533,31 +533,14 @@ __device__ __forceinline__ uint2 bfrag(const uint32_t* bf, int q, int nt, int pa
 // first into a zeroed accumulator, every small-part product before the big
 // ones (the truncations then fall at the products' own magnitude, and 4 of
 // them at the full one instead of 12), and reach acc through an fp32 add.
+// With few n-tiles (N <= 16: few independent MMA chains) the big products go
+// into a second zeroed accumulator in the same pass instead.
 template <typename T, int K, int N, bool X3 = false>
 __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 8][4],
                                    const uint32_t* bf, int lane) {
-  if constexpr (X3 && N <= 16) {
-    // Few n-tiles, so few independent MMA chains: the small-part products and
-    // the big ones in two zeroed accumulators, one pass.
-    float big[N / 8][4] = {}, small[N / 8][4] = {};
-#pragma unroll
-    for (int q = 0; q < K / 8; ++q) {
-      uint32_t a[4], as[4];
-      afrag<T, K / 8, true>(v, q, a, as);
-#pragma unroll
-      for (int nt = 0; nt < N / 8; ++nt) {
-        const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane), bs = bfrag<N, 4>(bf, q, nt, 1, lane);
-        Mma<T>::mma(small[nt], as, b.x, b.y);
-        Mma<T>::mma(small[nt], a, bs.x, bs.y);
-        Mma<T>::mma(big[nt], a, b.x, b.y);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < N / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] += big[nt][e] + small[nt][e];
-  } else if constexpr (X3) {
-    float part[N / 8][4] = {};
+  if constexpr (X3) {
+    constexpr bool kTwo = N <= 16;
+    float part[N / 8][4] = {}, big[kTwo ? N / 8 : 1][4] = {};
 #pragma unroll
     for (int q = 0; q < K / 8; ++q) {
       uint32_t a[4], as[4];
@@ -567,22 +550,25 @@ __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 
         const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane), bs = bfrag<N, 4>(bf, q, nt, 1, lane);
         Mma<T>::mma(part[nt], as, b.x, b.y);
         Mma<T>::mma(part[nt], a, bs.x, bs.y);
+        if constexpr (kTwo) Mma<T>::mma(big[nt], a, b.x, b.y);
       }
     }
+    if constexpr (!kTwo) {
 #pragma unroll
-    for (int q = 0; q < K / 8; ++q) {
-      uint32_t a[4], as[4];
-      afrag<T, K / 8, false>(v, q, a, as);
+      for (int q = 0; q < K / 8; ++q) {
+        uint32_t a[4], as[4];
+        afrag<T, K / 8, false>(v, q, a, as);
 #pragma unroll
-      for (int nt = 0; nt < N / 8; ++nt) {
-        const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane);
-        Mma<T>::mma(part[nt], a, b.x, b.y);
+        for (int nt = 0; nt < N / 8; ++nt) {
+          const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane);
+          Mma<T>::mma(part[nt], a, b.x, b.y);
+        }
       }
     }
 #pragma unroll
     for (int nt = 0; nt < N / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] += part[nt][e];
+      for (int e = 0; e < 4; ++e) acc[nt][e] += kTwo ? big[nt][e] + part[nt][e] : part[nt][e];
   } else {
 #pragma unroll
     for (int q = 0; q < K / Mma<T>::kK; ++q) {
@@ -817,10 +803,17 @@ __device__ __forceinline__ void tile_out(T* __restrict__ dst, const T* src, cons
     const int row0 = lane / K::kCpr, col = (lane % K::kCpr) * Geo<T>::kVec;
     T* gp = g + row0 * n + col;
     const int64_t gstep = K::kStep * n;
+    // Every chunk read before the first store (the compiler cannot move a
+    // shared-memory read above a global store it might alias).
+    uint4 v[K::kIters];
+#pragma unroll
+    for (int it = 0; it < K::kIters; ++it)
+      v[it] = *reinterpret_cast<const uint4*>(src + (row0 + it * K::kStep) * S + col);
 #pragma unroll
     for (int it = 0; it < K::kIters; ++it, gp += gstep)
-      *reinterpret_cast<uint4*>(gp) =
-          *reinterpret_cast<const uint4*>(src + (row0 + it * K::kStep) * S + col);
+      asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(gp), "r"(v[it].x), "r"(v[it].y),
+                   "r"(v[it].z), "r"(v[it].w)
+                   : "memory");
   } else {
     for (int i = lane; i < R * WP; i += 32) {
       const int row = i / WP, col = i % WP;
