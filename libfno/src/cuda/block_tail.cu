@@ -87,29 +87,6 @@ __device__ __forceinline__ void gelu_and_grad_fast(float x, float& g, float& d) 
   d = fmaf(x * kInvSqrt2Pi, e, cdf);
 }
 
-// TF32 tensor-core products (the tensor-core kernels' fp32 path). 3xTF32 (fp32-level products, as
-// CUTLASS's): x = big + small, each rounded to TF32 (11 + 11 significant bits), and x y ~ small_x
-// big_y + big_x small_y + big_x big_y (small_x small_y, about 2^-22 relative, dropped), accumulated
-// in fp32. Rounding to TF32 is cvt.rna.tf32.f32's (to nearest, ties away from zero) done on the
-// bits: half a TF32 ulp added to the magnitude, the low 13 bits then cleared (sm_90 runs the cvt as
-// 7 instructions with an inf/NaN guard; these are 2, and the same for finite x). A small part is
-// not cleared: the MMAs read only a TF32 operand's upper 19 bits.
-__device__ __forceinline__ uint32_t tf32(float x) {
-  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
-}
-__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
-  big = tf32(x);
-  small = __float_as_uint(x - __uint_as_float(big)) + 0x1000u;
-}
-// d += a b: m16n8k8, TF32 operands, fp32 accumulators.
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // dot(row[0..K), v) with 16-byte loads of a shared-memory row (uniform address).
 template <int K>
 __device__ __forceinline__ float dot_row(const float* row, const float (&v)[K], float acc) {
@@ -272,13 +249,31 @@ constexpr int kThreads = 32 * kWarps;
 // which leaves the product unchanged and lets the accumulator layout feed A.
 template <typename T>
 struct Mma;
-// (tf32, split_tf32, mma_tf32: at the top of the file)
+// TF32 (the fp32 path). 3xTF32 (fp32-level products, as CUTLASS's):
+// x = big + small, each rounded to TF32 (11 + 11 significant bits), and
+// x y ~ small_x big_y + big_x small_y + big_x big_y (small_x small_y, about
+// 2^-22 relative, dropped), accumulated in fp32.
+// Rounding to TF32 is cvt.rna.tf32.f32's (to nearest, ties away from zero) done
+// on the bits: half a TF32 ulp added to the magnitude, the low 13 bits then
+// cleared (sm_90 runs the cvt as 7 instructions with an inf/NaN guard; these
+// are 2, and the same for finite x). A small part is not cleared: the MMAs
+// read only a TF32 operand's upper 19 bits.
+__device__ __forceinline__ uint32_t tf32(float x) {
+  return (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+}
+__device__ __forceinline__ void split_tf32(float x, uint32_t& big, uint32_t& small) {
+  big = tf32(x);
+  small = __float_as_uint(x - __uint_as_float(big)) + 0x1000u;
+}
 template <>
 struct Mma<float> {
   static constexpr int kK = 8;
   static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
-    mma_tf32(d, a, b0, b1);
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
 template <>
@@ -528,6 +523,24 @@ __device__ __forceinline__ uint2 bfrag(const uint32_t* bf, int q, int nt, int pa
                                          2 * lane);
 }
 
+// acc[16 x N] += v[16 x K] * B with single-part operands: v's TF32 (or
+// 16-bit) values against register pair 0 of fragments with RG registers (the
+// big parts where RG = 4).
+template <typename T, int K, int N, int RG>
+__device__ __forceinline__ void mm_pass(float (&acc)[N / 8][4], const float (&v)[K / 8][4],
+                                        const uint32_t* bf, int lane) {
+#pragma unroll
+  for (int q = 0; q < K / Mma<T>::kK; ++q) {
+    uint32_t a[4], as[4];
+    afrag<T, K / 8, false>(v, q, a, as);
+#pragma unroll
+    for (int nt = 0; nt < N / 8; ++nt) {
+      const uint2 b = bfrag<N, RG>(bf, q, nt, 0, lane);
+      Mma<T>::mma(acc[nt], a, b.x, b.y);
+    }
+  }
+}
+
 // acc[16 x N] += v[16 x K] * B, B from build_bfrag.
 // 3xTF32: the tensor cores truncate each MMA's sum to fp32, so the products go
 // first into a zeroed accumulator, every small-part product before the big
@@ -553,33 +566,13 @@ __device__ __forceinline__ void mm(float (&acc)[N / 8][4], const float (&v)[K / 
         if constexpr (kTwo) Mma<T>::mma(big[nt], a, b.x, b.y);
       }
     }
-    if constexpr (!kTwo) {
-#pragma unroll
-      for (int q = 0; q < K / 8; ++q) {
-        uint32_t a[4], as[4];
-        afrag<T, K / 8, false>(v, q, a, as);
-#pragma unroll
-        for (int nt = 0; nt < N / 8; ++nt) {
-          const uint2 b = bfrag<N, 4>(bf, q, nt, 0, lane);
-          Mma<T>::mma(part[nt], a, b.x, b.y);
-        }
-      }
-    }
+    if constexpr (!kTwo) mm_pass<T, K, N, 4>(part, v, bf, lane);
 #pragma unroll
     for (int nt = 0; nt < N / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] += kTwo ? big[nt][e] + part[nt][e] : part[nt][e];
   } else {
-#pragma unroll
-    for (int q = 0; q < K / Mma<T>::kK; ++q) {
-      uint32_t a[4], as[4];
-      afrag<T, K / 8, false>(v, q, a, as);
-#pragma unroll
-      for (int nt = 0; nt < N / 8; ++nt) {
-        const uint2 b = bfrag<N, 2>(bf, q, nt, 0, lane);
-        Mma<T>::mma(acc[nt], a, b.x, b.y);
-      }
-    }
+    mm_pass<T, K, N, 2>(acc, v, bf, lane);
   }
 }
 
