@@ -9,9 +9,9 @@
 //
 // Exit codes: 0 done; 2 bad command line or config; 3 unwritable output; 4 the
 // benchmark failed; 5 several processes: a rank died or hung.
-#include <fno/bench.h>
-#include <fno/config.h>
-#include <fno/distributed.h>
+#include <fno_train/bench.h>
+#include <fno_train/config.h>
+#include <fno_train/distributed.h>
 #include <fno/precision.h>
 #include <fno_offload/planner.h>
 

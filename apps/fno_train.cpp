@@ -4,10 +4,10 @@
 // output; 4 training stopped (non-finite loss, unusable checkpoint); 130/143
 // stopped by SIGINT/SIGTERM after writing a checkpoint; 5 several processes
 // (torchrun): a rank died or hung, the rendezvous failed, a port is in use.
-#include <fno/config.h>
-#include <fno/distributed.h>
+#include <fno_train/config.h>
+#include <fno_train/distributed.h>
 #include <fno/precision.h>
-#include <fno/trainer.h>
+#include <fno_train/trainer.h>
 #include <fno_offload/planner.h>
 
 #include <CLI/CLI.hpp>

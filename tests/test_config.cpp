@@ -1,6 +1,6 @@
 // The config schema: the seed config resolves to the documented values, and
 // every kind of bad input is a one-line ConfigError naming file:line and key.
-#include <fno/config.h>
+#include <fno_train/config.h>
 
 #include <doctest/doctest.h>
 

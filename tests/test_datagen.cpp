@@ -5,7 +5,7 @@
 // independence of the batch, second-order convergence on a manufactured
 // solution, and the files: values, boundary, attributes, determinism, split,
 // subsampling, interrupts, option errors, the paper configs that read them.
-#include <fno/config.h>
+#include <fno_train/config.h>
 #include <fno_data/darcy.h>
 #include <fno_data/darcy_gen.h>
 

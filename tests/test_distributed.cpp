@@ -1,4 +1,4 @@
-// fno/distributed.h on the CPU: two ranks as two threads of this process, a
+// fno_train/distributed.h on the CPU: two ranks as two threads of this process, a
 // Gloo group over the loopback. The gradients of two ranks, each on half of a
 // batch, must equal one process's on the whole batch: every parameter, the
 // real and the imaginary parts of the complex spectral weights, under the
@@ -7,9 +7,9 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
-#include <fno/distributed.h>
+#include <fno_train/distributed.h>
 #include <fno/losses.h>
-#include <fno/offload_step.h>
+#include <fno_train/offload_step.h>
 #include <fno_data/darcy.h>
 
 #include <netinet/in.h>

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include <fno/losses.h>
-#include <fno/offload_step.h>
+#include <fno_train/offload_step.h>
 
 #include "golden.h"
 #include "offload_check.h"
@@ -499,7 +499,10 @@ TEST_CASE("micro-batches give the gradients of the whole batch (sum and mean los
         CHECK(rel_err(l, ref_loss.detach()) <= 1e-6);
         for (const auto& kv : ref) {
           INFO("gradient of ", kv.first);
-          CHECK(rel_err(model->named_parameters()[kv.first].grad(), kv.second) <= 1e-5);
+          // The micro-batches' gradients add in another order than the whole batch's
+          // reductions: on some CPUs a small gradient summed over every grid point
+          // and batch entry (a spectral conv's bias) then moves by 1.3e-5.
+          CHECK(rel_err(model->named_parameters()[kv.first].grad(), kv.second) <= 3e-5);
         }
       }
     }

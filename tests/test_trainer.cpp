@@ -1,7 +1,7 @@
 // The trainer on the shipped Darcy data, small and on the CPU: outputs,
 // metric keys, exact resume, and a non-finite loss stopping the run.
-#include <fno/config.h>
-#include <fno/trainer.h>
+#include <fno_train/config.h>
+#include <fno_train/trainer.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
 

@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary text as a YAML config; only ConfigError may come back.
-#include <fno/config.h>
+#include <fno_train/config.h>
 
 #include <cstdint>
 #include <string>

@@ -1,9 +1,9 @@
-#include <fno/bench.h>
+#include <fno_train/bench.h>
 
-#include <fno/config.h>
-#include <fno/distributed.h>
+#include <fno_train/config.h>
+#include <fno_train/distributed.h>
 #include <fno/losses.h>
-#include <fno/offload_step.h>
+#include <fno_train/offload_step.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
 

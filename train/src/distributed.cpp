@@ -1,4 +1,4 @@
-#include <fno/distributed.h>
+#include <fno_train/distributed.h>
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>

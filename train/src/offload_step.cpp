@@ -1,7 +1,7 @@
-#include <fno/offload_step.h>
+#include <fno_train/offload_step.h>
 
 #include <fno/serialize.h>
-#include <fno/staged.h>
+#include <fno_train/staged.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>

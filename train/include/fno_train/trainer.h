@@ -24,7 +24,7 @@
 // "model."), written atomically.
 #pragma once
 
-#include <fno/config.h>
+#include <fno_train/config.h>
 
 #include <map>
 #include <memory>

@@ -1,9 +1,9 @@
-#include <fno/trainer.h>
+#include <fno_train/trainer.h>
 
-#include <fno/distributed.h>
+#include <fno_train/distributed.h>
 #include <fno/fno.h>
 #include <fno/losses.h>
-#include <fno/offload_step.h>
+#include <fno_train/offload_step.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>

@@ -1,4 +1,4 @@
-#include <fno/config.h>
+#include <fno_train/config.h>
 
 #include <fno_offload/planner.h>
 

@@ -1,4 +1,4 @@
-#include <fno/staged.h>
+#include <fno_train/staged.h>
 
 #include <torch/torch.h>
 

@@ -88,7 +88,7 @@ struct RunConfig {
   bool offload_timeline = true;
   std::string offload_compress = "none";  // none | bf16
   std::string plan_cache = "";            // '': the default cache; 'none': no cache
-  // distributed (fno/distributed.h)
+  // distributed (fno_train/distributed.h)
   std::string dist_backend = "auto";  // auto | nccl | gloo
   double dist_timeout_s = 300;
   double dist_bucket_mib = 4;
