@@ -2,6 +2,7 @@
 
 #include <fno/fused.h>
 #include "block_tail_fused.h"
+#include "spectral.h"
 
 #include <torch/torch.h>
 
@@ -618,57 +619,6 @@ void SpectralConvImpl::pretty_print(std::ostream& stream) const {
          << ", n_modes=" << torch::IntArrayRef(options.n_modes()) << ")";
 }
 
-namespace {
-
-// The real DFT of the last dim restricted to its first k modes, as GEMMs, with
-// norm="forward". With an FNO's few modes (k = 9 of 513 at 1024 points) this
-// reads the grid once and writes only the kept modes, where rfft writes the
-// whole spectrum (and irfft reads a zero-filled one): a fraction of the memory
-// traffic, and in backward the same holds for the transposed GEMMs.
-//   analysis  [n, 2k]: x @ A = rfft(x, norm="forward")[:k], re/im interleaved
-//   synthesis [2k, n]: X @ S = irfft(X zero-filled to n//2+1 modes, n, norm="forward")
-// In bf16/fp16 the analysis matrix is scaled by 1/sqrt(n), not 1/n: fp16
-// would hold entries of 1/n only as subnormals on long grids, and an
-// unnormalized sum would overflow it; its output is cast to fp32 and scaled
-// by `analysis_scale` = 1/sqrt(n).
-struct RealDft {
-  torch::Tensor analysis, synthesis;
-  double analysis_scale = 1.0;
-};
-
-RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
-  static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, RealDft> cache;
-  const auto key =
-      std::make_tuple(n, k, options.device().str(), c10::typeMetaToScalarType(options.dtype()));
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
-  const auto t = torch::arange(n, torch::TensorOptions().dtype(torch::kLong));
-  const auto j = torch::arange(k, torch::TensorOptions().dtype(torch::kLong));
-  // (j t mod n) exactly in integers, then the angle: accurate for large n.
-  const auto theta = (torch::outer(j, t) % n).to(f64) * (2.0 * M_PI / static_cast<double>(n));
-  const auto c = torch::cos(theta), s = torch::sin(theta);  // [k, n]
-  const bool reduced = options.dtype() == torch::kBFloat16 || options.dtype() == torch::kHalf;
-  const double analysis_scale = reduced ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0;
-  auto analysis = torch::stack({c, -s}, 1).reshape({2 * k, n}).t() /
-                  (reduced ? std::sqrt(static_cast<double>(n)) : static_cast<double>(n));
-  // irfft weights: 1 for the zero mode and (n even) the Nyquist mode, 2 for the others.
-  auto weight = torch::full({k}, 2.0, f64);
-  weight[0] = 1.0;
-  if (n % 2 == 0 && k == n / 2 + 1) weight[k - 1] = 1.0;
-  auto synthesis = (torch::stack({c, -s}, 1) * weight.view({k, 1, 1})).reshape({2 * k, n});
-  RealDft out{analysis.contiguous().to(options), synthesis.contiguous().to(options),
-              analysis_scale};
-  cache.emplace(key, out);
-  return out;
-}
-
-// GEMMs for up to this many kept modes of the last dim; cuFFT beyond.
-constexpr int64_t kMaxDftGemmModes = 48;
-
-}  // namespace
-
 torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x) { return forward(x, true); }
 
 torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
@@ -677,93 +627,19 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
               "-d input [B, C, *S], got shape ", x.sizes());
   TORCH_CHECK(x.size(1) == options.in_channels(), "SpectralConv: expected ", options.in_channels(),
               " input channels, got ", x.size(1));
-  const auto spatial = x.sizes().slice(2).vec();
-  const int64_t last = n_dim + 1;
-  const int64_t n_half = spatial.back() / 2 + 1;
-
-  // Modes kept per dim, and the matching weight slice. For all dims but the
-  // last: frequencies -k//2 .. k-k//2-1 with neuraloperator's centred weight
-  // sub-slice weight[s//2 : m - ceil(s/2)], s = m - k, when the grid holds fewer
-  // than m modes. For the last: frequencies 0 .. k-1.
-  auto w = weight->tensor;
-  std::vector<int64_t> kept(n_dim);
-  for (int64_t i = 0; i < n_dim; ++i) {
-    const int64_t dim = i + 2;
-    const int64_t n = i == n_dim - 1 ? n_half : spatial[i];
-    const int64_t m = w.size(dim);
-    kept[i] = std::min(n, m);
-    w = w.narrow(dim, i == n_dim - 1 ? 0 : (m - kept[i]) / 2, kept[i]);
-  }
-
+  const auto m = detail::spectral_modes(*this, x.sizes().slice(2), x.options());
   // Forward transform, one dim at a time so each FFT only sees modes that are
-  // kept: the real FFT along the last dim, truncated, then complex FFTs along
+  // kept: the real DFT along the last dim, truncated, then complex FFTs along
   // the others, gathering the kept corners. Equals rfftn(norm="forward").
-  // In bf16/fp16 the grid-sized GEMMs run in that type (tensor cores, fp32
-  // accumulation) and the kept modes in complex64: the spectrum is a small
-  // fraction of the grid, and cuFFT has no bf16 (and its fp16 takes powers of
-  // two only).
-  const bool reduced = x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
-  const bool gemm = kept.back() <= kMaxDftGemmModes && x.is_floating_point();
-  RealDft dft;
-  torch::Tensor x_ft;
-  if (gemm) {
-    // x: [B, Cin, *S] -> [B, Cin, *S', 2k] -> [B, Cin, *S', k] complex
-    dft = real_dft(spatial.back(), kept.back(), x.options());
-    auto coeffs = torch::matmul(x, dft.analysis);
-    if (reduced) coeffs = coeffs.to(torch::kFloat).mul_(dft.analysis_scale);
-    x_ft = torch::view_as_complex(coeffs.unflatten(-1, {kept.back(), 2}));
-  } else {
-    x_ft = torch::fft::rfft(reduced ? x.to(torch::kFloat) : x, c10::nullopt, last, "forward")
-               .narrow(last, 0, kept.back());
-  }
-  for (int64_t i = n_dim - 2; i >= 0; --i) {
-    const int64_t dim = i + 2;
-    const int64_t n = spatial[i];
-    const int64_t neg = kept[i] / 2;
-    const int64_t pos = kept[i] - neg;
-    x_ft = torch::fft::fft(x_ft, c10::nullopt, dim, "forward");
-    x_ft = torch::cat({x_ft.narrow(dim, n - neg, neg), x_ft.narrow(dim, 0, pos)}, dim);
-  }
-
-  // Channel mixing per mode: [B, Cin, K...] x [Cin, Cout, K...] -> [B, Cout, K...]
-  static const char* kEquations[] = {"bix,iox->box", "bixy,ioxy->boxy", "bixyz,ioxyz->boxyz"};
-  auto out = torch::einsum(kEquations[n_dim - 1], {x_ft, w});
-  if (add_bias && bias.defined()) {
-    // The bias, added to the zero-frequency mode, comes out at every grid point
-    // (the inverse transforms are unnormalized). That mode sits at index kept/2
-    // of each non-last dim (after the negative frequencies) and 0 of the last.
-    out = out.clone();
-    auto dc = out;
-    for (int64_t i = 0; i < n_dim - 1; ++i) dc = dc.narrow(i + 2, kept[i] / 2, 1);
-    dc = dc.narrow(last, 0, 1);
-    dc.add_(bias.to(out.scalar_type()));
-  }
-
+  // x: [B, Cin, *S] -> [B, Cin, *K] complex
+  const auto x_ft = detail::corner_dims_forward(m, detail::last_dim_forward(m, x), 0);
+  // [B, Cin, *K] -> [B, Cout, *K], the bias in the zero mode
+  auto out = detail::mix_modes(*this, m, x_ft, add_bias);
   // Inverse, mirroring the forward: scatter each dim's corners back between
-  // zeros and inverse-FFT it, then take the real inverse FFT of the last dim.
-  // Equals irfftn(s=spatial, norm="forward") of the zero-filled full spectrum.
-  for (int64_t i = 0; i < n_dim - 1; ++i) {
-    const int64_t dim = i + 2;
-    const int64_t n = spatial[i];
-    const int64_t neg = kept[i] / 2;
-    const int64_t pos = kept[i] - neg;
-    std::vector<torch::Tensor> parts{out.narrow(dim, neg, pos)};
-    if (kept[i] < n) {
-      auto shape = out.sizes().vec();
-      shape[dim] = n - kept[i];
-      parts.push_back(torch::zeros(shape, out.options()));
-    }
-    parts.push_back(out.narrow(dim, 0, neg));
-    out = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "forward");
-  }
-  if (gemm) {
-    // [B, Cout, *S', k] complex -> [B, Cout, *S', 2k] -> [B, Cout, *S]
-    auto modes = torch::view_as_real(out).flatten(-2);
-    return torch::matmul(reduced ? modes.to(x.scalar_type()) : modes, dft.synthesis);
-  }
-  // irfft zero-pads the last dim from k_last to n//2 + 1 modes itself.
-  auto y = torch::fft::irfft(out, spatial.back(), last, "forward");
-  return reduced ? y.to(x.scalar_type()) : y;
+  // zeros and inverse-FFT it, then the real inverse of the last dim. Equals
+  // irfftn(s=spatial, norm="forward") of the zero-filled full spectrum.
+  // [B, Cout, *K] -> [B, Cout, *S]
+  return detail::last_dim_inverse(m, detail::corner_dims_inverse(m, out, 0), x.scalar_type());
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,206 @@
+#include "spectral.h"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace fno::detail {
+
+RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, RealDft> cache;
+  const auto key =
+      std::make_tuple(n, k, options.device().str(), c10::typeMetaToScalarType(options.dtype()));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const auto t = torch::arange(n, torch::TensorOptions().dtype(torch::kLong));
+  const auto j = torch::arange(k, torch::TensorOptions().dtype(torch::kLong));
+  // (j t mod n) exactly in integers, then the angle: accurate for large n.
+  const auto theta = (torch::outer(j, t) % n).to(f64) * (2.0 * M_PI / static_cast<double>(n));
+  const auto c = torch::cos(theta), s = torch::sin(theta);  // [k, n]
+  const bool reduced = options.dtype() == torch::kBFloat16 || options.dtype() == torch::kHalf;
+  const double analysis_scale = reduced ? 1.0 / std::sqrt(static_cast<double>(n)) : 1.0;
+  auto analysis = torch::stack({c, -s}, 1).reshape({2 * k, n}).t() /
+                  (reduced ? std::sqrt(static_cast<double>(n)) : static_cast<double>(n));
+  // irfft weights: 1 for the zero mode and (n even) the Nyquist mode, 2 for the others.
+  auto weight = torch::full({k}, 2.0, f64);
+  weight[0] = 1.0;
+  if (n % 2 == 0 && k == n / 2 + 1) weight[k - 1] = 1.0;
+  auto synthesis = (torch::stack({c, -s}, 1) * weight.view({k, 1, 1})).reshape({2 * k, n});
+  RealDft out{analysis.contiguous().to(options), synthesis.contiguous().to(options),
+              analysis_scale};
+  cache.emplace(key, out);
+  return out;
+}
+
+SpectralModes spectral_modes(const SpectralConvImpl& conv, torch::IntArrayRef spatial,
+                             const torch::TensorOptions& options) {
+  SpectralModes m;
+  m.spatial = spatial.vec();
+  const auto n_dim = m.n_dim();
+  const int64_t n_half = m.spatial.back() / 2 + 1;
+  // Modes kept per dim, and the matching weight slice. For all dims but the
+  // last: frequencies -k//2 .. k-k//2-1 with neuraloperator's centred weight
+  // sub-slice weight[s//2 : m - ceil(s/2)], s = m - k, when the grid holds fewer
+  // than m modes. For the last: frequencies 0 .. k-1.
+  auto w = conv.weight->tensor;
+  m.kept.resize(n_dim);
+  for (int64_t i = 0; i < n_dim; ++i) {
+    const int64_t dim = i + 2;
+    const int64_t n = i == n_dim - 1 ? n_half : m.spatial[i];
+    const int64_t modes = w.size(dim);
+    m.kept[i] = std::min(n, modes);
+    w = w.narrow(dim, i == n_dim - 1 ? 0 : (modes - m.kept[i]) / 2, m.kept[i]);
+  }
+  m.weight = w;
+  const auto dtype = c10::typeMetaToScalarType(options.dtype());
+  m.reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
+  m.gemm = m.kept.back() <= kMaxDftGemmModes && c10::isFloatingType(dtype);
+  if (m.gemm) m.dft = real_dft(m.spatial.back(), m.kept.back(), options);
+  return m;
+}
+
+torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x) {
+  // In bf16/fp16 the grid-sized GEMMs run in that type (tensor cores, fp32
+  // accumulation) and the kept modes in complex64: the spectrum is a small
+  // fraction of the grid, and cuFFT has no bf16 (and its fp16 takes powers of
+  // two only).
+  if (m.gemm) {
+    // x: [..., S] -> [..., 2k] -> [..., k] complex
+    auto coeffs = torch::matmul(x, m.dft.analysis);
+    if (m.reduced) coeffs = coeffs.to(torch::kFloat).mul_(m.dft.analysis_scale);
+    return torch::view_as_complex(coeffs.unflatten(-1, {m.kept.back(), 2}));
+  }
+  return torch::fft::rfft(m.reduced ? x.to(torch::kFloat) : x, c10::nullopt, -1, "forward")
+      .narrow(-1, 0, m.kept.back());
+}
+
+torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& modes,
+                               c10::ScalarType dtype) {
+  if (m.gemm) {
+    // [..., k] complex -> [..., 2k] -> [..., S]
+    auto re = torch::view_as_real(modes).flatten(-2);
+    return torch::matmul(m.reduced ? re.to(dtype) : re, m.dft.synthesis);
+  }
+  // irfft zero-pads the last dim from k_last to S//2 + 1 modes itself.
+  auto y = torch::fft::irfft(modes, m.spatial.back(), -1, "forward");
+  return m.reduced ? y.to(dtype) : y;
+}
+
+torch::Tensor corner_dims_forward(const SpectralModes& m, torch::Tensor x_ft, int64_t first_dim) {
+  for (int64_t i = m.n_dim() - 2; i >= first_dim; --i) {
+    const int64_t dim = i + 2;
+    const int64_t n = m.spatial[i];
+    const int64_t neg = m.kept[i] / 2;
+    const int64_t pos = m.kept[i] - neg;
+    x_ft = torch::fft::fft(x_ft, c10::nullopt, dim, "forward");
+    x_ft = torch::cat({x_ft.narrow(dim, n - neg, neg), x_ft.narrow(dim, 0, pos)}, dim);
+  }
+  return x_ft;
+}
+
+torch::Tensor corner_dims_inverse(const SpectralModes& m, torch::Tensor out, int64_t first_dim) {
+  for (int64_t i = first_dim; i < m.n_dim() - 1; ++i) {
+    const int64_t dim = i + 2;
+    const int64_t n = m.spatial[i];
+    const int64_t neg = m.kept[i] / 2;
+    const int64_t pos = m.kept[i] - neg;
+    std::vector<torch::Tensor> parts{out.narrow(dim, neg, pos)};
+    if (m.kept[i] < n) {
+      auto shape = out.sizes().vec();
+      shape[dim] = n - m.kept[i];
+      parts.push_back(torch::zeros(shape, out.options()));
+    }
+    parts.push_back(out.narrow(dim, 0, neg));
+    out = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "forward");
+  }
+  return out;
+}
+
+torch::Tensor mix_modes(const SpectralConvImpl& conv, const SpectralModes& m,
+                        const torch::Tensor& x_ft, bool add_bias) {
+  // [B, Cin, K...] x [Cin, Cout, K...] -> [B, Cout, K...]
+  static const char* kEquations[] = {"bix,iox->box", "bixy,ioxy->boxy", "bixyz,ioxyz->boxyz"};
+  auto out = torch::einsum(kEquations[m.n_dim() - 1], {x_ft, m.weight});
+  if (add_bias && conv.bias.defined()) {
+    // The bias, added to the zero-frequency mode, comes out at every grid point
+    // (the inverse transforms are unnormalized). That mode sits at index kept/2
+    // of each non-last dim (after the negative frequencies) and 0 of the last.
+    out = out.clone();
+    auto dc = out;
+    for (int64_t i = 0; i < m.n_dim() - 1; ++i) dc = dc.narrow(i + 2, m.kept[i] / 2, 1);
+    dc = dc.narrow(m.n_dim() + 1, 0, 1);
+    dc.add_(conv.bias.to(out.scalar_type()));
+  }
+  return out;
+}
+
+namespace {
+
+// The first dim's kept-mode DFT matrices for a grid of n rows and k kept modes
+// (frequency f_i = i - k/2 at index i, as the corners are gathered):
+//   analysis  [k, n]: exp(-2 pi i f_i r / n) / n    (fft, norm="forward")
+//   synthesis [n, k]: exp(+2 pi i f_i r / n)        (ifft, norm="forward")
+// Cached per (n, k, device, complex type).
+struct FirstDimDft {
+  torch::Tensor analysis, synthesis;
+};
+
+FirstDimDft first_dim_dft(int64_t n, int64_t k, const torch::Device& device,
+                          c10::ScalarType dtype) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, FirstDimDft> cache;
+  const auto key = std::make_tuple(n, k, device.str(), dtype);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const auto i64 = torch::TensorOptions().dtype(torch::kLong);
+  const auto f = torch::arange(k, i64) - k / 2;
+  const auto r = torch::arange(n, i64);
+  // (f r mod n) exactly in integers, then the angle: accurate for large n.
+  const auto theta = torch::remainder(torch::outer(f, r), n).to(torch::kDouble) *
+                     (2.0 * M_PI / static_cast<double>(n));  // [k, n]
+  const auto c = torch::cos(theta), s = torch::sin(theta);
+  const auto analysis = torch::complex(c, -s) / static_cast<double>(n);
+  const auto synthesis = torch::complex(c, s).t();
+  FirstDimDft out{analysis.to(dtype).contiguous().to(device),
+                  synthesis.to(dtype).contiguous().to(device)};
+  cache.emplace(key, out);
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor first_dim_analysis(const SpectralModes& m, const torch::Tensor& x_hat, int64_t r0) {
+  const int64_t n = x_hat.size(2);
+  const auto f = first_dim_dft(m.spatial[0], m.kept[0], x_hat.device(), x_hat.scalar_type())
+                     .analysis.narrow(1, r0, n);
+  // [k0, n] x [B, C, n, R] -> [B, C, k0, R]
+  auto shape = x_hat.sizes().vec();
+  auto out = torch::matmul(f, x_hat.flatten(3));
+  shape[2] = m.kept[0];
+  return out.view(shape);
+}
+
+torch::Tensor first_dim_synthesis(const SpectralModes& m, const torch::Tensor& y, int64_t r0,
+                                  int64_t n) {
+  const auto e = first_dim_dft(m.spatial[0], m.kept[0], y.device(), y.scalar_type())
+                     .synthesis.narrow(0, r0, n);
+  // [n, k0] x [B, C, k0, R] -> [B, C, n, R]
+  auto shape = y.sizes().vec();
+  auto out = torch::matmul(e, y.flatten(3));
+  shape[2] = n;
+  return out.view(shape);
+}
+
+torch::Tensor analysis_tile(const SpectralModes& m, const torch::Tensor& a, int64_t r0) {
+  return first_dim_analysis(m, corner_dims_forward(m, last_dim_forward(m, a), 1), r0);
+}
+
+torch::Tensor synthesis_tile(const SpectralModes& m, const torch::Tensor& y, int64_t r0, int64_t n,
+                             c10::ScalarType dtype) {
+  return last_dim_inverse(m, corner_dims_inverse(m, first_dim_synthesis(m, y, r0, n), 1), dtype);
+}
+
+}  // namespace fno::detail

@@ -1,0 +1,214 @@
+// fno/tiled.h on the CPU: a step over spatial tiles gives the whole-grid
+// step's loss and gradients, in 2D and 3D, on even and odd grids, with uneven
+// last tiles, fewer grid modes than weight modes, and every placement of the
+// block inputs and the gradient. tests/test_gpu_tiled.cpp repeats this with
+// the fused kernels, every precision and host memory.
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <fno/losses.h>
+#include <fno/tiled.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "golden.h"
+
+using fno::TilePlace;
+using fno::test::rel_err;
+
+namespace {
+
+struct Case {
+  std::vector<int64_t> modes;
+  std::vector<int64_t> shape;
+  int64_t hidden;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {{6, 4}, {3, 1, 20, 13}, 8},     // even x odd, 4 tiles of 6 (the last of 2)
+      {{8, 8}, {2, 2, 6, 7}, 8},       // fewer modes on the grid than in the weights
+      {{5, 5}, {2, 1, 21, 15}, 8},     // odd x odd
+      {{4, 4, 4}, {2, 1, 9, 8, 7}, 8}  // 3D
+  };
+  return c;
+}
+
+// A CPU "host" store: a copy of each tile, handed back as a copy.
+class CopyStore final : public fno::TileStore {
+ public:
+  explicit CopyStore(int* gets) : gets_(gets) {}
+  void put(int64_t t, const at::Tensor& tile) override { tiles_[t] = tile.clone(); }
+  at::Tensor get(int64_t t) override {
+    ++*gets_;
+    REQUIRE(tiles_.count(t) == 1);
+    return tiles_[t].clone();
+  }
+  void clear() override { tiles_.clear(); }
+
+ private:
+  std::map<int64_t, at::Tensor> tiles_;
+  int* gets_;
+};
+
+struct Grads {
+  torch::Tensor loss;
+  std::map<std::string, torch::Tensor> grads;
+};
+
+template <typename Step>
+Grads run(fno::FNO& model, Step&& step) {
+  model->zero_grad(true);
+  Grads g;
+  g.loss = step();
+  for (const auto& p : model->named_parameters()) g.grads[p.key()] = p.value().grad().clone();
+  return g;
+}
+
+// The gradients of `model` in float64 (complex128 spectral weights): the truth
+// both fp32 steps are measured against.
+Grads float64_grads(fno::FNO& model, const torch::Tensor& x, const torch::Tensor& y,
+                    const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& loss) {
+  auto copy = std::dynamic_pointer_cast<fno::FNOImpl>(model->clone());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : copy->parameters()) {
+      p.set_data(p.is_complex() ? p.to(torch::kComplexDouble) : p.to(torch::kDouble));
+    }
+  }
+  fno::FNO m64(copy);
+  return run(m64, [&] {
+    auto l = loss(m64->forward(x.to(torch::kDouble)), y.to(torch::kDouble));
+    l.backward();
+    return l.detach();
+  });
+}
+
+// All gradients as one float64 vector (complex ones as their real views).
+torch::Tensor flat(const Grads& g) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& [name, t] : g.grads) {
+    parts.push_back((t.is_complex() ? torch::view_as_real(t) : t).to(torch::kDouble).flatten());
+  }
+  return torch::cat(parts);
+}
+
+// The fp32 whole-grid step's own rounding, measured against float64: its
+// worst tensor. (On these small random problems a summed bias gradient is
+// 2e-5 off, so the tiled step's gradients are held to that, not to a fixed 1e-5.)
+double fp32_noise(const Grads& fp32, const Grads& f64) {
+  double worst = 0;
+  for (const auto& [name, g] : f64.grads) worst = std::max(worst, rel_err(fp32.grads.at(name), g));
+  return worst;
+}
+
+// The tiled step's gradients equal the whole-grid step's to fp32 rounding:
+// all of them together within 1e-5, and no tensor further from the float64
+// gradients than twice the whole-grid step's worst.
+void check_same(const Grads& got, const Grads& ref, const Grads& f64, double noise) {
+  CHECK(rel_err(got.loss, ref.loss) <= 1e-6);
+  CHECK(rel_err(flat(got), flat(ref)) <= 1e-5);
+  for (const auto& [name, g] : f64.grads) {
+    INFO("gradient of ", name, "; the whole-grid step's worst error ", noise);
+    REQUIRE(got.grads.at(name).defined());
+    CHECK(rel_err(got.grads.at(name), g) <= std::max(2 * noise, 1e-5));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a step over tiles gives the whole-grid step's loss and gradients (2D, 3D, CPU)") {
+  for (const auto& c : cases()) {
+    INFO("input shape ", torch::IntArrayRef(c.shape), ", modes ", torch::IntArrayRef(c.modes));
+    torch::manual_seed(5);
+    fno::FNO model(fno::FNOOptions(c.modes, c.shape[1], 1, c.hidden).n_layers(3));
+    torch::manual_seed(6);
+    const auto x = torch::randn(c.shape);
+    auto y_shape = c.shape;
+    y_shape[1] = 1;
+    // Targets off zero mean: with y ~ N(0, 1) the output's gradient sums to
+    // nearly zero over the grid, and the projection's last bias gradient (that
+    // sum) amplifies any rounding in the output by 1e3.
+    const auto y = torch::randn(y_shape) + 1;
+    const fno::H1Loss h1(fno::H1LossOptions().d(static_cast<int64_t>(c.modes.size())));
+    const auto loss = [&](const torch::Tensor& out, const torch::Tensor& yy) {
+      return h1(out, yy);
+    };
+    const auto ref = run(model, [&] {
+      auto l = loss(model->forward(x), y);
+      l.backward();
+      return l.detach();
+    });
+    const auto f64 = float64_grads(model, x, y, loss);
+    const double noise = fp32_noise(ref, f64);
+    MESSAGE("the whole-grid fp32 step's worst gradient error against float64: ", noise);
+    int gets = 0;
+    const fno::TileStoreFactory host = [&](const std::string&) {
+      return std::make_unique<CopyStore>(&gets);
+    };
+    const auto all = [](TilePlace p) { return std::vector<TilePlace>(3, p); };
+    struct Variant {
+      const char* name;
+      fno::TiledPlan plan;
+    };
+    std::vector<Variant> variants;
+    for (int64_t rows : {1, 4, 6, 100}) {
+      fno::TiledPlan p;
+      p.tile_rows = rows;
+      variants.push_back({"default", p});
+    }
+    {
+      fno::TiledPlan p;
+      p.tile_rows = 4;
+      p.inputs = all(TilePlace::kRecompute);
+      p.keep_latest = false;
+      variants.push_back({"all recomputed, nothing kept", p});
+      p.inputs = {TilePlace::kRecompute, TilePlace::kHost, TilePlace::kRecompute};
+      p.gradient = TilePlace::kHost;
+      variants.push_back({"block 1 input and the gradient on the host", p});
+      p.inputs = all(TilePlace::kHost);
+      p.keep_latest = true;
+      variants.push_back({"every input on the host, keep latest", p});
+      p.inputs = all(TilePlace::kDevice);
+      p.gradient = TilePlace::kDevice;
+      p.keep_latest = false;
+      variants.push_back({"every input on the device", p});
+    }
+    for (const auto& v : variants) {
+      INFO(v.name, ": ", v.plan.to_string());
+      fno::TiledStep step(model, v.plan, host);
+      const auto got = run(model, [&] { return step.forward_backward(x, y, loss); });
+      check_same(got, ref, f64, noise);
+      // A second step reuses the stores.
+      const auto again = run(model, [&] { return step.forward_backward(x, y, loss); });
+      check_same(again, ref, f64, noise);
+      torch::NoGradGuard no_grad;
+      CHECK(rel_err(step.forward(x), model->forward(x)) <= 1e-6);
+    }
+    CHECK(gets > 0);
+  }
+}
+
+TEST_CASE("tiled steps refuse what they cannot run, in one line") {
+  fno::FNO one_d(fno::FNOOptions({4}, 1, 1, 8));
+  CHECK_THROWS_WITH(fno::TiledStep(one_d, fno::TiledPlan()), doctest::Contains("2D or 3D model"));
+  fno::FNO padded(fno::FNOOptions({4, 4}, 1, 1, 8).domain_padding({0.25}));
+  CHECK_THROWS_WITH(fno::TiledStep(padded, fno::TiledPlan()), doctest::Contains("domain_padding"));
+  fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 8));
+  fno::TiledPlan zero;
+  zero.tile_rows = 0;
+  CHECK_THROWS_WITH(fno::TiledStep(model, zero),
+                    doctest::Contains("tile_rows must be >= 1, got 0"));
+  fno::TiledPlan host;
+  host.inputs = std::vector<TilePlace>(4, TilePlace::kHost);
+  fno::TiledStep no_host(model, host);
+  const auto x = torch::randn({1, 1, 8, 8});
+  CHECK_THROWS_WITH(no_host.forward(x), doctest::Contains("no host store was given"));
+  fno::TiledPlan short_plan;
+  short_plan.inputs = {TilePlace::kDevice};
+  fno::TiledStep wrong(model, short_plan);
+  CHECK_THROWS_WITH(wrong.forward(x), doctest::Contains("places 1 block inputs, the model has 4"));
+  CHECK_THROWS_WITH(fno::parse_tile_place("disk"), doctest::Contains("'disk'"));
+}
