@@ -1,4 +1,4 @@
-// Times the fused block-tail kernels (libfno/src/cuda/block_tail.cu) at
+// Times the fused block-tail kernels (libfno/src/cuda/block_tail_*.cu) at
 // [B, C, grid^2] and reports the achieved HBM bandwidth (bytes the kernel must
 // read and write, over its time) and fp32 rate next to the device's, and the
 // LibTorch (unfused) block_tail's forward and backward times.

@@ -1,4 +1,4 @@
-// The fused CUDA block tail (libfno/src/cuda/block_tail.cu) against the
+// The fused CUDA block tail (libfno/src/cuda/block_tail_*.cu) against the
 // LibTorch path (label "gpu"): fp32 on random inputs, every gelu_input /
 // gelu_mid combination; fp32 on TF32 tensor cores (where TF32 is allowed) and
 // bf16 and half activations (tensor cores) against the fp32 path on the same

@@ -7,6 +7,11 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <utility>
 
 #ifdef FNO_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -78,13 +83,38 @@ void set_block_tail_packed(bool packed) {
 #endif
 }
 
+#ifdef FNO_CUDA_KERNELS
+namespace {
+// Says on stderr, once per (channels, mid) in the process, that blocks of
+// that shape run the LibTorch path for want of a compiled kernel.
+void say_no_kernel(int64_t channels, int64_t mid) {
+  static std::mutex mutex;
+  static std::set<std::pair<int64_t, int64_t>> said;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!said.emplace(channels, mid).second) return;
+  }
+  std::ostringstream line;
+  line << "fno: the fused block tail has no kernel for hidden_channels=" << channels
+       << ", channel MLP width " << mid << " (compiled: " << cuda::kCompiledChannels << "/"
+       << cuda::kCompiledMid << "); those blocks run the LibTorch path\n";
+  std::cerr << line.str() << std::flush;
+}
+}  // namespace
+#endif
+
 bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid) {
 #ifdef FNO_CUDA_KERNELS
   const auto t = x.scalar_type();
-  return fused_kernels_enabled() && x.defined() && x.is_cuda() && x.dim() >= 3 &&
-         x.size(1) == channels &&
-         (t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf) &&
-         cuda::block_tail_supported(channels, mid);
+  if (!(fused_kernels_enabled() && x.defined() && x.is_cuda() && x.dim() >= 3 &&
+        x.size(1) == channels &&
+        (t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf)))
+    return false;
+  // A shape without a kernel is not refused (the LibTorch path computes the
+  // same block), but never passed over in silence.
+  if (cuda::block_tail_supported(channels, mid)) return true;
+  say_no_kernel(channels, mid);
+  return false;
 #else
   (void)x;
   (void)channels;

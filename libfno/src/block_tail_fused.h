@@ -1,5 +1,5 @@
-// The fused CUDA block_tail (cuda/block_tail.cu) on torch tensors; internal to
-// libfno, called from BlockTailFn in layers.cpp.
+// The fused CUDA block_tail (the kernels behind cuda/block_tail.h) on torch
+// tensors; internal to libfno, called from BlockTailFn in layers.cpp.
 #pragma once
 
 #include <torch/types.h>

@@ -378,7 +378,7 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
                                const torch::Tensor& b1, const torch::Tensor& w2,
                                const torch::Tensor& b2, const torch::Tensor& gate, bool gelu_input,
                                bool gelu_mid) {
-    // CUDA (cuda/block_tail.cu): one kernel reads a and s, writes z and y1.
+    // CUDA (cuda/block_tail_forward.cu): one kernel reads a and s, writes z and y1.
     if (detail::fused_block_tail_usable(a, s, w_skip, w1, b1, w2, b2, gate)) {
       auto [z, y1] = detail::fused_block_tail_forward(a, s, w_skip, w1, b1, w2, b2, gate, gelu_mid);
       ctx->save_for_backward({gelu_input ? x : a, y1, w_skip, w1, b1, w2, b2, gate});

@@ -24,7 +24,8 @@ bool fused_kernels_enabled();
 void set_fused_kernels_enabled(bool enabled);
 
 /// Whether block_tail on activations like `x` ([B, channels, *S]) with an MLP
-/// hidden width `mid` runs the fused kernels.
+/// hidden width `mid` runs the fused kernels. Where only the shape has no
+/// compiled kernel, it says so on stderr, once per (channels, mid).
 bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t mid);
 
 /// How the fused block tail computes with fp32 activations where TF32 is not

@@ -1,7 +1,12 @@
-// Fused CUDA kernels for the pointwise tail of an FNO block (internal; see
-// fno::block_tail in fno/layers.h for the maths). Torch-free, so that nvcc
-// compiles block_tail.cu without the torch headers; layers.cpp and
-// block_tail_dispatch.cpp call it with raw pointers.
+// Fused CUDA kernels for the pointwise tail of an FNO block (internal to
+// libfno; see fno::block_tail in fno/layers.h for the maths). Torch-free, so
+// that nvcc compiles the kernels without the torch headers:
+// block_tail_fused.cpp calls them with raw pointers from torch tensors, for
+// BlockTailFn in layers.cpp (and bench/fused_block_tail_bench.cpp directly).
+//
+// Files: block_tail_forward.cu and block_tail_backward.cu hold the kernels
+// and their launchers, block_tail_tuning.cu the launch tuning; the building
+// blocks are in common.cuh, gelu.cuh, mma.cuh, fragments.cuh and tiles.cuh.
 //
 // Layout: every activation is [B, C, N] contiguous (N = the flattened grid);
 // channel c of grid point (b, n) is at (b * C + c) * N + n, a 64-bit offset.
@@ -27,14 +32,21 @@ enum class Dtype { kFloat, kBFloat16, kHalf };
 /// fp32's error), plain TF32 (10-bit mantissas, where allowed), or kFfma: the
 /// forward in fp32 FFMA on the CUDA cores and the backward in 3xTF32.
 /// (The tensor cores truncate their fp32 sums. In the forward that shrinks
-/// every output by about an ulp, a bias that moves a 20-epoch Darcy seed run's
-/// 16_l2 by 2.6e-4; in the backward it scales the gradients, which AdamW's
-/// update, blind to their scale, hardly sees: FFMA forward + 3xTF32 backward
-/// lands within 1.1e-5 of the LibTorch path's run.)
+/// every output by about an ulp, a bias that training accumulates; in the
+/// backward it scales the gradients, which AdamW's update, blind to their
+/// scale, hardly sees. So kFfma keeps the forward off the tensor cores and
+/// its runs track the LibTorch path's; docs/precision.md has the numbers.)
 enum class Fp32Math { k3xTf32, kFfma, kTf32 };
 
-/// Whether the kernels are compiled for C channels and a hidden width Cmid
-/// (C = 32, Cmid = 16).
+/// The one shape the kernels are compiled for: C channels, a channel MLP Cmid
+/// wide (the seed model's). The kernels are written for any multiple of 4
+/// (within the backward's shared memory), but a wider instantiation spills its
+/// per-point registers and takes ptxas minutes; other shapes run the LibTorch
+/// path (block_tail_fused.cpp says so once per shape).
+constexpr int kCompiledChannels = 32;
+constexpr int kCompiledMid = 16;
+
+/// Whether the kernels are compiled for C channels and a hidden width Cmid.
 bool block_tail_supported(int64_t channels, int64_t mid);
 
 /// fp32 device pointers: w_skip [C, C], w1 [Cmid, C], b1 [Cmid], w2 [C, Cmid],
@@ -81,10 +93,10 @@ int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void*
                         Fp32Math fp32 = Fp32Math::k3xTf32);
 
 /// Launch tuning of the tensor-core kernels, for the micro-benchmark's sweeps
-/// (the defaults are what measured fastest on an H100; the environment
-/// variables FNO_BLOCK_TAIL_FWD_CTAS, FNO_BLOCK_TAIL_BWD_CTAS,
-/// FNO_BLOCK_TAIL_L2_PREFETCH and FNO_BLOCK_TAIL_PACKED set them at start).
-/// Not thread-safe.
+/// (the defaults measured fastest on an H100: docs/performance.md). The
+/// environment variables FNO_BLOCK_TAIL_FWD_CTAS, FNO_BLOCK_TAIL_BWD_CTAS,
+/// FNO_BLOCK_TAIL_L2_PREFETCH and FNO_BLOCK_TAIL_PACKED set them at start
+/// (block_tail_tuning.cu). Not thread-safe.
 struct BlockTailTuning {
   int forward_ctas_per_sm = 0;   // cap on the forward's CTAs per SM (0: 2 fp32, 3 bf16/half)
   int backward_ctas_per_sm = 0;  // cap on the backward's (0: 2, all that fit)

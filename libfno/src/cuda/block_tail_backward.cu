@@ -1,0 +1,460 @@
+// Fused backward of an FNO block's pointwise tail (block_tail.h): from dz and
+// the stored input and y1, writes da, ds and per-CTA weight-gradient partials
+// (backward_tc, on the tensor cores: common.cuh describes the design), then
+// sums the partials over CTAs in a fixed order (reduce_partials_kernel).
+#include "block_tail.h"
+#include "block_tail_launch.cuh"
+#include "block_tail_tuning.cuh"
+#include "common.cuh"
+#include "fragments.cuh"
+#include "gelu.cuh"
+#include "mma.cuh"
+#include "tiles.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace fno::cuda {
+namespace detail {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Tensor-core backward
+// ---------------------------------------------------------------------------
+template <typename T, int C, int CM, bool X3 = false>
+struct BwdSmem {
+  static constexpr int kRows = C * Geo<T>::kS;
+  static constexpr int kRowsM = CM * Geo<T>::kS;
+  // per warp: in[2], y1[2], dz[2], dy, da ([C] rows each), gh, dh ([CM] rows)
+  static constexpr int kWarpElems = 8 * kRows + 2 * kRowsM;
+  static constexpr int kW1 = 0;                                      // B(i, k) = W1[k][i]
+  static constexpr int kW2 = kW1 + BFrag<T, C, CM, X3>::kWords;      // B(i, k) = W2[i][k]
+  static constexpr int kW1n = kW2 + BFrag<T, C, CM, X3>::kWords;     // B(k, i) = W1[k][i]
+  static constexpr int kWSkip = kW1n + BFrag<T, CM, C, X3>::kWords;  // B(i, j) = W_skip[i][j]
+  static constexpr int kWords = kWSkip + BFrag<T, C, C, X3>::kWords;
+  static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
+  static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
+  static_assert(kTileBytes % 16 == 0, "B fragments are read with 16-byte loads");
+  static_assert(kTileBytes >= sizeof(float) * kWarps * Shape<C, CM>::kEntries,
+                "the CTA's reduction reuses the tiles");
+};
+
+template <typename T, int C, int CM, bool kGeluIn, bool kGeluMid, bool X3, bool kPacked>
+__global__ void __launch_bounds__(kThreads, 2)
+    backward_tc(const T* __restrict__ dz, const T* __restrict__ in, const T* __restrict__ y1,
+                T* __restrict__ da, T* __restrict__ ds, int64_t n, int64_t tiles_per_batch,
+                int64_t tiles, bool vec_ok, int l2pf, BlockTailWeights w,
+                float* __restrict__ partial) {
+  using L = BwdSmem<T, C, CM, X3>;
+  using S = Shape<C, CM>;
+  constexpr int R = L::kRows, RM = L::kRowsM;
+  extern __shared__ float4 smem4[];
+  T* tiles_sm = reinterpret_cast<T*>(smem4);
+  uint32_t* fr = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(smem4) + L::kTileBytes);
+  float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
+  float* sgate = sb1 + CM;
+  build_bfrag<T, C, CM, X3>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
+  build_bfrag<T, C, CM, X3>(fr + L::kW2, [&](int k, int nn) { return w.w2[k * CM + nn]; });
+  build_bfrag<T, CM, C, X3>(fr + L::kW1n, [&](int k, int nn) { return w.w1[k * C + nn]; });
+  build_bfrag<T, C, C, X3>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[k * C + nn]; });
+  for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
+  for (int i = threadIdx.x; i < C; i += blockDim.x) sgate[i] = w.gate[i];
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  T* ws = tiles_sm + warp * L::kWarpElems;
+  // (stage st of the inputs: in, y1, dz at ws + (0, 2, 4 + st) * R)
+  const auto s_in = [&](int st) { return ws + st * R; };
+  const auto s_y1 = [&](int st) { return ws + (2 + st) * R; };
+  const auto s_dz = [&](int st) { return ws + (4 + st) * R; };
+  T* s_dy = ws + 6 * R;
+  T* s_da = ws + 7 * R;
+  T* s_gh = ws + 8 * R;
+  T* s_dh = s_gh + RM;
+
+  float acc_s[C / 16][C / 8][4] = {};   // dW_skip[i][j] = sum dy1_i a_j
+  float acc_1[CM / 16][C / 8][4] = {};  // dW1[k][i] = sum dh_k act(y1)_i
+  float acc_2[C / 16][CM / 8][4] = {};  // dW2[i][k] = sum dz_i GELU(h)_k
+  float acc_b2[C / 8][2] = {}, acc_gate[C / 8][2] = {}, acc_b1[CM / 8][2] = {};
+  // The steps both forms below share. b1's gradient: the sum of dh (as rounded).
+  const auto add_b1 = [&](const float(&dh)[CM / 8][4]) {
+#pragma unroll
+    for (int j = 0; j < CM / 8; ++j) {
+      acc_b1[j][0] += dh[j][0] + dh[j][2];
+      acc_b1[j][1] += dh[j][1] + dh[j][3];
+    }
+  };
+  // da's start, gate * dz; b2's and the gate's gradients: sums of dz and dz * a.
+  const auto start_da = [&](const float(&dzv)[C / 8][4], const float(&av)[C / 8][4],
+                            float(&dav)[C / 8][4]) {
+    fill_cols<C>(sgate, lane, dav);
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
+      acc_b2[j][0] += dzv[j][0] + dzv[j][2];
+      acc_b2[j][1] += dzv[j][1] + dzv[j][3];
+      acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
+      acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
+    }
+  };
+
+  const int64_t nw = int64_t{gridDim.x} * kWarps;
+  int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
+  TileWalk walk(tile, nw, tiles_per_batch);
+  if (tile < tiles) {
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
+    tile_in<T, C>(s_in(0), in, r, n, lane, l2pf);
+    tile_in<T, C>(s_y1(0), y1, r, n, lane, l2pf);
+    tile_in<T, C>(s_dz(0), dz, r, n, lane, l2pf);
+  }
+  cp_async_commit();
+  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
+    walk.next();
+    if (tile + nw < tiles) {
+      const TileRef rn = tile_ref<T>(walk, n, C, vec_ok);
+      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane, l2pf);
+      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane, l2pf);
+      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane, l2pf);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    T* const s_a = s_in(st);   // a, in place of x when gelu_input
+    T* const s_g1 = s_y1(st);  // act(y1), in place of y1
+    const T* const s_dzc = s_dz(st);
+    // The weight gradients over the 16 points r0.. of this tile.
+    const auto add_wgrads = [&](int r0) {
+      mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
+      mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
+      mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
+    };
+#pragma unroll 1
+    for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
+      if constexpr (kPacked) {
+        // bf16/half: the same maths as below (bit for bit), each per-point
+        // operand rounded to T and packed once, for its product and its store.
+        float av[C / 8][4], dzv[C / 8][4], d1[C / 8][4];
+        uint32_t pa[C / 8][2], pdz[C / 8][2], pg[C / 8][2];
+        ldsm_packed<T, C>(s_a, r0, lane, pa);
+        unpack_acc<T, C>(pa, av);
+        if (kGeluIn) {
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) av[j][e] = gelu_fast(av[j][e]);
+          pack_acc<T, C>(av, pa);
+          stsm_packed<T, C>(s_a, r0, lane, pa);
+          unpack_acc<T, C>(pa, av);  // a as rounded, for the gate's gradient
+        }
+        ldsm_packed<T, C>(s_dzc, r0, lane, pdz);
+        unpack_acc<T, C>(pdz, dzv);
+        ldsm_packed<T, C>(s_g1, r0, lane, pg);
+        if (kGeluMid) {
+          float g1[C / 8][4];
+          unpack_acc<T, C>(pg, g1);
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) gelu_and_grad_fast(g1[j][e], g1[j][e], d1[j][e]);
+          pack_acc<T, C>(g1, pg);
+          stsm_packed<T, C>(s_g1, r0, lane, pg);
+        }
+        float h[CM / 8][4], dh[CM / 8][4] = {};
+        fill_cols<CM>(sb1, lane, h);
+        mm_packed<T, C, CM>(h, pg, fr + L::kW1, lane);
+        mm_packed<T, C, CM>(dh, pdz, fr + L::kW2, lane);
+#pragma unroll
+        for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float gh, dgh;
+            gelu_and_grad_fast(h[j][e], gh, dgh);
+            h[j][e] = gh;
+            dh[j][e] *= dgh;
+          }
+        uint32_t pgh[CM / 8][2], pdh[CM / 8][2];
+        pack_acc<T, CM>(h, pgh);
+        stsm_packed<T, CM>(s_gh, r0, lane, pgh);
+        pack_acc<T, CM>(dh, pdh);
+        stsm_packed<T, CM>(s_dh, r0, lane, pdh);
+        unpack_acc<T, CM>(pdh, dh);  // dh as rounded, for b1's gradient
+        add_b1(dh);
+        float dy[C / 8][4] = {};
+        mm_packed<T, CM, C>(dy, pdh, fr + L::kW1n, lane);
+        if (kGeluMid) {
+#pragma unroll
+          for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dy[j][e] *= d1[j][e];
+        }
+        uint32_t pdy[C / 8][2];
+        pack_acc<T, C>(dy, pdy);
+        stsm_packed<T, C>(s_dy, r0, lane, pdy);
+        float dav[C / 8][4];
+        start_da(dzv, av, dav);
+        mm_packed<T, C, C>(dav, pdy, fr + L::kWSkip, lane);
+        store_acc<T, C>(s_da, r0, lane, dav);
+        __syncwarp();
+        add_wgrads(r0);
+        __syncwarp();
+        continue;
+      }
+      // Points past the end read zeros: with dz = 0 they add nothing to any gradient.
+      float av[C / 8][4], dzv[C / 8][4], g1[C / 8][4], d1[C / 8][4];
+      load_acc<T, C>(s_a, r0, lane, av);
+      if (kGeluIn) {
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) av[j][e] = round_to<T>(gelu_fast(av[j][e]));
+        store_acc<T, C>(s_a, r0, lane, av);
+      }
+      load_acc<T, C>(s_dzc, r0, lane, dzv);
+      load_acc<T, C>(s_g1, r0, lane, g1);
+      if (kGeluMid) {
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            gelu_and_grad_fast(g1[j][e], g1[j][e], d1[j][e]);
+            g1[j][e] = round_to<T>(g1[j][e]);
+          }
+        store_acc<T, C>(s_g1, r0, lane, g1);
+      }
+      // Hidden layer h = W1 g1 + b1, recomputed; dh = GELU'(h) * W2^T dz.
+      float h[CM / 8][4], dh[CM / 8][4] = {};
+      fill_cols<CM>(sb1, lane, h);
+      mm<T, C, CM, X3>(h, g1, fr + L::kW1, lane);
+      mm<T, C, CM, X3>(dh, dzv, fr + L::kW2, lane);
+#pragma unroll
+      for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float gh, dgh;
+          gelu_and_grad_fast(h[j][e], gh, dgh);
+          h[j][e] = gh;
+          dh[j][e] = round_to<T>(dh[j][e] * dgh);
+        }
+      store_acc<T, CM>(s_gh, r0, lane, h);
+      store_acc<T, CM>(s_dh, r0, lane, dh);
+      add_b1(dh);
+      // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
+      float dy[C / 8][4] = {};
+      mm<T, CM, C, X3>(dy, dh, fr + L::kW1n, lane);
+#pragma unroll
+      for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (kGeluMid) dy[j][e] *= d1[j][e];
+          dy[j][e] = round_to<T>(dy[j][e]);
+        }
+      store_acc<T, C>(s_dy, r0, lane, dy);
+      // da = W_skip^T dy1 + gate * dz
+      float dav[C / 8][4];
+      start_da(dzv, av, dav);
+      mm<T, C, C, X3>(dav, dy, fr + L::kWSkip, lane);
+      store_acc<T, C>(s_da, r0, lane, dav);
+      __syncwarp();
+      add_wgrads(r0);
+      __syncwarp();
+    }
+    tile_out<T, C>(ds, s_dy, r, n, lane);
+    tile_out<T, C>(da, s_da, r, n, lane);
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+
+  // The vector gradients: sum over the lanes' rows (g), a fixed tree.
+#pragma unroll
+  for (int off = 4; off < 32; off <<= 1) {
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        acc_b2[j][e] += __shfl_xor_sync(0xffffffffu, acc_b2[j][e], off);
+        acc_gate[j][e] += __shfl_xor_sync(0xffffffffu, acc_gate[j][e], off);
+      }
+#pragma unroll
+    for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) acc_b1[j][e] += __shfl_xor_sync(0xffffffffu, acc_b1[j][e], off);
+  }
+  // Each warp's sums in the workspace's entry order, then the CTA's, warp by warp.
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(smem4);
+  float* mine = red + warp * S::kEntries;
+  constexpr int kOffW1 = C * C, kOffB1 = kOffW1 + CM * C, kOffW2 = kOffB1 + CM,
+                kOffB2 = kOffW2 + C * CM, kOffGate = kOffB2 + C;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int dr = (e >> 1) * 8, dc = e & 1;
+#pragma unroll
+    for (int mt = 0; mt < C / 16; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < C / 8; ++nt)
+        mine[(16 * mt + g + dr) * C + 8 * nt + 2 * t + dc] = acc_s[mt][nt][e];
+#pragma unroll
+    for (int mt = 0; mt < CM / 16; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < C / 8; ++nt)
+        mine[kOffW1 + (16 * mt + g + dr) * C + 8 * nt + 2 * t + dc] = acc_1[mt][nt][e];
+#pragma unroll
+    for (int mt = 0; mt < C / 16; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < CM / 8; ++nt)
+        mine[kOffW2 + (16 * mt + g + dr) * CM + 8 * nt + 2 * t + dc] = acc_2[mt][nt][e];
+  }
+  if (g == 0) {
+#pragma unroll
+    for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        mine[kOffB2 + 8 * j + 2 * t + e] = acc_b2[j][e];
+        mine[kOffGate + 8 * j + 2 * t + e] = acc_gate[j][e];
+      }
+#pragma unroll
+    for (int j = 0; j < CM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) mine[kOffB1 + 8 * j + 2 * t + e] = acc_b1[j][e];
+  }
+  __syncthreads();
+  float* out = partial + int64_t{blockIdx.x} * S::kEntries;
+  for (int e = threadIdx.x; e < S::kEntries; e += blockDim.x) {
+    float v = red[e];
+#pragma unroll
+    for (int k = 1; k < kWarps; ++k) v += red[k * S::kEntries + e];
+    out[e] = v;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Weight-gradient reduction
+// ---------------------------------------------------------------------------
+// Sums the per-CTA partials over CTAs, in CTA order, into the gradients.
+__global__ void reduce_partials_kernel(const float* __restrict__ partial, int ctas, int entries,
+                                       int c, int cm, BlockTailGrads g) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= entries) return;
+  float acc = 0.f;
+  for (int k = 0; k < ctas; ++k) acc += partial[int64_t{k} * entries + e];
+  int r = e;
+  if (r < c * c) {
+    g.w_skip[r] = acc;
+    return;
+  }
+  r -= c * c;
+  if (r < cm * c) {
+    g.w1[r] = acc;
+    return;
+  }
+  r -= cm * c;
+  if (r < cm) {
+    g.b1[r] = acc;
+    return;
+  }
+  r -= cm;
+  if (r < c * cm) {
+    g.w2[r] = acc;
+    return;
+  }
+  r -= c * cm;
+  if (r < c) {
+    g.b2[r] = acc;
+    return;
+  }
+  g.gate[r - c] = acc;
+}
+
+// ---------------------------------------------------------------------------
+// Launchers
+// ---------------------------------------------------------------------------
+template <typename T, int C, int CM, bool X3>
+struct BackwardTcT {
+  using L = BwdSmem<T, C, CM, X3>;
+  template <bool kGeluIn, bool kGeluMid>
+  static int launch(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t n,
+                    int64_t tpb, int64_t tiles, bool vec, int blocks, const BlockTailWeights& w,
+                    float* workspace, cudaStream_t stream) {
+    auto kernel = backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, false>;
+    if constexpr (sizeof(T) == 2) {
+      if (block_tail_tuning().packed) kernel = backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, true>;
+    }
+    static const cudaError_t attr[2] = {
+        cudaFuncSetAttribute(backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(L::kBytes)),
+        sizeof(T) == 2
+            ? cudaFuncSetAttribute(backward_tc<T, C, CM, kGeluIn, kGeluMid, X3, sizeof(T) == 2>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(L::kBytes))
+            : cudaSuccess};
+    if (attr[0] != cudaSuccess) return attr[0];
+    if (attr[1] != cudaSuccess) return attr[1];
+    kernel<<<blocks, kThreads, L::kBytes, stream>>>(
+        static_cast<const T*>(dz), static_cast<const T*>(in), static_cast<const T*>(y1),
+        static_cast<T*>(da), static_cast<T*>(ds), n, tpb, tiles, vec,
+        block_tail_tuning().l2_prefetch, w, workspace);
+    return cudaGetLastError();
+  }
+
+  static int run(const void* dz, const void* in, const void* y1, void* da, void* ds, int64_t batch,
+                 int64_t n, const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
+                 bool gelu_mid, float* workspace, cudaStream_t stream) {
+    const int64_t tpb = tc_tiles_per_batch<T>(n), tiles = batch * tpb;
+    constexpr int entries = Shape<C, CM>::kEntries;
+    const int cap = block_tail_tuning().backward_ctas_per_sm;
+    const int blocks = static_cast<int>(tc_backward_blocks<T>(
+        batch, n, cap > 0 ? std::min(cap, kTcBackwardPerSm) : kTcBackwardPerSm));
+    if (tiles > 0) {
+      const bool vec = n % Geo<T>::kVec == 0 && aligned16(dz) && aligned16(in) && aligned16(y1) &&
+                       aligned16(da) && aligned16(ds);
+      const auto f = gelu_input ? (gelu_mid ? &launch<true, true> : &launch<true, false>)
+                                : (gelu_mid ? &launch<false, true> : &launch<false, false>);
+      if (const int err = f(dz, in, y1, da, ds, n, tpb, tiles, vec, blocks, w, workspace, stream))
+        return err;
+    } else {
+      cudaMemsetAsync(workspace, 0, sizeof(float) * entries, stream);
+    }
+    reduce_partials_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(
+        workspace, tiles > 0 ? blocks : 1, entries, C, CM, g);
+    return cudaGetLastError();
+  }
+};
+
+// TF32 (bf16/half: their own MMAs), and 3xTF32 for fp32 where TF32 is not allowed.
+template <typename T, int C, int CM>
+using BackwardTc = BackwardTcT<T, C, CM, false>;
+template <typename T, int C, int CM>
+using BackwardTc3 = BackwardTcT<T, C, CM, true>;
+
+}  // namespace
+}  // namespace detail
+
+int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n) {
+  if (block_tail_supported(channels, mid)) {
+    // Enough for every dtype (fp32 tiles are the narrowest: the most CTAs).
+    const int64_t blocks = std::max(detail::tc_backward_blocks<float>(batch, n),
+                                    detail::tc_backward_blocks<__nv_bfloat16>(batch, n));
+    return detail::Shape<kCompiledChannels, kCompiledMid>::kEntries * blocks;
+  }
+  return 0;
+}
+
+int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void* y1, void* da,
+                        void* ds, int64_t batch, int64_t channels, int64_t mid, int64_t n,
+                        const BlockTailWeights& w, const BlockTailGrads& g, bool gelu_input,
+                        bool gelu_mid, float* workspace, void* stream, Fp32Math fp32) {
+  // Fp32Math::kFfma's backward is 3xTF32 (block_tail.h).
+  return detail::dispatch<detail::BackwardTc3, detail::BackwardTc, detail::BackwardTc3>(
+      dtype, fp32, channels, mid, dz, in, y1, da, ds, batch, n, w, g, gelu_input, gelu_mid,
+      workspace, static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace fno::cuda
