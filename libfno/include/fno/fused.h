@@ -37,11 +37,10 @@ bool fused_block_tail_applies(const torch::Tensor& x, int64_t channels, int64_t 
 ///   three MMAs, sums in fp32).
 /// Per step both have fp32's error. Over training they differ: the tensor
 /// cores truncate their sums, which in the forward shrinks every output by
-/// about an ulp, and a 20-epoch Darcy seed run then ends 3.6e-4 lower in
-/// 16_l2; in the backward the same truncation scales the gradients, which
-/// AdamW's update, blind to their scale, hardly sees: kFFMA's run ends within
-/// 1.1e-5 of the LibTorch path's (results/h100-2026-11-23/seednoise). The environment
-/// variable FNO_BLOCK_TAIL_FP32=3xtf32 picks 3xTF32 at start.
+/// about an ulp and moves a training run's metrics measurably; in the backward
+/// the same truncation scales the gradients, which AdamW's update, blind to
+/// their scale, hardly sees (docs/precision.md has the measurements). The
+/// environment variable FNO_BLOCK_TAIL_FP32=3xtf32 picks 3xTF32 at start.
 enum class Fp32BlockTail { kFFMA, k3xTF32 };
 Fp32BlockTail fp32_block_tail();
 /// Sets it for every thread.
