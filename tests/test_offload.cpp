@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fno/losses.h>
+#include <fno_offload/tiles.h>
 #include <fno_train/offload_step.h>
 
 #include "golden.h"
@@ -690,4 +691,55 @@ TEST_CASE("out-of-memory advice names the need and a policy that fits, on one li
   MESSAGE(hopeless);
   CHECK(hopeless.find("no policy is estimated to fit") != std::string::npos);
   CHECK(hopeless.find("lower data.batch_size") != std::string::npos);
+}
+
+TEST_CASE("host tiles: put, expect and get round-trip, prefetched ahead; bf16 storage; limits") {
+  Offloader off(sim());
+  fno::offload::HostTiles tiles(off, "test tensor", /*prefetch_tiles=*/2);
+  torch::manual_seed(11);
+  std::vector<torch::Tensor> src;
+  off.begin_step();
+  for (int64_t t = 0; t < 5; ++t) {
+    src.push_back(torch::randn({2, 3, t == 4 ? 2 : 4, 5}));  // a shorter last tile
+    tiles.put(t, src.back());
+  }
+  tiles.expect({0, 1, 2, 3, 4});
+  for (int64_t t = 0; t < 5; ++t) CHECK(torch::equal(tiles.get(t), src[t]));
+  auto stats = off.end_step();
+  const int64_t total = 2 * 3 * (4 * 4 + 2) * 5 * 4;
+  CHECK(stats.bytes_offloaded == total);
+  CHECK(stats.bytes_prefetched == total);  // every get was ahead of need
+  CHECK(stats.bytes_fetched_on_demand == 0);
+  // A get nobody announced comes on demand; a tile is read as often as asked.
+  off.begin_step();
+  CHECK(torch::equal(tiles.get(2), src[2]));
+  CHECK(torch::equal(tiles.get(2), src[2]));
+  stats = off.end_step();
+  CHECK(stats.bytes_fetched_on_demand == 2 * src[2].nbytes());
+  // Replacing a tile, and clearing.
+  const auto other = torch::randn({2, 3, 4, 5});
+  tiles.put(1, other);
+  CHECK(torch::equal(tiles.get(1), other));
+  tiles.clear();
+  CHECK_THROWS_WITH(tiles.get(0), doctest::Contains("test tensor: tile 0 was never stored"));
+  CHECK(tiles.host_bytes() >= total);
+
+  // bf16 storage: half the bytes, 2^-9 relative.
+  Offloader half(sim().compress(fno::offload::Compress::kBF16));
+  fno::offload::HostTiles small(half, "bf16 tensor");
+  half.begin_step();
+  small.put(0, src[0]);
+  const auto back = small.get(0);
+  stats = half.end_step();
+  CHECK(stats.bytes_offloaded == src[0].nbytes() / 2);
+  CHECK((back.scalar_type() == torch::kFloat));
+  CHECK(((back - src[0]).abs() <= src[0].abs() * std::ldexp(1.0, -8)).all().item<bool>());
+
+  // The host memory limit: a one-line BudgetError naming the tensor and the limit.
+  Offloader tight(sim().host_memory_limit(1000));
+  fno::offload::HostTiles capped(tight, "block.2 input");
+  const auto big = torch::randn({2, 3, 40, 5});  // 4800 bytes
+  CHECK_THROWS_AS(capped.put(0, big), fno::offload::BudgetError);
+  CHECK_THROWS_WITH(capped.put(0, big), doctest::Contains("block.2 input"));
+  CHECK_THROWS_WITH(capped.put(0, big), doctest::Contains("host_memory_limit"));
 }

@@ -43,11 +43,16 @@ class CopyEngine {
   /// Every host_alloc of this step has been released: the pool is reused from its start.
   virtual void host_reset() = 0;
   virtual int64_t host_capacity() const = 0;
+  /// Host memory of its own for `bytes` (not the step's pool: it lives until
+  /// host_free), within the host memory limit; nullptr when there is none.
+  virtual void* host_alloc_persistent(int64_t bytes) = 0;
+  virtual void host_free(void* ptr, int64_t bytes) = 0;
   /// Copies the `bytes` of `src` to `dst` after the work issued so far on the
   /// current stream. `compress`: src holds float32; dst gets bytes / 2 of
-  /// bfloat16, rounded on the current stream first.
+  /// bfloat16, rounded on the current stream first. `after`: a copy that is
+  /// still reading `dst` (nullptr: none); this one follows it.
   virtual std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes,
-                                           bool compress) = 0;
+                                           bool compress, const Ticket* after = nullptr) = 0;
   /// A new device storage of `bytes`, filled from `src` (bytes / 2 of bfloat16,
   /// widened, when `compressed`). The copy does not wait for the current
   /// stream's work: the storage is allocated for the copy's own stream, and
@@ -64,7 +69,8 @@ class CopyEngine {
   virtual void host_wait_ends(const c10::Device& device) = 0;
   /// `storage` is used by the current stream too (the allocator orders its reuse).
   virtual void record_use(const c10::Storage& storage) = 0;
-  /// Waits for this step's copies; adds their busy times and stalls to `stats`.
+  /// Waits for this step's copies; adds their busy times and stalls to `stats`,
+  /// the time both directions were busy at once, and the link's peak rates.
   virtual void collect(StepStats& stats) = 0;
 };
 

@@ -160,6 +160,27 @@ class CudaCopyEngine final : public CopyEngine {
     return p;
   }
 
+  void* host_alloc_persistent(int64_t bytes) override {
+    bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (limit_ > 0 && capacity_ + bytes > limit_) return nullptr;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    capacity_ += bytes;
+    return p;
+  }
+  void host_free(void* ptr, int64_t bytes) override {
+    bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+    // Copies of this step may still read or write it.
+    for (auto& t : step_.copies) {
+      if (t->end_ != nullptr) C10_CUDA_CHECK(cudaEventSynchronize(t->end_));
+    }
+    C10_CUDA_CHECK(cudaFreeHost(ptr));
+    capacity_ -= bytes;
+  }
+
   void host_reset() override {
     for (auto& s : slabs_) s.used = 0;
     current_ = 0;
@@ -172,11 +193,15 @@ class CudaCopyEngine final : public CopyEngine {
   }
   int64_t host_capacity() const override { return capacity_; }
 
-  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes,
-                                   bool compress) override {
+  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes, bool compress,
+                                   const Ticket* after) override {
     const auto device = src.device();
     c10::cuda::CUDAGuard guard(device);
     auto& s = streams(device);
+    if (const auto* in = dynamic_cast<const CudaTicket*>(after); in && in->end_ != nullptr) {
+      // A reload still reads dst: overwrite it only after.
+      C10_CUDA_CHECK(cudaStreamWaitEvent(s.d2h.stream(), in->end_, 0));
+    }
     const auto compute = c10::cuda::getCurrentCUDAStream(device.index()).stream();
     c10::Storage staging;
     const void* from = src.data();
@@ -255,14 +280,28 @@ class CudaCopyEngine final : public CopyEngine {
   }
 
   void collect(StepStats& stats) override {
+    // Each copy's interval, from the first copy's start, for the overlap of
+    // the two directions (the link is full duplex: both may be busy at once).
+    std::vector<std::pair<double, double>> spans[2];  // [to_host]
+    cudaEvent_t origin = step_.copies.empty() ? nullptr : step_.copies.front()->start_;
     for (auto& t : step_.copies) {
       C10_CUDA_CHECK(cudaEventSynchronize(t->end_));
-      float ms = 0;
+      float ms = 0, begin = 0;
       C10_CUDA_CHECK(cudaEventElapsedTime(&ms, t->start_, t->end_));
+      C10_CUDA_CHECK(cudaEventElapsedTime(&begin, origin, t->start_));
       (t->to_host_ ? stats.d2h_seconds : stats.h2d_seconds) += ms / 1e3;
+      spans[t->to_host_ ? 1 : 0].emplace_back(begin, begin + ms);
+    }
+    stats.link_overlap_ms += overlap_ms(spans[0], spans[1]);
+    for (auto& t : step_.copies) {
       events_.put(t->start_, true);
       events_.put(t->end_, true);
       t->start_ = t->end_ = nullptr;
+    }
+    if (!step_.copies.empty() && streams_) {
+      const auto [d2h, h2d] = peak_gbps();
+      stats.d2h_peak_gbps = d2h;
+      stats.h2d_peak_gbps = h2d;
     }
     // The compute stream's stalls: the time between each pair of events.
     const auto add_gaps = [this](std::vector<std::pair<cudaEvent_t, cudaEvent_t>>& pairs,
@@ -310,6 +349,75 @@ class CudaCopyEngine final : public CopyEngine {
     return *streams_;
   }
 
+  // The link's best rates (GB/s) device -> host and host -> device: 64 MiB
+  // copies on the copy streams, the best of three each, measured once.
+  std::pair<double, double> peak_gbps() {
+    if (peak_.first > 0) return peak_;
+    constexpr int64_t kBytes = int64_t{64} << 20;
+    void* host = nullptr;
+    if (cudaHostAlloc(&host, kBytes, cudaHostAllocDefault) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return peak_;
+    }
+    c10::cuda::CUDAGuard guard(streams_->device);
+    const auto device = at::empty(
+        {kBytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, streams_->device));
+    cudaEvent_t a = events_.get(true), b = events_.get(true);
+    const auto best = [&](bool to_host) {
+      const auto stream = (to_host ? streams_->d2h : streams_->h2d).stream();
+      float least = 0;
+      for (int i = 0; i < 3; ++i) {
+        C10_CUDA_CHECK(cudaEventRecord(a, stream));
+        C10_CUDA_CHECK(cudaMemcpyAsync(
+            to_host ? host : device.data_ptr(), to_host ? device.data_ptr() : host, kBytes,
+            to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream));
+        C10_CUDA_CHECK(cudaEventRecord(b, stream));
+        C10_CUDA_CHECK(cudaEventSynchronize(b));
+        float ms = 0;
+        C10_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+        if (i == 0 || ms < least) least = ms;
+      }
+      return least > 0 ? static_cast<double>(kBytes) / (least / 1e3) / 1e9 : 0.0;
+    };
+    // The buffer is filled on the compute stream; the copy streams wait for it.
+    C10_CUDA_CHECK(cudaMemsetAsync(device.data_ptr(), 1, kBytes,
+                                   c10::cuda::getCurrentCUDAStream(streams_->device).stream()));
+    c10::cuda::device_synchronize();
+    peak_ = {best(true), best(false)};
+    events_.put(a, true);
+    events_.put(b, true);
+    C10_CUDA_CHECK(cudaFreeHost(host));
+    return peak_;
+  }
+
+  // Time covered by both interval lists at once.
+  static double overlap_ms(std::vector<std::pair<double, double>> a,
+                           std::vector<std::pair<double, double>> b) {
+    const auto merge = [](std::vector<std::pair<double, double>>& v) {
+      std::sort(v.begin(), v.end());
+      std::vector<std::pair<double, double>> out;
+      for (const auto& i : v) {
+        if (!out.empty() && i.first <= out.back().second) {
+          out.back().second = std::max(out.back().second, i.second);
+        } else {
+          out.push_back(i);
+        }
+      }
+      v = std::move(out);
+    };
+    merge(a);
+    merge(b);
+    double total = 0;
+    size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+      const double lo = std::max(a[i].first, b[j].first);
+      const double hi = std::min(a[i].second, b[j].second);
+      if (hi > lo) total += hi - lo;
+      (a[i].second < b[j].second ? i : j) += 1;
+    }
+    return total;
+  }
+
   std::shared_ptr<CudaTicket> start_copy(int64_t bytes, bool to_host, cudaStream_t stream) {
     auto ticket =
         std::make_shared<CudaTicket>(bytes, to_host, events_.get(true), events_.get(true), &step_);
@@ -328,6 +436,7 @@ class CudaCopyEngine final : public CopyEngine {
   EventPool events_;
   StepRecord step_;
   cudaEvent_t last_in_ = nullptr;
+  std::pair<double, double> peak_{0.0, 0.0};  // GB/s device -> host, host -> device
 };
 
 }  // namespace

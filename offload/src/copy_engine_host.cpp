@@ -35,7 +35,7 @@ class HostCopyEngine final : public CopyEngine {
   bool accepts(const c10::Device& device) const override { return device.is_cpu(); }
 
   void* host_alloc(int64_t bytes) override {
-    if (limit_ > 0 && used_ + bytes > limit_) return nullptr;
+    if (limit_ > 0 && used_ + persistent_ + bytes > limit_) return nullptr;
     blocks_.emplace_back(static_cast<size_t>(bytes));
     used_ += bytes;
     return blocks_.back().data();
@@ -44,10 +44,20 @@ class HostCopyEngine final : public CopyEngine {
     blocks_.clear();
     used_ = 0;
   }
-  int64_t host_capacity() const override { return used_; }
+  int64_t host_capacity() const override { return used_ + persistent_; }
 
-  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes,
-                                   bool compress) override {
+  void* host_alloc_persistent(int64_t bytes) override {
+    if (limit_ > 0 && used_ + persistent_ + bytes > limit_) return nullptr;
+    persistent_ += bytes;
+    return ::operator new(static_cast<size_t>(bytes));
+  }
+  void host_free(void* ptr, int64_t bytes) override {
+    ::operator delete(ptr);
+    persistent_ -= bytes;
+  }
+
+  std::shared_ptr<Ticket> copy_out(const c10::Storage& src, void* dst, int64_t bytes, bool compress,
+                                   const Ticket* /*after*/) override {
     if (compress) {
       const auto half = float_view(src, bytes).to(at::kBFloat16);
       std::memcpy(dst, half.data_ptr(), static_cast<size_t>(bytes / 2));
@@ -79,6 +89,7 @@ class HostCopyEngine final : public CopyEngine {
  private:
   int64_t limit_;
   int64_t used_ = 0;
+  int64_t persistent_ = 0;
   std::vector<std::vector<char>> blocks_;
 };
 

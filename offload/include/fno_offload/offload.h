@@ -122,6 +122,12 @@ struct StepStats {
   double h2d_seconds = 0;  // copy-engine busy time, host -> device
   double d2h_gbps = 0;     // bytes_offloaded / d2h_seconds / 1e9
   double h2d_gbps = 0;
+  double link_overlap_ms = 0;  // time both directions were busy at once
+  double d2h_peak_gbps = 0;    // the link's best rates, measured once per copy engine
+  double h2d_peak_gbps = 0;
+  /// The least time the link needs for this step's bytes: each direction's
+  /// bytes over its best rate, the larger of the two (they run at once).
+  double link_floor_ms() const;
   double forward_wait_ms = 0;     // host time forward was held back by back-pressure
   double forward_stall_ms = 0;    // GPU time the compute stream sat idle meanwhile
   int64_t inflight_window = 0;    // the back-pressure window this step ran with (bytes)
@@ -185,6 +191,7 @@ class Offloader {
   std::shared_ptr<State> s_;
   friend class OffloadGuard;
   friend class Scope;
+  friend class HostTiles;
 };
 
 /// While alive, autograd's saved tensors go through `offloader` (any thread).
