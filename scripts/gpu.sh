@@ -43,6 +43,8 @@
 #   seed16       the Darcy seed config (16^2), seeds 0-2: fno_train (also with one checkpoint at
 #                the end and no predictions) against neuraloperator (bench/neuralop_darcy.py),
 #                metrics and wall time, in one call
+#   tiled        the tiled step's GPU tests; bench/tiled_step_bench against the whole-grid step
+#                at 2048^2 and 4096^2 (fp32, bf16, bf16 host storage)
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -71,7 +73,7 @@ t0=$(date +%s)
 if [ -n "${FNO_TARGETS:-}" ]; then
   read -r -a targets <<< "$FNO_TARGETS"
 else
-  targets=(fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench)
+  targets=(fno_gpu_tests fno_bench fno_train fno_datagen fused_block_tail_bench tiled_step_bench)
   # (mlp_epilogue_bench exists where CMake found cuBLASLt)
   grep -q 'build mlp_epilogue_bench\|bench/mlp_epilogue_bench:' "$build/build.ninja" && targets+=(mlp_epilogue_bench)
 fi
@@ -542,6 +544,26 @@ run_suite() {
           --json "$out/ddp_bench1024_$name.json" --csv "$out/ddp_bench1024_$name.csv" \
           > /dev/null 2> "$out/ddp_bench1024_$name.log"
         say "ddp bench $run: exit $? $(grep '^fno_bench: ' "$out/ddp_bench1024_$name.log" | cut -c1-200)"
+      done
+      ;;
+    tiled)
+      # the tiled step (fno/tiled.h): its GPU tests, then bench/tiled_step_bench
+      # against the whole-grid step at 2048^2 and 4096^2 (fp32, bf16)
+      timeout 400 "$build/tests/fno_gpu_tests" -tc='*tiled*' > "$out/gpu_tests_tiled.log" 2>&1
+      say "tiled tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/gpu_tests_tiled.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests_tiled.log" | head -60
+      grep -h 'MESSAGE' -A1 "$out/gpu_tests_tiled.log" | grep -v '^--' | cut -c1-300 | tee -a "$summary"
+      local tb=$build/bench/tiled_step_bench
+      for args in "--grid 2048 --plans whole,256:r/d/d/d:d,512:r/d/d/d:d,1024:r/d/d/d:d,512:r/h/h/h:d,512:r/h/h/h:h,512:r/r/h/r:d" \
+                  "--grid 4096 --plans whole,512:r/h/h/h:d,1024:r/h/h/h:d,512:r/r/h/r:d,512:r/h/h/h:h" \
+                  "--grid 4096 --precision bf16 --plans whole,512:r/h/h/h:d,1024:r/h/h/h:d,512:r/h/h/h:h" \
+                  "--grid 4096 --compress bf16 --plans 512:r/h/h/h:d,512:r/h/h/h:h"; do
+        # shellcheck disable=SC2086
+        timeout 200 "$tb" $args --steps 3 > "$out/tiled_bench.tmp" 2>&1
+        echo "tiled_step_bench $args: exit $?" | tee -a "$summary"
+        tee -a "$summary" < "$out/tiled_bench.tmp"
+        cat "$out/tiled_bench.tmp" >> "$out/tiled_bench.txt"
       done
       ;;
     *) say "unknown suite $1" ;;

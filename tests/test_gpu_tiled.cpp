@@ -1,0 +1,210 @@
+// Tiled steps on the GPU (label "gpu"): with the fused block tail, in fp32 the
+// loss and gradients of the whole-grid step (all placements, block inputs and
+// the gradient in pinned host memory through offload/'s HostTiles, nothing
+// fetched on demand); in tf32, bf16 and fp16 as close to the fp32 step as the
+// whole-grid step of that precision; 3D; and one block input of more than
+// 2^31 elements against the whole-grid step.
+#include <fno/fno.h>
+#include <fno/losses.h>
+#include <fno/precision.h>
+#include <fno/serialize.h>
+#include <fno/tiled.h>
+#include <fno_offload/tiles.h>
+#include <fno_train/offload_step.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include "golden.h"
+#include "grad_check.h"
+
+using fno::TilePlace;
+using fno::test::check_same;
+using fno::test::float64_grads;
+using fno::test::fp32_noise;
+using fno::test::Grads;
+using fno::test::rel_err;
+using fno::test::run;
+
+namespace {
+
+using Loss = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+
+// fno::TileStore over offload/'s pinned host tiles.
+class PinnedStore final : public fno::TileStore {
+ public:
+  PinnedStore(fno::offload::Offloader& off, const std::string& name) : tiles_(off, name) {}
+  void put(int64_t t, const at::Tensor& tile) override { tiles_.put(t, tile); }
+  at::Tensor get(int64_t t) override { return tiles_.get(t); }
+  void expect(const std::vector<int64_t>& order) override { tiles_.expect(order); }
+  void clear() override { tiles_.clear(); }
+
+ private:
+  fno::offload::HostTiles tiles_;
+};
+
+fno::FNO seed_model(std::vector<int64_t> modes = {16, 16}) {
+  torch::manual_seed(21);
+  fno::FNO model(fno::FNOOptions(modes, 1, 1, 32).projection_channel_ratio(2));
+  if (modes.size() == 2) {
+    fno::load_state_dict(*model, fno::load_tensor_dict(fno::test::golden_path("seed_state.pt")));
+  }
+  model->to(torch::kCUDA);
+  return model;
+}
+
+Grads whole_grid(fno::FNO& model, const at::Tensor& x, const at::Tensor& y, const Loss& loss) {
+  return run(model, [&] {
+    auto l = loss(model->forward(x), y);
+    l.backward();
+    return l.detach();
+  });
+}
+
+}  // namespace
+
+TEST_CASE("GPU: tiled steps give the whole-grid step's gradients (fused kernels, host tiles)") {
+  auto model = seed_model();
+  torch::manual_seed(22);
+  const auto x = torch::randn({2, 1, 200, 173}, torch::kCUDA);
+  const auto y = torch::randn({2, 1, 200, 173}, torch::kCUDA) + 1;
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
+  const auto ref = whole_grid(model, x, y, loss);
+  const auto f64 = float64_grads(model, x, y, loss);
+  const double noise = fp32_noise(ref, f64);
+  MESSAGE("the whole-grid fp32 step's worst gradient error against float64: ", noise);
+  fno::offload::Offloader off(fno::offload::OffloadOptions().max_inflight_bytes(8 << 20));
+  const fno::TileStoreFactory host = [&](const std::string& name) {
+    return std::make_unique<PinnedStore>(off, name);
+  };
+  const auto four = [](TilePlace a, TilePlace b, TilePlace c, TilePlace d) {
+    return std::vector<TilePlace>{a, b, c, d};
+  };
+  using P = TilePlace;
+  std::vector<fno::TiledPlan> plans(5);
+  plans[0].tile_rows = 48;  // 5 tiles, the last of 8 rows
+  plans[1].tile_rows = 200;
+  plans[2].tile_rows = 32;
+  plans[2].inputs = four(P::kRecompute, P::kHost, P::kHost, P::kHost);
+  plans[2].gradient = P::kHost;
+  plans[2].keep_latest = false;
+  plans[3].tile_rows = 17;
+  plans[3].inputs = four(P::kRecompute, P::kRecompute, P::kHost, P::kRecompute);
+  plans[3].gradient = P::kHost;
+  plans[4].tile_rows = 64;
+  plans[4].inputs = four(P::kHost, P::kDevice, P::kRecompute, P::kHost);
+  for (const auto& plan : plans) {
+    INFO(plan.to_string());
+    fno::TiledStep step(model, plan, host);
+    for (int i = 0; i < 2; ++i) {
+      off.begin_step();
+      const auto got = run(model, [&] { return step.forward_backward(x, y, loss); });
+      const auto stats = off.end_step();
+      check_same(got, ref, f64, noise);
+      CHECK(stats.bytes_fetched_on_demand == 0);
+      if (stats.bytes_offloaded > 0) {
+        CHECK(stats.bytes_prefetched > 0);
+        CHECK(stats.d2h_peak_gbps > 0);
+        CHECK(stats.link_floor_ms() > 0);
+        MESSAGE(plan.to_string(), ": ", stats.to_json());
+      }
+    }
+    torch::NoGradGuard no_grad;
+    CHECK(rel_err(step.forward(x), model->forward(x)) <= 1e-6);
+  }
+}
+
+TEST_CASE("GPU: tiled steps in tf32, bf16 and fp16 follow fp32 as the whole-grid steps do; 3D") {
+  auto model = seed_model();
+  torch::manual_seed(23);
+  const auto x = torch::randn({2, 1, 160, 150}, torch::kCUDA);
+  const auto y = torch::randn({2, 1, 160, 150}, torch::kCUDA) + 1;
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
+  const auto fp32 = whole_grid(model, x, y, loss);
+  fno::TiledPlan plan;
+  plan.tile_rows = 40;
+  for (const auto p : {fno::Precision::kTF32, fno::Precision::kBF16, fno::Precision::kFP16}) {
+    INFO("precision ", fno::to_string(p));
+    const fno::MatmulPrecisionGuard matmul(p);
+    model->options.compute_dtype(fno::compute_dtype(p));
+    const auto whole = whole_grid(model, x, y, loss);
+    fno::TiledStep step(model, plan);
+    const auto tiled = run(model, [&] { return step.forward_backward(x, y, loss); });
+    model->options.compute_dtype(torch::kFloat);
+    // Every gradient together, and the loss: no further from fp32 than the
+    // whole-grid step of the same precision, with a little room (rounding
+    // of one ulp of that precision lands elsewhere).
+    const double whole_err = rel_err(fno::test::flat(whole), fno::test::flat(fp32));
+    const double tiled_err = rel_err(fno::test::flat(tiled), fno::test::flat(fp32));
+    MESSAGE(fno::to_string(p), ": gradient error against fp32: whole grid ", whole_err, ", tiled ",
+            tiled_err);
+    CHECK(tiled_err <= 1.5 * whole_err + 1e-5);
+    CHECK(rel_err(tiled.loss, fp32.loss) <= 1.5 * rel_err(whole.loss, fp32.loss) + 1e-6);
+  }
+  // 3D, fp32, with host tiles.
+  auto model3 = seed_model({8, 8, 8});
+  const auto x3 = torch::randn({1, 1, 40, 36, 34}, torch::kCUDA);
+  const auto y3 = torch::randn({1, 1, 40, 36, 34}, torch::kCUDA) + 1;
+  const fno::H1Loss h3(fno::H1LossOptions().d(3));
+  const Loss loss3 = [&](const at::Tensor& out, const at::Tensor& yy) { return h3(out, yy); };
+  const auto ref3 = whole_grid(model3, x3, y3, loss3);
+  const auto f64 = float64_grads(model3, x3, y3, loss3);
+  fno::offload::Offloader off;
+  fno::TiledPlan plan3;
+  plan3.tile_rows = 7;
+  plan3.inputs = {TilePlace::kRecompute, TilePlace::kHost, TilePlace::kDevice, TilePlace::kHost};
+  plan3.gradient = TilePlace::kHost;
+  fno::TiledStep step3(model3, plan3, [&](const std::string& name) {
+    return std::make_unique<PinnedStore>(off, name);
+  });
+  const auto got3 = run(model3, [&] { return step3.forward_backward(x3, y3, loss3); });
+  check_same(got3, ref3, f64, fp32_noise(ref3, f64));
+}
+
+TEST_CASE("GPU: a tiled step over a block input of more than 2^31 elements") {
+  // [1, 32, 8256, 8192]: 2.16e9 elements (8.06 GiB) per block input. The
+  // whole-grid reference runs as recompute+offload (stage inputs on the host,
+  // one stage's working set on the GPU: about 60 GiB).
+  size_t free = 0, total = 0;
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  if (free < (size_t{72} << 30)) {
+    MESSAGE("skipped: needs 72 GiB of free GPU memory, has ", free >> 30, " GiB");
+    return;
+  }
+  auto model = seed_model();
+  torch::manual_seed(24);
+  const auto x = torch::randn({1, 1, 8256, 8192}, torch::kCUDA);
+  const auto y = torch::randn({1, 1, 8256, 8192}, torch::kCUDA) + 1;
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
+  fno::OffloadSettings settings;
+  settings.policy = "recompute+offload";
+  Grads ref;
+  {
+    fno::OffloadedStep whole(model, settings);
+    ref = run(model, [&] { return whole.forward_backward(x, y, loss); });
+  }
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  fno::offload::Offloader off;
+  fno::TiledPlan plan;
+  plan.tile_rows = 512;
+  plan.inputs = {TilePlace::kRecompute, TilePlace::kHost, TilePlace::kHost, TilePlace::kHost};
+  plan.gradient = TilePlace::kDevice;
+  fno::TiledStep step(model, plan, [&](const std::string& name) {
+    return std::make_unique<PinnedStore>(off, name);
+  });
+  off.begin_step();
+  const auto got = run(model, [&] { return step.forward_backward(x, y, loss); });
+  const auto stats = off.end_step();
+  MESSAGE("8256 x 8192 tiled step: ", stats.to_json());
+  CHECK(rel_err(got.loss, ref.loss) <= 1e-6);
+  CHECK(rel_err(fno::test::flat(got), fno::test::flat(ref)) <= 1e-5);
+  for (const auto& [name, g] : ref.grads) {
+    INFO("gradient of ", name);
+    CHECK(rel_err(got.grads.at(name), g) <= 1e-4);
+  }
+}
