@@ -15,12 +15,14 @@
 #include <fno_offload/tiles.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
   app.add_option("--plans", plans, "comma-separated: whole, or ROWS:INPUTS:GRADIENT[:nolatest]");
   app.add_option("--precision", precision, "fp32, tf32, bf16 or fp16");
   app.add_option("--compress", compress, "host storage: none or bf16");
+  std::string trace;
+  app.add_option("--trace", trace,
+                 "write a Chrome trace (CPU ops and CUDA kernels) of one more step of each plan "
+                 "to TRACE.PLAN_INDEX.json");
   CLI11_PARSE(app, argc, argv);
   if (!torch::cuda::is_available()) {
     std::fprintf(stderr, "tiled_step_bench: no CUDA device\n");
@@ -97,7 +103,9 @@ int main(int argc, char** argv) {
   std::stringstream list(plans);
   std::printf("%-24s %10s %10s %10s %10s %9s %9s %9s %9s %8s\n", "plan", "ms/step", "peak GiB",
               "out GiB", "in GiB", "d2h ms", "h2d ms", "both ms", "floor ms", "demand");
+  int index = -1;
   for (std::string name; std::getline(list, name, ',');) {
+    ++index;
     std::vector<double> ms;
     fno::offload::StepStats stats;
     std::string status = "ok";
@@ -108,20 +116,36 @@ int main(int argc, char** argv) {
           return std::make_unique<PinnedStore>(off, n);
         });
       }
-      for (int64_t i = 0; i <= steps; ++i) {
-        for (auto& q : model->parameters()) q.mutable_grad() = at::Tensor();
-        torch::cuda::synchronize();
-        off.begin_step();
-        const double t0 = now_ms();
+      const auto one = [&] {
         if (step) {
           step->forward_backward(x, y, loss);
         } else {
           loss(model->forward(x), y).backward();
         }
+      };
+      for (int64_t i = 0; i <= steps; ++i) {
+        for (auto& q : model->parameters()) q.mutable_grad() = at::Tensor();
+        torch::cuda::synchronize();
+        off.begin_step();
+        const double t0 = now_ms();
+        one();
         torch::cuda::synchronize();
         const double t = now_ms() - t0;
         stats = off.end_step();
         if (i > 0) ms.push_back(t);
+      }
+      if (!trace.empty()) {
+        namespace prof = torch::autograd::profiler;
+        const torch::profiler::impl::ProfilerConfig cfg(
+            torch::profiler::impl::ProfilerState::KINETO);
+        const std::set<torch::profiler::impl::ActivityType> acts{
+            torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
+        prof::prepareProfiler(cfg, acts);
+        prof::enableProfiler(cfg, acts);
+        for (auto& q : model->parameters()) q.mutable_grad() = at::Tensor();
+        one();
+        torch::cuda::synchronize();
+        prof::disableProfiler()->save(trace + "." + std::to_string(index) + ".json");
       }
     } catch (const c10::OutOfMemoryError&) {
       status = "oom";

@@ -45,6 +45,8 @@
 #                metrics and wall time, in one call
 #   tiled        the tiled step's GPU tests; bench/tiled_step_bench against the whole-grid step
 #                at 2048^2 and 4096^2 (fp32, bf16, bf16 host storage)
+#   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
+#                by kernel (bench/trace_kernels.py)
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -564,6 +566,20 @@ run_suite() {
         echo "tiled_step_bench $args: exit $?" | tee -a "$summary"
         tee -a "$summary" < "$out/tiled_bench.tmp"
         cat "$out/tiled_bench.tmp" >> "$out/tiled_bench.txt"
+      done
+      ;;
+    tiledprof)
+      # one traced step per plan (Kineto), summed by kernel (bench/trace_kernels.py)
+      local tb=$build/bench/tiled_step_bench
+      for args in "--grid 2048 --plans whole,512:r/d/d/d:d" "--grid 4096 --plans whole,512:r/h/h/h:d"; do
+        local tag=prof$(echo "$args" | cut -d' ' -f2)
+        # shellcheck disable=SC2086
+        timeout 200 "$tb" $args --steps 2 --trace "$out/$tag" 2>&1 | tee -a "$summary"
+        for f in "$out/$tag".*.json; do
+          say "== $f"
+          python3 bench/trace_kernels.py "$f" --top 30 | tee -a "$summary"
+          gzip "$f"
+        done
       done
       ;;
     *) say "unknown suite $1" ;;

@@ -299,7 +299,17 @@ class CudaCopyEngine final : public CopyEngine {
       t->start_ = t->end_ = nullptr;
     }
     if (!step_.copies.empty() && streams_) {
-      const auto [d2h, h2d] = peak_gbps();
+      // The calibration's copies may land on a slower NUMA node than the
+      // step's: a direction's peak is the best rate ever seen, either way.
+      auto [d2h, h2d] = peak_gbps();
+      for (int dir = 0; dir < 2; ++dir) {
+        double bytes = 0, seconds = dir == 1 ? stats.d2h_seconds : stats.h2d_seconds;
+        for (auto& t : step_.copies) {
+          if (t->to_host_ == (dir == 1)) bytes += static_cast<double>(t->bytes_);
+        }
+        if (seconds > 0) (dir == 1 ? d2h : h2d) = std::max(dir == 1 ? d2h : h2d, bytes / seconds / 1e9);
+      }
+      peak_ = {d2h, h2d};
       stats.d2h_peak_gbps = d2h;
       stats.h2d_peak_gbps = h2d;
     }
