@@ -32,4 +32,20 @@ BlockTailGradients fused_block_tail_backward(const torch::Tensor& dz, const torc
                                              const torch::Tensor& gate, bool gelu_input,
                                              bool gelu_mid);
 
+/// The tiled step's forward (cuda/block_tail.h block_tail_forward_next): the
+/// next block's input GELU(z) where gelu_mid, else z, in a's dtype.
+torch::Tensor fused_block_tail_next(const torch::Tensor& a, const torch::Tensor& s,
+                                    const torch::Tensor& w_skip, const torch::Tensor& w1,
+                                    const torch::Tensor& b1, const torch::Tensor& w2,
+                                    const torch::Tensor& b2, const torch::Tensor& gate,
+                                    bool gelu_mid);
+
+/// The tiled step's backward (block_tail_backward_recompute): from g, the
+/// gradient of fused_block_tail_next's output, and a, s; the gradients as
+/// fused_block_tail_backward gives them.
+BlockTailGradients fused_block_tail_backward_recompute(
+    const torch::Tensor& g, const torch::Tensor& a, const torch::Tensor& s,
+    const torch::Tensor& w_skip, const torch::Tensor& w1, const torch::Tensor& b1,
+    const torch::Tensor& w2, const torch::Tensor& b2, const torch::Tensor& gate, bool gelu_mid);
+
 }  // namespace fno::detail

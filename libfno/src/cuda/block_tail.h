@@ -92,6 +92,30 @@ int block_tail_backward(Dtype dtype, const void* dz, const void* in, const void*
                         bool gelu_mid, float* workspace, void* stream,
                         Fp32Math fp32 = Fp32Math::k3xTf32);
 
+// ---- The tiled step (fno/tiled.h) ------------------------------------------
+// A tiled step keeps each block's input a (post-activation) and remakes the
+// spectral output s of a tile; it never keeps y1 or z. Its two kernels:
+
+/// Forward to the next block's input: out = GELU(z) where gelu_mid (every
+/// block but the last), else z; y1 is neither stored nor returned. z is
+/// rounded to `dtype` before the GELU, as a stored z would be. a, s -> out:
+/// [B, C, N]. Returns a cudaError_t.
+int block_tail_forward_next(Dtype dtype, const void* a, const void* s, void* out, int64_t batch,
+                            int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
+                            bool gelu_mid, void* stream, Fp32Math fp32 = Fp32Math::k3xTf32);
+
+/// Backward from the gradient g of block_tail_forward_next's output, with y1 =
+/// W_skip a + s, the hidden layer and z recomputed in the kernel (z rounded to
+/// `dtype` as in the forward; dz = GELU'(z) g where gelu_mid, else g, rounded
+/// to `dtype`): writes da, ds (= dy1) and the fp32 weight gradients
+/// (overwritten), with the workspace and fixed-order reduction of
+/// block_tail_backward. g, a, s -> da, ds: [B, C, N]. Returns a cudaError_t.
+int block_tail_backward_recompute(Dtype dtype, const void* g, const void* a, const void* s,
+                                  void* da, void* ds, int64_t batch, int64_t channels,
+                                  int64_t mid, int64_t n, const BlockTailWeights& w,
+                                  const BlockTailGrads& grads, bool gelu_mid, float* workspace,
+                                  void* stream, Fp32Math fp32 = Fp32Math::k3xTf32);
+
 /// Launch tuning of the tensor-core kernels, for the micro-benchmark's sweeps
 /// (the defaults measured fastest on an H100: docs/performance.md). The
 /// environment variables FNO_BLOCK_TAIL_FWD_CTAS, FNO_BLOCK_TAIL_BWD_CTAS,
