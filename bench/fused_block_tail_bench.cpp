@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--grid", grid, "grid side: N = grid^2")->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "timed repetitions (median)")->check(CLI::PositiveNumber);
-  app.add_option("--dtypes", dtypes, "activation dtypes: float (FFMA forward, 3xTF32 backward), 3xtf32, tf32, bf16, half");
+  app.add_option(
+      "--dtypes", dtypes,
+      "activation dtypes: float (FFMA forward, 3xTF32 backward), 3xtf32, tf32, bf16, half");
   app.add_option("--peak-gbps", peak_gbps, "the device's nominal HBM bandwidth (H100 SXM: 3350)");
   app.add_option("--peak-tflops", peak_tflops, "the device's nominal fp32 FFMA rate");
   app.add_flag("!--no-unfused", unfused, "skip the LibTorch path");
@@ -150,6 +152,22 @@ int main(int argc, char** argv) {
            "backward");
       });
       report(dt, "fused", "backward", bwd, 5 * elt * numel, bwd_flops);
+      // The tiled step's kernels: next reads a and s and writes the next block's
+      // input; the recomputing backward reads g, a and s and writes da and ds.
+      const double next = median_ms(reps, [&] {
+        ck(static_cast<cudaError_t>(
+               fno::cuda::block_tail_forward_next(kd, a.data_ptr(), s.data_ptr(), z.data_ptr(),
+                                                  batch, channels, cm, n, w, true, nullptr, fp32)),
+           "forward_next");
+      });
+      report(dt, "fused", "next", next, 3 * elt * numel, fwd_flops);
+      const double rec = median_ms(reps, [&] {
+        ck(static_cast<cudaError_t>(fno::cuda::block_tail_backward_recompute(
+               kd, dz.data_ptr(), a.data_ptr(), s.data_ptr(), da.data_ptr(), ds.data_ptr(), batch,
+               channels, cm, n, w, g, true, workspace.data_ptr<float>(), nullptr, fp32)),
+           "backward_recompute");
+      });
+      report(dt, "fused", "recompute", rec, 5 * elt * numel, fwd_flops + bwd_flops);
       if (sweep && !(st == torch::kFloat && fp32 == fno::cuda::Fp32Math::kFfma)) {
         const auto base = fno::cuda::block_tail_tuning();
         for (const int l2 : {0, 64, 128, 256}) {

@@ -2,7 +2,9 @@
 // LibTorch path (label "gpu"): fp32 on random inputs, every gelu_input /
 // gelu_mid combination; fp32 on TF32 tensor cores (where TF32 is allowed) and
 // bf16 and half activations (tensor cores) against the fp32 path on the same
-// (rounded) inputs; and a tensor of more than 2^31 elements.
+// (rounded) inputs; a tensor of more than 2^31 elements; and the tiled step's
+// two kernels (the next block's input, the recomputing backward) against the
+// whole-grid kernels.
 #include <fno/fused.h>
 #include <fno/layers.h>
 #include <fno/precision.h>
@@ -11,6 +13,8 @@
 #include <torch/torch.h>
 
 #include "golden.h"
+// (internal to libfno: the tiled step's entry points, called directly)
+#include "../libfno/src/block_tail_fused.h"
 
 using fno::test::rel_err;
 
@@ -271,4 +275,118 @@ TEST_CASE("fused block tail: 64-bit offsets (a bf16 tensor of more than 2^31 ele
   // Where dz is zero, so are da and ds (each point written, none written twice).
   CHECK(grads[0].narrow(2, 0, n - k).abs().max().item<float>() == 0);
   CHECK(grads[1].narrow(0, 0, 1).abs().max().item<float>() == 0);
+}
+
+// ---- The tiled step's kernels (fno/tiled.h) --------------------------------
+// fused_block_tail_next and fused_block_tail_backward_recompute against the
+// whole-grid kernels they stand for: the next block's input against
+// GELU(z) (gelu_mid) or z from fused_block_tail_forward, and the gradients
+// from the output's gradient g against fused_block_tail_backward given y1
+// and dz = GELU'(z) g (gelu_mid) or g.
+
+namespace {
+
+// The parameters as the fused entry points take them: w_skip [C, C],
+// w1 [Cmid, C], b1 [Cmid], w2 [C, Cmid], b2 [C], gate [C].
+struct FlatParams {
+  torch::Tensor w_skip, w1, b1, w2, b2, gate;
+};
+FlatParams flat_params(const TailParams& p) {
+  return {p.w_skip.detach().flatten(1),
+          p.w1.detach().flatten(1),
+          p.b1.detach(),
+          p.w2.detach().flatten(1),
+          p.b2.detach(),
+          p.gate.detach().flatten()};
+}
+
+}  // namespace
+
+TEST_CASE("fused block tail, tiled step: next-block input and recomputing backward") {
+  REQUIRE(fno::fused_kernels_compiled());
+  const torch::NoGradGuard no_grad;
+  const fno::FusedKernelsGuard fused(true);
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  // Tolerances (relative, norm-wise) against the whole-grid kernels of the
+  // same mode. Both run the same products but for the fp32 default's forward
+  // (FFMA there, 3xTF32 in the recomputing backward: about an fp32 ulp); the
+  // rest differs only where the kernels' GELU (Abramowitz & Stegun's erf,
+  // |error| <= 1.5e-7) replaces torch's on the output (next) and in dz =
+  // GELU'(z) g, and by the roundings to the activation dtype that this
+  // flips now and then (rare: bf16/half and TF32 operands).
+  struct Mode {
+    const char* name;
+    torch::ScalarType dtype;
+    fno::Fp32BlockTail fp32;
+    bool tf32;
+    double next_tol, grad_tol;
+  };
+  const std::vector<Mode> modes{
+      {"fp32 (ffma + 3xtf32)", torch::kFloat, fno::Fp32BlockTail::kFFMA, false, 2e-6, 1e-5},
+      {"fp32 3xtf32", torch::kFloat, fno::Fp32BlockTail::k3xTF32, false, 2e-6, 1e-5},
+      {"fp32 tf32", torch::kFloat, fno::Fp32BlockTail::kFFMA, true, 2e-6, 1e-4},
+      {"bf16", torch::kBFloat16, fno::Fp32BlockTail::kFFMA, false, 1e-3, 2e-3},
+      {"half", torch::kHalf, fno::Fp32BlockTail::kFFMA, false, 2e-4, 1e-3}};
+  const char* names[] = {"da", "ds", "w_skip", "w1", "b1", "w2", "b2", "gate"};
+  const auto list = [](const fno::detail::BlockTailGradients& g) {
+    return std::vector<torch::Tensor>{g.da, g.ds, g.w_skip, g.w1, g.b1, g.w2, g.b2, g.gate};
+  };
+  // A partial last tile with element-wise copies (N odd), and over 2^20 points
+  // on the vector copies with several tiles a warp, across batch entries.
+  for (const auto& shape :
+       std::vector<std::vector<int64_t>>{{2, 32, 4099}, {2, 32, (int64_t{1} << 19) + 8}}) {
+    torch::manual_seed(18);
+    const auto p = flat_params(random_params(32, 16));
+    const auto a0 = torch::randn(shape, o), s0 = torch::randn(shape, o),
+               g0 = torch::randn(shape, o);
+    for (const auto& m : modes) {
+      const Fp32BlockTailGuard fp32(m.fp32);
+      const fno::MatmulPrecisionGuard matmul(m.tf32 ? fno::Precision::kTF32
+                                                    : fno::Precision::kFP32);
+      const auto a = a0.to(m.dtype), s = s0.to(m.dtype), g = g0.to(m.dtype);
+      for (const bool gelu_mid : {false, true}) {
+        INFO(m.name, ", shape ", torch::IntArrayRef(shape), ", gelu_mid ", gelu_mid);
+        REQUIRE(
+            fno::detail::fused_block_tail_usable(a, s, p.w_skip, p.w1, p.b1, p.w2, p.b2, p.gate));
+        const auto [z, y1] = fno::detail::fused_block_tail_forward(a, s, p.w_skip, p.w1, p.b1, p.w2,
+                                                                   p.b2, p.gate, gelu_mid);
+        // (a) The next block's input.
+        const auto out = fno::detail::fused_block_tail_next(a, s, p.w_skip, p.w1, p.b1, p.w2, p.b2,
+                                                            p.gate, gelu_mid);
+        CHECK((out.scalar_type() == m.dtype));
+        const double en = rel_err(out, gelu_mid ? torch::gelu(z) : z);
+        MESSAGE(m.name, " ", torch::IntArrayRef(shape), " gelu_mid ", gelu_mid, ": next ", en);
+        CHECK(en <= m.next_tol);
+        // Without the GELU, z itself: the same products, bit for bit.
+        if (!gelu_mid) CHECK(torch::equal(out, z));
+        // (b) The gradients, recomputing y1, the hidden layer and z.
+        const auto dz = gelu_mid ? at::gelu_backward(g, z) : g;
+        const auto ref = list(fno::detail::fused_block_tail_backward(
+            dz, a, y1, p.w_skip, p.w1, p.b1, p.w2, p.b2, p.gate, false, gelu_mid));
+        const auto got = list(fno::detail::fused_block_tail_backward_recompute(
+            g, a, s, p.w_skip, p.w1, p.b1, p.w2, p.b2, p.gate, gelu_mid));
+        bool identical = true;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const double e = rel_err(got[i], ref[i]);
+          INFO("gradient of ", std::string(names[i]), ": ", e);
+          MESSAGE(std::string("  grad "), std::string(names[i]), ": ", e);
+          CHECK((got[i].scalar_type() == ref[i].scalar_type()));
+          CHECK((got[i].sizes() == ref[i].sizes()));
+          CHECK(e <= m.grad_tol);
+          identical = identical && torch::equal(got[i], ref[i]);
+        }
+        // Where both run the same products and dz = g (no GELU: the tensor-core
+        // modes), the recomputing kernel does backward_tc's arithmetic on the same
+        // values: expected bit for bit (reported, not required).
+        if (!gelu_mid &&
+            !(m.dtype == torch::kFloat && m.fp32 == fno::Fp32BlockTail::kFFMA && !m.tf32))
+          WARN_MESSAGE(identical, "not bit-identical to the whole-grid backward");
+        // Deterministic: the same inputs give bit-identical gradients.
+        const auto again = list(fno::detail::fused_block_tail_backward_recompute(
+            g, a, s, p.w_skip, p.w1, p.b1, p.w2, p.b2, p.gate, gelu_mid));
+        for (size_t i = 0; i < got.size(); ++i) CHECK(torch::equal(again[i], got[i]));
+      }
+    }
+  }
+  CHECK_FALSE(at::globalContext().allowTF32CuBLAS());
 }

@@ -216,3 +216,40 @@ TEST_CASE("GPU: a tiled step over a block input of more than 2^31 elements") {
     CHECK(rel_err(got.grads.at(name), g) <= 1e-4);
   }
 }
+
+TEST_CASE("GPU: offload auto takes tiles where no whole-grid plan fits, within the budget") {
+  auto model = seed_model();
+  torch::manual_seed(25);
+  const auto x = torch::randn({2, 1, 512, 512}, torch::kCUDA);
+  const auto y = torch::randn({2, 1, 512, 512}, torch::kCUDA) + 1;
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
+  const auto ref = whole_grid(model, x, y, loss);
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const int64_t held = static_cast<int64_t>(
+      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+          .allocated_bytes[0]
+          .current);
+  // One whole-grid stage of one entry needs about 7 block inputs (32 MiB each) on top.
+  const int64_t budget = held + (int64_t{128} << 20);
+  fno::OffloadSettings settings;
+  settings.policy = "auto";
+  settings.gpu_memory_limit = budget;
+  fno::OffloadedStep step(model, settings);
+  const auto got = run(model, [&] { return step.forward_backward(x, y, loss, false); });
+  MESSAGE("auto under ", budget >> 20, " MiB: ", step.plan_text());
+  CHECK(step.plan_text().rfind("tiled ", 0) == 0);
+  CHECK(rel_err(got.loss, ref.loss) <= 1e-6);
+  CHECK(rel_err(fno::test::flat(got), fno::test::flat(ref)) <= 1e-5);
+  const auto again = run(model, [&] { return step.forward_backward(x, y, loss, false); });
+  CHECK(step.last_stats().peak_allocated <= budget);
+  CHECK(step.last_stats().bytes_fetched_on_demand == 0);
+  CHECK(rel_err(fno::test::flat(again), fno::test::flat(ref)) <= 1e-5);
+  // Evaluation runs in the plan's tiles, within the budget too.
+  c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+  const auto out = step.forward(x);
+  CHECK(c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+            .allocated_bytes[0]
+            .peak <= budget);
+  CHECK(rel_err(out, model->forward(x).detach()) <= 1e-5);
+}

@@ -8,6 +8,7 @@
 
 #include <fno/losses.h>
 #include <fno/tiled.h>
+#include <fno_train/tiled_plan.h>
 
 #include <functional>
 #include <map>
@@ -34,10 +35,11 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {{6, 4}, {3, 1, 20, 13}, 8},     // even x odd, 4 tiles of 6 (the last of 2)
-      {{8, 8}, {2, 2, 6, 7}, 8},       // fewer modes on the grid than in the weights
-      {{5, 5}, {2, 1, 21, 15}, 8},     // odd x odd
-      {{4, 4, 4}, {2, 1, 9, 8, 7}, 8}  // 3D
+      {{6, 4}, {3, 1, 20, 13}, 8},      // even x odd, 4 tiles of 6 (the last of 2)
+      {{8, 8}, {2, 2, 6, 7}, 8},        // fewer modes on the grid than in the weights
+      {{5, 5}, {2, 1, 21, 15}, 8},      // odd x odd
+      {{4, 4, 4}, {2, 1, 9, 8, 7}, 8},  // 3D
+      {{4, 100}, {1, 1, 6, 120}, 8}     // 51 modes kept on the last dim: rfft, not GEMMs
   };
   return c;
 }
@@ -153,4 +155,54 @@ TEST_CASE("tiled steps refuse what they cannot run, in one line") {
   fno::TiledStep wrong(model, short_plan);
   CHECK_THROWS_WITH(wrong.forward(x), doctest::Contains("places 1 block inputs, the model has 4"));
   CHECK_THROWS_WITH(fno::parse_tile_place("disk"), doctest::Contains("'disk'"));
+  fno::TiledPlan p;
+  p.tile_rows = 96;
+  p.inputs = {TilePlace::kRecompute, TilePlace::kHost, TilePlace::kDevice, TilePlace::kHost};
+  p.gradient = TilePlace::kHost;
+  p.keep_latest = false;
+  CHECK(fno::parse_tiled_plan(p.to_string()).to_string() == p.to_string());
+  CHECK(fno::parse_tiled_plan(fno::TiledPlan().to_string()).to_string() ==
+        fno::TiledPlan().to_string());
+  for (const std::string bad : {"tile_rows=0, inputs=host, gradient=device, keep_latest=1",
+                                "tile_rows=8, inputs=disk, gradient=device, keep_latest=1",
+                                "tile_rows=8, inputs=host, gradient=recompute, keep_latest=1",
+                                "tile_rows=8, inputs=host", "nonsense"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH_AS(fno::parse_tiled_plan(bad), doctest::Contains(bad.c_str()),
+                         std::invalid_argument);
+  }
+}
+
+TEST_CASE("tiled plans for a budget: estimates, candidates within it, the least memory") {
+  fno::FNO model(fno::FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2));
+  const std::vector<int64_t> shape{2, 1, 4096, 4096};
+  fno::TiledContext ctx;
+  ctx.base_bytes = int64_t{100} << 20;
+  ctx.grad_bytes = int64_t{10} << 20;
+  const int64_t gib = int64_t{1} << 30;
+  // One block input of one entry at 4096^2: 2 GiB.
+  CHECK(fno::tiled_sizes(model, {1, 1, 4096, 4096}).hidden == 2 * gib);
+  const auto tight = fno::tiled_candidates(model, shape, 4 * gib, 0, ctx);
+  REQUIRE(!tight.empty());
+  for (const auto& c : tight) {
+    INFO(c.to_string());
+    CHECK(c.peak_bytes <= 4 * gib);
+    CHECK(fno::parse_tiled_choice(c.to_string()).to_string() == c.to_string());
+  }
+  const auto roomy = fno::tiled_candidates(model, shape, 40 * gib, 0, ctx);
+  REQUIRE(!roomy.empty());
+  CHECK(roomy.front().step_ms <= tight.front().step_ms);
+  // No host memory: only plans that keep or remake everything.
+  for (const auto& c : fno::tiled_candidates(model, shape, 40 * gib, 1, ctx)) {
+    INFO(c.to_string());
+    CHECK(c.host_bytes <= 1);
+  }
+  const auto least = fno::least_memory_tiled(model, shape, ctx);
+  CHECK(least.peak_bytes < 2 * gib);  // mostly the loss's full-size temporaries (1 channel)
+  CHECK(fno::tiled_candidates(model, shape, least.peak_bytes / 2, 0, ctx).empty());
+  // A model that cannot run tiled has no candidates.
+  fno::FNO one_d(fno::FNOOptions({16}, 1, 1, 32));
+  CHECK(fno::tiled_candidates(one_d, {2, 1, 4096}, 40 * gib, 0, ctx).empty());
+  CHECK_THROWS_WITH_AS(fno::parse_tiled_choice("tiled micro_batches=0; tile_rows=1"),
+                       doctest::Contains("micro_batches"), std::invalid_argument);
 }

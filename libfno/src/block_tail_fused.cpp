@@ -167,6 +167,44 @@ void check(int err, const char* what) {
   TORCH_CHECK(err == 0, "block_tail: the fused ", what, " failed: ", cuda::error_string(err));
 }
 
+// The backward's outputs, to be written: da, ds like the activations `act`
+// [B, C, N], the weight gradients in fp32 (cm: the channel MLP's width).
+BlockTailGradients empty_grads(const torch::Tensor& act, int64_t cm) {
+  const int64_t c = act.size(1);
+  const auto f32opts = act.options().dtype(torch::kFloat);
+  BlockTailGradients g;
+  g.da = torch::empty_like(act);
+  g.ds = torch::empty_like(act);
+  g.w_skip = torch::empty({c, c}, f32opts);
+  g.w1 = torch::empty({cm, c}, f32opts);
+  g.b1 = torch::empty({cm}, f32opts);
+  g.w2 = torch::empty({c, cm}, f32opts);
+  g.b2 = torch::empty({c}, f32opts);
+  g.gate = torch::empty({c}, f32opts);
+  return g;
+}
+
+cuda::BlockTailGrads grad_ptrs(const BlockTailGradients& g) {
+  return {g.w_skip.data_ptr<float>(), g.w1.data_ptr<float>(), g.b1.data_ptr<float>(),
+          g.w2.data_ptr<float>(),     g.b2.data_ptr<float>(), g.gate.data_ptr<float>()};
+}
+
+// The weight gradients shaped (and, off the precision contract, typed) as the
+// parameters given.
+void shape_like(BlockTailGradients& g, const torch::Tensor& w_skip, const torch::Tensor& w1,
+                const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
+                const torch::Tensor& gate) {
+  const auto like = [](const torch::Tensor& grad, const torch::Tensor& p) {
+    return grad.view(p.sizes()).to(p.scalar_type());
+  };
+  g.w_skip = like(g.w_skip, w_skip);
+  g.w1 = like(g.w1, w1);
+  g.b1 = like(g.b1, b1);
+  g.w2 = like(g.w2, w2);
+  g.b2 = like(g.b2, b2);
+  g.gate = like(g.gate, gate);
+}
+
 }  // namespace
 #endif
 
@@ -223,36 +261,62 @@ BlockTailGradients fused_block_tail_backward(const torch::Tensor& dz_in, const t
   const auto dz = dz_in.to(in.scalar_type()).contiguous();
   const Weights w(w_skip, w1, b1, w2, b2, gate);
   const int64_t batch = in.size(0), c = in.size(1), cm = w1.size(0), n = in.size(2);
-  BlockTailGradients g;
-  g.da = torch::empty_like(in);
-  g.ds = torch::empty_like(in);
-  const auto f32opts = in.options().dtype(torch::kFloat);
-  g.w_skip = torch::empty({c, c}, f32opts);
-  g.w1 = torch::empty({cm, c}, f32opts);
-  g.b1 = torch::empty({cm}, f32opts);
-  g.w2 = torch::empty({c, cm}, f32opts);
-  g.b2 = torch::empty({c}, f32opts);
-  g.gate = torch::empty({c}, f32opts);
-  auto workspace = torch::empty({cuda::block_tail_backward_workspace(batch, c, cm, n)}, f32opts);
-  const cuda::BlockTailGrads out{g.w_skip.data_ptr<float>(), g.w1.data_ptr<float>(),
-                                 g.b1.data_ptr<float>(),     g.w2.data_ptr<float>(),
-                                 g.b2.data_ptr<float>(),     g.gate.data_ptr<float>()};
+  BlockTailGradients g = empty_grads(in, cm);
+  auto workspace = torch::empty({cuda::block_tail_backward_workspace(batch, c, cm, n)},
+                                in.options().dtype(torch::kFloat));
+  const cuda::BlockTailGrads out = grad_ptrs(g);
   check(cuda::block_tail_backward(kernel_dtype(in), dz.data_ptr(), in.data_ptr(), y1.data_ptr(),
                                   g.da.data_ptr(), g.ds.data_ptr(), batch, c, cm, n, w.ptrs(), out,
                                   gelu_input, gelu_mid, workspace.data_ptr<float>(),
                                   c10::cuda::getCurrentCUDAStream(in.device().index()).stream(),
                                   fp32_math()),
         "backward");
-  // Shaped (and, off the precision contract, typed) as the parameters given.
-  const auto like = [](const torch::Tensor& grad, const torch::Tensor& p) {
-    return grad.view(p.sizes()).to(p.scalar_type());
-  };
-  g.w_skip = like(g.w_skip, w_skip);
-  g.w1 = like(g.w1, w1);
-  g.b1 = like(g.b1, b1);
-  g.w2 = like(g.w2, w2);
-  g.b2 = like(g.b2, b2);
-  g.gate = like(g.gate, gate);
+  shape_like(g, w_skip, w1, b1, w2, b2, gate);
+  return g;
+#else
+  TORCH_CHECK(false, "block_tail: this build has no fused CUDA kernels");
+#endif
+}
+
+torch::Tensor fused_block_tail_next(const torch::Tensor& a, const torch::Tensor& s,
+                                    const torch::Tensor& w_skip, const torch::Tensor& w1,
+                                    const torch::Tensor& b1, const torch::Tensor& w2,
+                                    const torch::Tensor& b2, const torch::Tensor& gate,
+                                    bool gelu_mid) {
+#ifdef FNO_CUDA_KERNELS
+  const c10::cuda::CUDAGuard guard(a.device());
+  const Weights w(w_skip, w1, b1, w2, b2, gate);
+  auto out = torch::empty_like(a);
+  check(cuda::block_tail_forward_next(
+            kernel_dtype(a), a.data_ptr(), s.data_ptr(), out.data_ptr(), a.size(0), a.size(1),
+            w1.size(0), a.size(2), w.ptrs(), gelu_mid,
+            c10::cuda::getCurrentCUDAStream(a.device().index()).stream(), fp32_math()),
+        "forward (next block's input)");
+  return out;
+#else
+  TORCH_CHECK(false, "block_tail: this build has no fused CUDA kernels");
+#endif
+}
+
+BlockTailGradients fused_block_tail_backward_recompute(
+    const torch::Tensor& g_in, const torch::Tensor& a, const torch::Tensor& s,
+    const torch::Tensor& w_skip, const torch::Tensor& w1, const torch::Tensor& b1,
+    const torch::Tensor& w2, const torch::Tensor& b2, const torch::Tensor& gate, bool gelu_mid) {
+#ifdef FNO_CUDA_KERNELS
+  const c10::cuda::CUDAGuard guard(a.device());
+  const auto g_out = g_in.to(a.scalar_type()).contiguous();
+  const Weights w(w_skip, w1, b1, w2, b2, gate);
+  const int64_t batch = a.size(0), c = a.size(1), cm = w1.size(0), n = a.size(2);
+  BlockTailGradients g = empty_grads(a, cm);
+  auto workspace = torch::empty({cuda::block_tail_backward_workspace(batch, c, cm, n)},
+                                a.options().dtype(torch::kFloat));
+  const cuda::BlockTailGrads out = grad_ptrs(g);
+  check(cuda::block_tail_backward_recompute(
+            kernel_dtype(a), g_out.data_ptr(), a.data_ptr(), s.data_ptr(), g.da.data_ptr(),
+            g.ds.data_ptr(), batch, c, cm, n, w.ptrs(), out, gelu_mid, workspace.data_ptr<float>(),
+            c10::cuda::getCurrentCUDAStream(a.device().index()).stream(), fp32_math()),
+        "backward (recomputing)");
+  shape_like(g, w_skip, w1, b1, w2, b2, gate);
   return g;
 #else
   TORCH_CHECK(false, "block_tail: this build has no fused CUDA kernels");

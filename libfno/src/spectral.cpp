@@ -1,6 +1,7 @@
 #include "spectral.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -146,6 +147,7 @@ namespace {
 // Cached per (n, k, device, complex type).
 struct FirstDimDft {
   torch::Tensor analysis, synthesis;
+  torch::Tensor analysis_adjoint, synthesis_adjoint;  // conjugate transposes: [n, k], [k, n]
 };
 
 FirstDimDft first_dim_dft(int64_t n, int64_t k, const torch::Device& device,
@@ -164,8 +166,9 @@ FirstDimDft first_dim_dft(int64_t n, int64_t k, const torch::Device& device,
   const auto c = torch::cos(theta), s = torch::sin(theta);
   const auto analysis = torch::complex(c, -s) / static_cast<double>(n);
   const auto synthesis = torch::complex(c, s).t();
-  FirstDimDft out{analysis.to(dtype).contiguous().to(device),
-                  synthesis.to(dtype).contiguous().to(device)};
+  const auto put = [&](const torch::Tensor& t) { return t.to(dtype).contiguous().to(device); };
+  FirstDimDft out{put(analysis), put(synthesis), put(analysis.conj().t()),
+                  put(synthesis.conj().t())};
   cache.emplace(key, out);
   return out;
 }
@@ -192,6 +195,88 @@ torch::Tensor first_dim_synthesis(const SpectralModes& m, const torch::Tensor& y
   auto out = torch::matmul(e, y.flatten(3));
   shape[2] = n;
   return out.view(shape);
+}
+
+namespace {
+
+// The vector-Jacobian product of a linear map f at `like`'s shape and type:
+// autograd's adjoint, for the (rare) maps written here without one.
+torch::Tensor vjp(const std::function<torch::Tensor(const torch::Tensor&)>& f,
+                  const torch::Tensor& like, const torch::Tensor& grad) {
+  torch::AutoGradMode grad_mode(true);
+  const auto at = torch::zeros_like(like).requires_grad_(true);
+  return torch::autograd::grad({f(at)}, {at}, {grad})[0];
+}
+
+}  // namespace
+
+torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
+                                    int64_t n, c10::ScalarType dtype) {
+  // The first dim: [n, k0] x [B, C, k0, R] -> [B, C, n, R]
+  const auto f = first_dim_dft(m.spatial[0], m.kept[0], dx.device(), dx.scalar_type())
+                     .analysis_adjoint.narrow(0, r0, n);
+  auto shape = dx.sizes().vec();
+  shape[2] = n;
+  auto g = torch::matmul(f, dx.flatten(3)).view(shape);
+  // The middle dims (3D), outermost first: corners scattered between zeros,
+  // then fft(norm="forward")'s adjoint, ifft(norm="backward").
+  for (int64_t i = 1; i < m.n_dim() - 1; ++i) {
+    const int64_t dim = i + 2;
+    const int64_t len = m.spatial[i];
+    const int64_t neg = m.kept[i] / 2;
+    const int64_t pos = m.kept[i] - neg;
+    std::vector<torch::Tensor> parts{g.narrow(dim, neg, pos)};
+    if (m.kept[i] < len) {
+      auto zeros = g.sizes().vec();
+      zeros[dim] = len - m.kept[i];
+      parts.push_back(torch::zeros(zeros, g.options()));
+    }
+    parts.push_back(g.narrow(dim, 0, neg));
+    g = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "backward");
+  }
+  // The last dim: the GEMM's transpose, or autograd's for rfft.
+  auto out_shape = shape;
+  out_shape.back() = m.spatial.back();
+  if (!m.gemm) {
+    const auto like = torch::empty(out_shape, g.options().dtype(dtype));
+    return vjp([&](const torch::Tensor& t) { return last_dim_forward(m, t); }, like, g);
+  }
+  auto re = torch::view_as_real(g.contiguous()).flatten(-2);  // [..., 2k]
+  if (m.reduced) re = (re * m.dft.analysis_scale).to(dtype);
+  return torch::matmul(re, m.dft.analysis.t());
+}
+
+torch::Tensor synthesis_tile_adjoint(const SpectralModes& m, const torch::Tensor& ds, int64_t r0) {
+  const int64_t n = ds.size(2);
+  // The last dim: the GEMM's transpose, or autograd's for irfft.
+  torch::Tensor g;
+  if (m.gemm) {
+    auto re = torch::matmul(ds, m.dft.synthesis.t());  // [..., 2k]
+    if (m.reduced) re = re.to(torch::kFloat);
+    g = torch::view_as_complex(re.unflatten(-1, {m.kept.back(), 2}).contiguous());
+  } else {
+    auto shape = ds.sizes().vec();
+    shape.back() = m.kept.back();
+    const auto like = torch::empty(shape, ds.options().dtype(torch::kComplexFloat));
+    g = vjp([&](const torch::Tensor& t) { return last_dim_inverse(m, t, ds.scalar_type()); }, like,
+            ds);
+  }
+  // The middle dims (3D), innermost first: ifft(norm="forward")'s adjoint,
+  // fft(norm="backward"), then the kept corners gathered.
+  for (int64_t i = m.n_dim() - 2; i >= 1; --i) {
+    const int64_t dim = i + 2;
+    const int64_t len = m.spatial[i];
+    const int64_t neg = m.kept[i] / 2;
+    const int64_t pos = m.kept[i] - neg;
+    g = torch::fft::fft(g, c10::nullopt, dim, "backward");
+    g = torch::cat({g.narrow(dim, len - neg, neg), g.narrow(dim, 0, pos)}, dim);
+  }
+  // The first dim: [k0, n] x [B, C, n, R] -> [B, C, k0, R]
+  const auto e = first_dim_dft(m.spatial[0], m.kept[0], g.device(), g.scalar_type())
+                     .synthesis_adjoint.narrow(1, r0, n);
+  auto shape = g.sizes().vec();
+  shape[2] = m.kept[0];
+  return torch::matmul(e, g.flatten(3)).view(shape);
 }
 
 torch::Tensor analysis_tile(const SpectralModes& m, const torch::Tensor& a, int64_t r0) {

@@ -93,4 +93,13 @@ torch::Tensor analysis_tile(const SpectralModes& m, const torch::Tensor& a, int6
 torch::Tensor synthesis_tile(const SpectralModes& m, const torch::Tensor& y, int64_t r0, int64_t n,
                              c10::ScalarType dtype);
 
+/// The adjoints of the two, as autograd would backpropagate through them,
+/// without their forward. They take the shapes the maps give: `n` rows of the
+/// grid for the analysis' input, `kept` for the synthesis' modes.
+/// dx: [B, C, *K] complex64 -> [B, C, n, *S'] in `dtype`
+torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
+                                    int64_t n, c10::ScalarType dtype);
+/// ds: [B, C, n, *S'] in the activations' dtype -> [B, C, *K] complex64
+torch::Tensor synthesis_tile_adjoint(const SpectralModes& m, const torch::Tensor& ds, int64_t r0);
+
 }  // namespace fno::detail

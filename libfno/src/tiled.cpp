@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "block_tail_fused.h"
 #include "spectral.h"
 
 namespace fno {
@@ -36,6 +37,46 @@ std::string TiledPlan::to_string() const {
   if (inputs.empty()) o << "default";
   o << ", gradient=" << fno::to_string(gradient) << ", keep_latest=" << (keep_latest ? 1 : 0);
   return o.str();
+}
+
+TiledPlan parse_tiled_plan(const std::string& text) {
+  TiledPlan plan;
+  bool rows = false, inputs = false, gradient = false, latest = false;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto b = item.find_first_not_of(' ');
+    item = b == std::string::npos ? std::string() : item.substr(b);
+    const auto eq = item.find('=');
+    const auto key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    try {
+      if (key == "tile_rows") {
+        size_t used = 0;
+        plan.tile_rows = std::stoll(value, &used);
+        rows = used == value.size() && plan.tile_rows >= 1;
+      } else if (key == "inputs") {
+        plan.inputs.clear();
+        std::stringstream places(value);
+        for (std::string p; std::getline(places, p, '/');) {
+          if (p != "default") plan.inputs.push_back(parse_tile_place(p));
+        }
+        inputs = true;
+      } else if (key == "gradient") {
+        plan.gradient = parse_tile_place(value);
+        gradient = plan.gradient != TilePlace::kRecompute;
+      } else if (key == "keep_latest") {
+        plan.keep_latest = value == "1";
+        latest = value == "1" || value == "0";
+      }
+    } catch (const std::exception&) {
+      throw std::invalid_argument("tiled plan '" + text + "': bad " + key + " '" + value + "'");
+    }
+  }
+  if (!(rows && inputs && gradient && latest)) {
+    throw std::invalid_argument("tiled plan '" + text +
+                                "': expected tile_rows=R, inputs=P/P/..., gradient=device|host, "
+                                "keep_latest=0|1");
+  }
+  return plan;
 }
 
 int64_t TiledSizes::tile_hidden(int64_t tile_rows) const {
@@ -129,9 +170,18 @@ struct TiledStep::Impl {
   void setup(const at::Tensor& x);
   std::unique_ptr<TileStore> make_store(TilePlace place, const std::string& name) const;
   at::Tensor lift(const at::Tensor& x, int64_t t);
-  at::Tensor block(int64_t j, const at::Tensor& a, const at::Tensor& y, int64_t t);
+  // Block j on a tile, given its input a and its spectral output s.
+  struct TailWeights;
+  TailWeights weights(int64_t j);
+  at::Tensor spectral(int64_t j, const at::Tensor& y, int64_t t) const;
+  at::Tensor tail_next(int64_t j, const at::Tensor& a, const at::Tensor& s);
+  std::pair<at::Tensor, at::Tensor> tail_backward(int64_t j, const at::Tensor& g,
+                                                  const at::Tensor& a, const at::Tensor& s,
+                                                  std::vector<at::Tensor>& sums);
+  at::Tensor block(int64_t j, const at::Tensor& a, int64_t t) {
+    return tail_next(j, a, spectral(j, Y[static_cast<size_t>(j)], t));
+  }
   at::Tensor project(const at::Tensor& z, int64_t t);
-  at::Tensor next_input(const at::Tensor& z) const { return torch::gelu(z); }
   // The block input that block j's input is remade from: the nearest kept
   // one at or below j, or -1 (the lifting's output, from the model input).
   int64_t source(int64_t j) const;
@@ -234,20 +284,89 @@ at::Tensor TiledStep::Impl::lift(const at::Tensor& x, int64_t t) {
   return model->lifting->forward(xt);
 }
 
-// Block j on tile t: the pointwise tail on the block's input tile and the
-// rows of its spectral output (the inverse transform of the mixed spectrum y).
-// a: [B, C, rows, *S'] (post-activation) -> z: [B, C, rows, *S'] (pre-activation)
-at::Tensor TiledStep::Impl::block(int64_t j, const at::Tensor& a, const at::Tensor& y, int64_t t) {
+// Block j's pointwise tail parameters, flattened as the fused kernels take them.
+struct TiledStep::Impl::TailWeights {
+  at::Tensor w_skip, w1, b1, w2, b2, gate;  // [C, C], [Cm, C], [Cm], [C, Cm], [C], [1, C, 1]
+  std::vector<at::Tensor> params;           // the parameters themselves, in that order
+};
+
+TiledStep::Impl::TailWeights TiledStep::Impl::weights(int64_t j) {
   auto& blocks = *model->fno_blocks;
-  const auto s =
-      detail::synthesis_tile(modes[static_cast<size_t>(j)], y, r0(t), rows(t), a.scalar_type());
-  const auto& skip_w = blocks.fno_skips[j]->as<LinearSkip>()->conv->weight;
-  const auto& gate = blocks.channel_mlp_skips[j]->as<SoftGating>()->weight;
   auto& mlp = *blocks.channel_mlp[j]->as<ChannelMLP>();
+  const auto& skip = blocks.fno_skips[j]->as<LinearSkip>()->conv->weight;
   const auto& fc0 = *mlp.fcs[0]->as<PointwiseLinear>();
   const auto& fc1 = *mlp.fcs[1]->as<PointwiseLinear>();
-  return block_tail(a, a, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate,
-                    /*gelu_input=*/false, /*gelu_mid=*/j != layers - 1);
+  const auto& gate = blocks.channel_mlp_skips[j]->as<SoftGating>()->weight;
+  return {skip.squeeze(-1),
+          fc0.weight.squeeze(-1),
+          fc0.bias,
+          fc1.weight.squeeze(-1),
+          fc1.bias,
+          gate.reshape({1, -1, 1}),
+          {skip, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate}};
+}
+
+// The rows of tile t of block j's spectral output: the inverse transform of
+// its mixed spectrum y. -> [B, C, rows, *S'] in the activations' type
+at::Tensor TiledStep::Impl::spectral(int64_t j, const at::Tensor& y, int64_t t) const {
+  return detail::synthesis_tile(modes[static_cast<size_t>(j)], y, r0(t), rows(t), dtype);
+}
+
+// Block j's pointwise tail on a tile, to the next block's input GELU(z) (the
+// last block: z, for the projection); y1 is not kept. Fused kernels where they
+// apply, else LibTorch.
+// a, s: [B, C, rows, *S'] -> [B, C, rows, *S']
+at::Tensor TiledStep::Impl::tail_next(int64_t j, const at::Tensor& a, const at::Tensor& s) {
+  torch::NoGradGuard no_grad;
+  const bool mid = j != layers - 1;
+  const auto w = weights(j);
+  const auto af = a.flatten(2), sf = s.flatten(2);
+  if (detail::fused_block_tail_usable(af, sf, w.w_skip, w.w1, w.b1, w.w2, w.b2, w.gate)) {
+    return detail::fused_block_tail_next(af, sf, w.w_skip, w.w1, w.b1, w.w2, w.b2, w.gate, mid)
+        .view(a.sizes());
+  }
+  const auto z = block_tail(a, a, s, w.params[0], w.params[1], w.params[2], w.params[3],
+                            w.params[4], w.params[5], /*gelu_input=*/false, /*gelu_mid=*/mid);
+  return mid ? torch::gelu(z) : z;
+}
+
+// The backward of tail_next from g, the gradient of its output: returns
+// {da, ds}, and adds the weight gradients (in TailWeights::params' order) to `sums`.
+// g, a, s: [B, C, rows, *S'] -> da, ds: [B, C, rows, *S']
+std::pair<at::Tensor, at::Tensor> TiledStep::Impl::tail_backward(int64_t j, const at::Tensor& g,
+                                                                 const at::Tensor& a,
+                                                                 const at::Tensor& s,
+                                                                 std::vector<at::Tensor>& sums) {
+  const bool mid = j != layers - 1;
+  const auto w = weights(j);
+  const auto af = a.flatten(2), sf = s.flatten(2);
+  std::vector<at::Tensor> grads;
+  at::Tensor da, ds;
+  if (detail::fused_block_tail_usable(af, sf, w.w_skip, w.w1, w.b1, w.w2, w.b2, w.gate)) {
+    auto r = detail::fused_block_tail_backward_recompute(g.flatten(2), af, sf, w.w_skip, w.w1, w.b1,
+                                                         w.w2, w.b2, w.gate, mid);
+    da = r.da.view(a.sizes());
+    ds = r.ds.view(a.sizes());
+    grads = {r.w_skip, r.w1, r.b1, r.w2, r.b2, r.gate};
+  } else {
+    // LibTorch: the tail again with gradients, and autograd's.
+    torch::AutoGradMode grad_mode(true);
+    const auto al = a.detach().requires_grad_(true), sl = s.detach().requires_grad_(true);
+    auto z = block_tail(al, al, sl, w.params[0], w.params[1], w.params[2], w.params[3], w.params[4],
+                        w.params[5], /*gelu_input=*/false, /*gelu_mid=*/mid);
+    if (mid) z = torch::gelu(z);
+    std::vector<at::Tensor> inputs{al, sl};
+    inputs.insert(inputs.end(), w.params.begin(), w.params.end());
+    auto all = torch::autograd::grad({z}, inputs, {g});
+    da = all[0];
+    ds = all[1];
+    grads.assign(all.begin() + 2, all.end());
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const auto gi = grads[i].view(w.params[i].sizes());
+    sums[i] = sums[i].defined() ? sums[i].add_(gi) : gi.clone();
+  }
+  return {da, ds};
 }
 
 // z: [B, C, rows, *S'] -> [B, Cout, rows, *S'] in the parameters' type
@@ -270,7 +389,7 @@ at::Tensor TiledStep::Impl::recompute(const at::Tensor& x, int64_t j, int64_t t)
   const int64_t from = source(j);
   const int64_t k = std::max<int64_t>(from, 0);
   auto a = from >= 0 ? stores[static_cast<size_t>(from)]->get(t) : lift(x, t);
-  for (int64_t m = k; m < j; ++m) a = next_input(block(m, a, Y[static_cast<size_t>(m)], t));
+  for (int64_t m = k; m < j; ++m) a = block(m, a, t);
   return a;
 }
 
@@ -329,12 +448,11 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
     next.assign(static_cast<size_t>(count), at::Tensor());
     at::Tensor sum;
     for (int64_t t = 0; t < count; ++t) {
-      const auto z = block(j, input(x, j, t), Y[static_cast<size_t>(j)], t);
+      const auto a = block(j, input(x, j, t), t);  // the next block's input, or z
       if (last) {
-        rows_of(out, t).copy_(project(z, t));
+        rows_of(out, t).copy_(project(a, t));
         continue;
       }
-      const auto a = next_input(z);
       const auto part = detail::analysis_tile(modes[static_cast<size_t>(j + 1)], a, r0(t));
       sum = sum.defined() ? sum.add_(part) : part;
       keep(j + 1, t, a, next);
@@ -374,13 +492,16 @@ at::Tensor TiledStep::Impl::mix_backward(int64_t j, const at::Tensor& dy) {
 }
 
 // Backward: one sweep per block, last first, then the lifting's. Block j's
-// sweep remakes each tile of the block (input, spectral output, tail) with
-// gradients and backpropagates into it, from the output's gradient (the last
-// block) or from the gradient at the next block's input: the next block's
-// tail part (the gradient store) plus its spectral part (the adjoint of that
-// block's analysis applied to its spectrum's gradient). It stores the
-// gradient at its own input's tail part, and sums its mixed spectrum's.
+// sweep remakes each tile's spectral output s from the block's mixed spectrum,
+// takes the gradient at the block's output (the last block: through the
+// projection; the others: the next block's input's, whose tail part is in the
+// gradient store and whose spectral part is the adjoint of that block's
+// analysis applied to its spectrum's gradient), and backpropagates through the
+// tail (y1, the hidden layer and z recomputed): the gradient at its own input's
+// tail part goes to the store, s's gradient into the block's spectrum's (the
+// synthesis' adjoint), the weights' into their .grad.
 void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_out) {
+  torch::NoGradGuard no_grad;
   TileStore* g_read = gradients[0].get();
   TileStore* g_write = gradients[1].get();  // null on the device: in place
   at::Tensor d_next;  // the gradient of the next block's spectrum (before mixing)
@@ -389,34 +510,48 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
     expect_inputs(j);
     if (!last) g_read->expect(all_tiles(count));
     auto& g_out = g_write != nullptr ? *g_write : *g_read;
-    const auto yl = Y[static_cast<size_t>(j)].detach().requires_grad_(true);
+    std::vector<at::Tensor> sums(6);  // the tail's weight gradients over the tiles
+    at::Tensor dy;                    // the mixed spectrum's gradient
     for (int64_t t = 0; t < count; ++t) {
-      at::Tensor a_in;
-      {
-        torch::NoGradGuard no_grad;
-        a_in = input(x, j, t);
-      }
-      const auto a = a_in.detach().requires_grad_(true);
-      const auto z = block(j, a, yl, t);
+      const auto a = input(x, j, t);
+      const auto s = spectral(j, Y[static_cast<size_t>(j)], t);
+      at::Tensor g;
       if (last) {
+        // The projection with gradients, from z remade.
+        torch::AutoGradMode grad_mode(true);
+        const auto z = tail_next(j, a, s).requires_grad_(true);
         torch::autograd::backward({project(z, t)}, {rows_of(d_out, t)});
+        g = z.grad();
       } else {
-        const auto an = next_input(z);
-        const auto part = detail::analysis_tile(modes[static_cast<size_t>(j + 1)], an, r0(t));
-        torch::autograd::backward({an, part}, {g_read->get(t), d_next});
+        g = g_read->get(t);
+        g = g.add(detail::analysis_tile_adjoint(modes[static_cast<size_t>(j + 1)], d_next, r0(t),
+                                                rows(t), dtype));
       }
-      g_out.put(t, a.grad());
+      auto [da, ds] = tail_backward(j, g, a, s, sums);
+      g_out.put(t, da);
+      const auto part = detail::synthesis_tile_adjoint(modes[static_cast<size_t>(j)], ds, r0(t));
+      dy = dy.defined() ? dy.add_(part) : part;
+    }
+    // The tail's weights, once per sweep, through autograd (gradient hooks fire).
+    const auto params = weights(j).params;
+    {
+      torch::AutoGradMode grad_mode(true);
+      torch::autograd::backward(params, sums);
     }
     if (stores[static_cast<size_t>(j)]) stores[static_cast<size_t>(j)]->clear();
-    d_next = mix_backward(j, yl.grad());
+    {
+      torch::AutoGradMode grad_mode(true);
+      d_next = mix_backward(j, dy);
+    }
     if (g_write != nullptr) std::swap(g_read, g_write);
   }
   // The lifting: its output's gradient is block 0's input's.
   g_read->expect(all_tiles(count));
+  torch::AutoGradMode grad_mode(true);
   for (int64_t t = 0; t < count; ++t) {
-    const auto a = lift(x, t);
-    const auto part = detail::analysis_tile(modes[0], a, r0(t));
-    torch::autograd::backward({a, part}, {g_read->get(t), d_next});
+    const auto g =
+        g_read->get(t).add(detail::analysis_tile_adjoint(modes[0], d_next, r0(t), rows(t), dtype));
+    torch::autograd::backward({lift(x, t)}, {g});
   }
 }
 

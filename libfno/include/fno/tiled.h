@@ -82,6 +82,9 @@ struct TiledPlan {
   /// "tile_rows=R, inputs=recompute/host/..., gradient=device, keep_latest=1"
   std::string to_string() const;
 };
+/// The inverse of TiledPlan::to_string; throws std::invalid_argument naming
+/// what does not parse.
+TiledPlan parse_tiled_plan(const std::string& text);
 
 /// Full-size bytes of the step's tensors for a batch of `x_shape`
 /// ([B, Cin, *S]): one block input (or the gradient), the model's output.

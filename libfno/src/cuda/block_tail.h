@@ -4,9 +4,10 @@
 // block_tail_fused.cpp calls them with raw pointers from torch tensors, for
 // BlockTailFn in layers.cpp (and bench/fused_block_tail_bench.cpp directly).
 //
-// Files: block_tail_forward.cu and block_tail_backward.cu hold the kernels
-// and their launchers, block_tail_tuning.cu the launch tuning; the building
-// blocks are in common.cuh, gelu.cuh, mma.cuh, fragments.cuh and tiles.cuh.
+// Files: block_tail_forward.cu, block_tail_backward.cu and (the tiled step's
+// backward) block_tail_backward_recompute.cu hold the kernels and their
+// launchers, block_tail_tuning.cu the launch tuning; the building blocks are
+// in common.cuh, gelu.cuh, mma.cuh, fragments.cuh, tiles.cuh and partials.cuh.
 //
 // Layout: every activation is [B, C, N] contiguous (N = the flattened grid);
 // channel c of grid point (b, n) is at (b * C + c) * N + n, a 64-bit offset.
@@ -111,10 +112,10 @@ int block_tail_forward_next(Dtype dtype, const void* a, const void* s, void* out
 /// (overwritten), with the workspace and fixed-order reduction of
 /// block_tail_backward. g, a, s -> da, ds: [B, C, N]. Returns a cudaError_t.
 int block_tail_backward_recompute(Dtype dtype, const void* g, const void* a, const void* s,
-                                  void* da, void* ds, int64_t batch, int64_t channels,
-                                  int64_t mid, int64_t n, const BlockTailWeights& w,
-                                  const BlockTailGrads& grads, bool gelu_mid, float* workspace,
-                                  void* stream, Fp32Math fp32 = Fp32Math::k3xTf32);
+                                  void* da, void* ds, int64_t batch, int64_t channels, int64_t mid,
+                                  int64_t n, const BlockTailWeights& w, const BlockTailGrads& grads,
+                                  bool gelu_mid, float* workspace, void* stream,
+                                  Fp32Math fp32 = Fp32Math::k3xTf32);
 
 /// Launch tuning of the tensor-core kernels, for the micro-benchmark's sweeps
 /// (the defaults measured fastest on an H100: docs/performance.md). The

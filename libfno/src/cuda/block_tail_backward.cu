@@ -1,7 +1,8 @@
 // Fused backward of an FNO block's pointwise tail (block_tail.h): from dz and
 // the stored input and y1, writes da, ds and per-CTA weight-gradient partials
 // (backward_tc, on the tensor cores: common.cuh describes the design), then
-// sums the partials over CTAs in a fixed order (reduce_partials_kernel).
+// sums the partials over CTAs in a fixed order (reduce_partials_kernel, which
+// block_tail_backward_recompute.cu's kernel shares: partials.cuh).
 #include "block_tail.h"
 #include "block_tail_launch.cuh"
 #include "block_tail_tuning.cuh"
@@ -9,6 +10,7 @@
 #include "fragments.cuh"
 #include "gelu.cuh"
 #include "mma.cuh"
+#include "partials.cuh"
 #include "tiles.cuh"
 
 #include <cuda_bf16.h>
@@ -50,7 +52,6 @@ __global__ void __launch_bounds__(kThreads, 2)
                 int64_t tiles, bool vec_ok, int l2pf, BlockTailWeights w,
                 float* __restrict__ partial) {
   using L = BwdSmem<T, C, CM, X3>;
-  using S = Shape<C, CM>;
   constexpr int R = L::kRows, RM = L::kRowsM;
   extern __shared__ float4 smem4[];
   T* tiles_sm = reinterpret_cast<T*>(smem4);
@@ -270,68 +271,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   cp_async_wait<0>();
 
-  // The vector gradients: sum over the lanes' rows (g), a fixed tree.
-#pragma unroll
-  for (int off = 4; off < 32; off <<= 1) {
-#pragma unroll
-    for (int j = 0; j < C / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        acc_b2[j][e] += __shfl_xor_sync(0xffffffffu, acc_b2[j][e], off);
-        acc_gate[j][e] += __shfl_xor_sync(0xffffffffu, acc_gate[j][e], off);
-      }
-#pragma unroll
-    for (int j = 0; j < CM / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) acc_b1[j][e] += __shfl_xor_sync(0xffffffffu, acc_b1[j][e], off);
-  }
-  // Each warp's sums in the workspace's entry order, then the CTA's, warp by warp.
-  __syncthreads();
-  float* red = reinterpret_cast<float*>(smem4);
-  float* mine = red + warp * S::kEntries;
-  constexpr int kOffW1 = C * C, kOffB1 = kOffW1 + CM * C, kOffW2 = kOffB1 + CM,
-                kOffB2 = kOffW2 + C * CM, kOffGate = kOffB2 + C;
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int dr = (e >> 1) * 8, dc = e & 1;
-#pragma unroll
-    for (int mt = 0; mt < C / 16; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < C / 8; ++nt)
-        mine[(16 * mt + g + dr) * C + 8 * nt + 2 * t + dc] = acc_s[mt][nt][e];
-#pragma unroll
-    for (int mt = 0; mt < CM / 16; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < C / 8; ++nt)
-        mine[kOffW1 + (16 * mt + g + dr) * C + 8 * nt + 2 * t + dc] = acc_1[mt][nt][e];
-#pragma unroll
-    for (int mt = 0; mt < C / 16; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < CM / 8; ++nt)
-        mine[kOffW2 + (16 * mt + g + dr) * CM + 8 * nt + 2 * t + dc] = acc_2[mt][nt][e];
-  }
-  if (g == 0) {
-#pragma unroll
-    for (int j = 0; j < C / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        mine[kOffB2 + 8 * j + 2 * t + e] = acc_b2[j][e];
-        mine[kOffGate + 8 * j + 2 * t + e] = acc_gate[j][e];
-      }
-#pragma unroll
-    for (int j = 0; j < CM / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) mine[kOffB1 + 8 * j + 2 * t + e] = acc_b1[j][e];
-  }
-  __syncthreads();
-  float* out = partial + int64_t{blockIdx.x} * S::kEntries;
-  for (int e = threadIdx.x; e < S::kEntries; e += blockDim.x) {
-    float v = red[e];
-#pragma unroll
-    for (int k = 1; k < kWarps; ++k) v += red[k * S::kEntries + e];
-    out[e] = v;
-  }
+  write_cta_partials<C, CM>(acc_s, acc_1, acc_2, acc_b2, acc_gate, acc_b1,
+                            reinterpret_cast<float*>(smem4), partial);
 }
 
 // ---------------------------------------------------------------------------
@@ -419,12 +360,8 @@ struct BackwardTcT {
                                 : (gelu_mid ? &launch<false, true> : &launch<false, false>);
       if (const int err = f(dz, in, y1, da, ds, n, tpb, tiles, vec, blocks, w, workspace, stream))
         return err;
-    } else {
-      cudaMemsetAsync(workspace, 0, sizeof(float) * entries, stream);
     }
-    reduce_partials_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(
-        workspace, tiles > 0 ? blocks : 1, entries, C, CM, g);
-    return cudaGetLastError();
+    return reduce_partials(workspace, tiles > 0 ? blocks : 0, entries, C, CM, g, stream);
   }
 };
 
@@ -435,6 +372,18 @@ template <typename T, int C, int CM>
 using BackwardTc3 = BackwardTcT<T, C, CM, true>;
 
 }  // namespace
+
+int reduce_partials(float* workspace, int ctas, int entries, int c, int cm, const BlockTailGrads& g,
+                    cudaStream_t stream) {
+  if (ctas == 0) {
+    cudaMemsetAsync(workspace, 0, sizeof(float) * entries, stream);
+    ctas = 1;
+  }
+  reduce_partials_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(workspace, ctas, entries, c, cm,
+                                                                    g);
+  return cudaGetLastError();
+}
+
 }  // namespace detail
 
 int64_t block_tail_backward_workspace(int64_t batch, int64_t channels, int64_t mid, int64_t n) {

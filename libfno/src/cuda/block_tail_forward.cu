@@ -1,5 +1,6 @@
 // Fused forward of an FNO block's pointwise tail (block_tail.h): reads a and
-// s, writes y1 and z.
+// s, writes y1 and z (block_tail_forward), or only the next block's input
+// GELU(z) or z (kNext: block_tail_forward_next, for the tiled step).
 //
 // Two kernels: forward_tc on the tensor cores (common.cuh describes the
 // design) for bf16 and half activations and for fp32 ones (TF32 where it is
@@ -72,7 +73,9 @@ __device__ void load_weights(float* sw, const BlockTailWeights& w) {
 
 constexpr int kFwdThreads = 256;
 
-template <typename T, int C, int CM, bool kGeluMid>
+// kNext: writes out = GELU(z as rounded to T) where kGeluMid, else z, to z,
+// and no y1 (y1 unused).
+template <typename T, int C, int CM, bool kGeluMid, bool kNext>
 __global__ void __launch_bounds__(kFwdThreads)
     forward_kernel(const T* __restrict__ a, const T* __restrict__ s, T* __restrict__ z,
                    T* __restrict__ y1, int64_t n, int64_t points, BlockTailWeights w) {
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kFwdThreads)
 #pragma unroll
     for (int i = 0; i < C; ++i) {
       const float v = dot_row<C>(sw + S::kWSkip + i * C, av, y[i]);
-      store(y1 + base + i * n, v);
+      if constexpr (!kNext) store(y1 + base + i * n, v);
       y[i] = round_to<T>(v);
       if (kGeluMid) y[i] = gelu_fast(y[i]);
     }
@@ -109,7 +112,12 @@ __global__ void __launch_bounds__(kFwdThreads)
 #pragma unroll
     for (int i = 0; i < C; ++i) {
       const float v = dot_row<CM>(sw + S::kW2 + i * CM, gh, sw[S::kB2 + i]);
-      store(z + base + i * n, fmaf(sw[S::kGate + i], av[i], v));
+      if constexpr (kNext) {
+        const float zi = round_to<T>(fmaf(sw[S::kGate + i], av[i], v));
+        store(z + base + i * n, kGeluMid ? gelu_fast(zi) : zi);
+      } else {
+        store(z + base + i * n, fmaf(sw[S::kGate + i], av[i], v));
+      }
     }
   }
 }
@@ -132,7 +140,8 @@ struct FwdSmem {
   static_assert(kTileBytes % 16 == 0, "B fragments are read with 16-byte loads");
 };
 
-template <typename T, int C, int CM, bool kGeluMid, bool X3>
+// kNext: as forward_kernel's.
+template <typename T, int C, int CM, bool kGeluMid, bool X3, bool kNext>
 __global__ void __launch_bounds__(kThreads)
     forward_tc(const T* __restrict__ a, const T* __restrict__ s, T* __restrict__ z,
                T* __restrict__ y1, int64_t n, int64_t tiles_per_batch, int64_t tiles, bool vec_ok,
@@ -186,7 +195,9 @@ __global__ void __launch_bounds__(kThreads)
       load_acc<T, C>(s_a(st), r0, lane, av);
       load_acc<T, C>(s_s(st), r0, lane, y);
       mm<T, C, C, X3>(y, av, fr + L::kWSkip, lane);  // y1 = W_skip a + s
-      store_acc<T, C>(s_a(st), r0, lane, y);         // (in place of a)
+      if constexpr (!kNext) {
+        store_acc<T, C>(s_a(st), r0, lane, y);  // (in place of a)
+      }
       // The rest reads y1 as stored (rounded to T), as backward, which reloads it, does.
 #pragma unroll
       for (int j = 0; j < C / 8; ++j)
@@ -211,10 +222,20 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 4; ++e) zv[j][e] = fmaf(zv[j][e], av[j][e], b2v[j][e]);
       mm<T, CM, C, X3>(zv, h, fr + L::kW2, lane);
+      if constexpr (kNext) {
+        // The next block's input: GELU of z as stored (rounded to T).
+#pragma unroll
+        for (int j = 0; j < C / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            zv[j][e] = round_to<T>(zv[j][e]);
+            if (kGeluMid) zv[j][e] = gelu_fast(zv[j][e]);
+          }
+      }
       store_acc<T, C>(s_s(st), r0, lane, zv);  // (in place of s)
     }
     __syncwarp();
-    tile_out<T, C>(y1, s_a(st), r, n, lane);
+    if constexpr (!kNext) tile_out<T, C>(y1, s_a(st), r, n, lane);
     tile_out<T, C>(z, s_s(st), r, n, lane);
     __syncwarp();
   }
@@ -224,15 +245,17 @@ __global__ void __launch_bounds__(kThreads)
 // ---------------------------------------------------------------------------
 // Launchers
 // ---------------------------------------------------------------------------
-template <typename T, int C, int CM>
-struct Forward {
+// kNext: block_tail_forward_next (z is then its output, y1 null).
+template <typename T, int C, int CM, bool kNext>
+struct ForwardT {
   static int run(const void* a, const void* s, void* z, void* y1, int64_t batch, int64_t n,
                  const BlockTailWeights& w, bool gelu_mid, cudaStream_t stream) {
     const int64_t points = batch * n;
     if (points == 0) return cudaSuccess;
-    auto kernel = gelu_mid ? forward_kernel<T, C, CM, true> : forward_kernel<T, C, CM, false>;
-    static const int per_sm[2] = {occupancy(forward_kernel<T, C, CM, false>),
-                                  occupancy(forward_kernel<T, C, CM, true>)};
+    auto kernel =
+        gelu_mid ? forward_kernel<T, C, CM, true, kNext> : forward_kernel<T, C, CM, false, kNext>;
+    static const int per_sm[2] = {occupancy(forward_kernel<T, C, CM, false, kNext>),
+                                  occupancy(forward_kernel<T, C, CM, true, kNext>)};
     const auto blocks = blocks_for(points, kFwdThreads, per_sm[gelu_mid]);
     kernel<<<static_cast<unsigned>(blocks), kFwdThreads, 0, stream>>>(
         static_cast<const T*>(a), static_cast<const T*>(s), static_cast<T*>(z), static_cast<T*>(y1),
@@ -247,13 +270,13 @@ struct Forward {
   }
 };
 
-template <typename T, int C, int CM, bool X3>
+template <typename T, int C, int CM, bool X3, bool kNext>
 struct ForwardTcT {
   using L = FwdSmem<T, C, CM, X3>;
   template <bool kGeluMid>
   static int occupancy() {
     static const int per_sm = [] {
-      auto kernel = forward_tc<T, C, CM, kGeluMid, X3>;
+      auto kernel = forward_tc<T, C, CM, kGeluMid, X3, kNext>;
       if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(L::kBytes)) != cudaSuccess)
         return 0;
@@ -278,9 +301,10 @@ struct ForwardTcT {
     per_sm = std::min(per_sm, cap);
     const int64_t blocks = std::max<int64_t>(
         1, std::min<int64_t>((tiles + kWarps - 1) / kWarps, int64_t{device_sms()} * per_sm));
-    const bool vec =
-        n % Geo<T>::kVec == 0 && aligned16(a) && aligned16(s) && aligned16(z) && aligned16(y1);
-    auto kernel = gelu_mid ? forward_tc<T, C, CM, true, X3> : forward_tc<T, C, CM, false, X3>;
+    const bool vec = n % Geo<T>::kVec == 0 && aligned16(a) && aligned16(s) && aligned16(z) &&
+                     (kNext || aligned16(y1));
+    auto kernel =
+        gelu_mid ? forward_tc<T, C, CM, true, X3, kNext> : forward_tc<T, C, CM, false, X3, kNext>;
     kernel<<<static_cast<unsigned>(blocks), kThreads, L::kBytes, stream>>>(
         static_cast<const T*>(a), static_cast<const T*>(s), static_cast<T*>(z), static_cast<T*>(y1),
         n, tpb, tiles, vec, tuning.l2_prefetch, w);
@@ -288,11 +312,21 @@ struct ForwardTcT {
   }
 };
 
-// TF32 (bf16/half: their own MMAs), and 3xTF32 for fp32 where TF32 is not allowed.
+// The launchers dispatch() picks from: the FFMA forward (fp32), TF32 (bf16/half:
+// their own MMAs), and 3xTF32 for fp32 where TF32 is not allowed; each for
+// block_tail_forward and (Next) block_tail_forward_next.
 template <typename T, int C, int CM>
-using ForwardTc = ForwardTcT<T, C, CM, false>;
+using Forward = ForwardT<T, C, CM, false>;
 template <typename T, int C, int CM>
-using ForwardTc3 = ForwardTcT<T, C, CM, true>;
+using ForwardTc = ForwardTcT<T, C, CM, false, false>;
+template <typename T, int C, int CM>
+using ForwardTc3 = ForwardTcT<T, C, CM, true, false>;
+template <typename T, int C, int CM>
+using ForwardNext = ForwardT<T, C, CM, true>;
+template <typename T, int C, int CM>
+using ForwardNextTc = ForwardTcT<T, C, CM, false, true>;
+template <typename T, int C, int CM>
+using ForwardNextTc3 = ForwardTcT<T, C, CM, true, true>;
 
 }  // namespace
 }  // namespace detail
@@ -302,6 +336,14 @@ int block_tail_forward(Dtype dtype, const void* a, const void* s, void* z, void*
                        bool gelu_mid, void* stream, Fp32Math fp32) {
   return detail::dispatch<detail::Forward, detail::ForwardTc, detail::ForwardTc3>(
       dtype, fp32, channels, mid, a, s, z, y1, batch, n, w, gelu_mid,
+      static_cast<cudaStream_t>(stream));
+}
+
+int block_tail_forward_next(Dtype dtype, const void* a, const void* s, void* out, int64_t batch,
+                            int64_t channels, int64_t mid, int64_t n, const BlockTailWeights& w,
+                            bool gelu_mid, void* stream, Fp32Math fp32) {
+  return detail::dispatch<detail::ForwardNext, detail::ForwardNextTc, detail::ForwardNextTc3>(
+      dtype, fp32, channels, mid, a, s, out, static_cast<void*>(nullptr), batch, n, w, gelu_mid,
       static_cast<cudaStream_t>(stream));
 }
 
