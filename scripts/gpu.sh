@@ -45,6 +45,10 @@
 #                metrics and wall time, in one call
 #   tiled        the tiled step's GPU tests; bench/tiled_step_bench against the whole-grid step
 #                at 2048^2 and 4096^2 (fp32, bf16, bf16 host storage)
+#   ooc          issue 26's rows: fno_bench none and auto under small budgets at 2048^2 (b8),
+#                4096^2 (b2 fp32/bf16, b8), 8192^2 (b1)
+#   ooc3d        the 3D FNO (configs/poisson3d.yaml, modes 16^3) at 256^3: none, auto 8 GiB
+#   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
@@ -580,6 +584,59 @@ run_suite() {
           python3 bench/trace_kernels.py "$f" --top 30 | tee -a "$summary"
           gzip "$f"
         done
+      done
+      ;;
+    ooc)
+      # issue 26's rows, each ratio within this call: fno_bench none and auto under
+      # small budgets (fp32 unless named), 3D, and the whole fno_train run under 4 GiB
+      ooc_row() {  # name, then fno_bench arguments
+        local name=$1
+        shift
+        timeout 400 "$bench" --warmup 1 --steps "$steps" "$@" --json "$out/ooc_$name.json" \
+          --csv "$out/ooc_$name.csv" > /dev/null 2> "$out/ooc_$name.log"
+        say "ooc $name: exit $? $(grep '^fno_bench: ' "$out/ooc_$name.log" | cut -c1-330)"
+        grep -h 'over budget\|offload auto: budget' "$out/ooc_$name.log" | cut -c1-300 | tee -a "$summary"
+      }
+      ooc_row 2048_none --resolutions 2048 --batches 8 --policies none
+      ooc_row 2048_auto2 --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit 2GiB
+      ooc_row 4096_none --resolutions 4096 --batches 2 --policies none --precision fp32,bf16
+      ooc_row 4096_auto4 --resolutions 4096 --batches 2 --policies auto --gpu-memory-limit 4GiB
+      ooc_row 4096_auto4_bf16 --resolutions 4096 --batches 2 --policies auto \
+        --gpu-memory-limit 4GiB --precision bf16
+      ooc_row 4096b8_auto16 --resolutions 4096 --batches 8 --policies auto --gpu-memory-limit 16GiB
+      ooc_row 8192_auto16 --resolutions 8192 --batches 1 --policies auto --gpu-memory-limit 16GiB
+      ;;
+    ooc3d)
+      # the 3D FNO of configs/poisson3d.yaml with modes 16^3 at 256^3, batch 1
+      for run in "none" "auto --gpu-memory-limit 8GiB"; do
+        local name=${run%% *}
+        # shellcheck disable=SC2086
+        timeout 400 "$bench" --config configs/poisson3d.yaml --set 'model.n_modes=[16,16,16]' \
+          --resolutions 256 --batches 1 --warmup 1 --steps "$steps" --policies $run \
+          --json "$out/ooc3d_$name.json" --csv "$out/ooc3d_$name.csv" > /dev/null \
+          2> "$out/ooc3d_$name.log"
+        say "ooc3d $run: exit $? $(grep '^fno_bench: ' "$out/ooc3d_$name.log" | cut -c1-330)"
+      done
+      ;;
+    oocrun)
+      # the whole fno_train run at 1024^2, batch 8, 64 + 8 samples, 3 epochs: none,
+      # and auto under 4 GiB (its peak_gpu_bytes must stay under the budget)
+      local d=$out/oocrun
+      mkdir -p "$d"
+      "$build/apps/fno_datagen" --resolution 1024 --samples 72 --test-samples 8 --seed 0 \
+        --device cuda --out "$d/darcy1024.h5" > "$d/datagen.log" 2>&1
+      say "oocrun datagen: exit $?"
+      for run in "none" "auto --gpu-memory-limit 4GiB"; do
+        local name=${run%% *}
+        # shellcheck disable=SC2086
+        timeout 300 "$build/apps/fno_train" --config configs/darcy.yaml --out "$d/$name" \
+          --set "data.train_file=$d/darcy1024_train.h5" --set data.n_train=64 \
+          --set data.batch_size=8 --set training.epochs=3 --set data.n_predictions=2 \
+          --set "data.test=[{file: $d/darcy1024_test.h5, batch_size: 8}]" --offload $run \
+          > "$d/$name.stdout" 2> "$d/$name.stderr"
+        say "oocrun $run: exit $? $(tr '\n' ' ' < "$d/$name.stdout" | cut -c1-200)"
+        grep -o '"peak_gpu_bytes": [0-9]*' "$d/$name/metrics.jsonl" | tr '\n' ' ' | tee -a "$summary"
+        echo | tee -a "$summary"
       done
       ;;
     *) say "unknown suite $1" ;;

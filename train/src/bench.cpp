@@ -1,11 +1,11 @@
 #include <fno_train/bench.h>
 
-#include <fno_train/config.h>
-#include <fno_train/distributed.h>
 #include <fno/losses.h>
-#include <fno_train/offload_step.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
+#include <fno_train/config.h>
+#include <fno_train/distributed.h>
+#include <fno_train/offload_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -152,6 +152,7 @@ struct Runner {
       c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
       std::vector<double> ms;
       offload::StepStats sum;
+      double floor_ms = 0;
       for (int64_t i = 0; i < timed; ++i) {
         const bool record = !o.timeline_dir.empty() && i == timed - 1;
         if (record) step.record_next_timeline();
@@ -166,6 +167,8 @@ struct Runner {
         sum.forward_wait_ms += st.forward_wait_ms;
         sum.forward_stall_ms += st.forward_stall_ms;
         sum.backward_wait_ms += st.backward_wait_ms;
+        sum.link_overlap_ms += st.link_overlap_ms;
+        floor_ms += st.link_floor_ms();
         row.inflight_window = st.inflight_window;
         if (record) write_timeline(step, policy, res, batch);
       }
@@ -212,6 +215,8 @@ struct Runner {
       row.forward_wait_ms = sum.forward_wait_ms / n;
       row.forward_stall_ms = sum.forward_stall_ms / n;
       row.backward_wait_ms = sum.backward_wait_ms / n;
+      row.link_overlap_ms = sum.link_overlap_ms / n;
+      row.link_floor_ms = floor_ms / n;
       row.plan = step.plan_text();
       row.estimated_peak = step.estimate().peak_bytes;
       row.status = "ok";
@@ -267,7 +272,8 @@ void log_row(const BenchRow& r) {
               << offload::format_bytes(r.bytes_prefetched) << ", on demand "
               << offload::format_bytes(r.bytes_on_demand) << "), d2h " << r.d2h_gbps
               << " GB/s busy " << r.d2h_busy_ms << " ms, h2d " << r.h2d_gbps << " GB/s busy "
-              << r.h2d_busy_ms << " ms, waits " << r.forward_wait_ms << "/" << r.backward_wait_ms
+              << r.h2d_busy_ms << " ms, both " << r.link_overlap_ms << " ms, link floor "
+              << r.link_floor_ms << " ms, waits " << r.forward_wait_ms << "/" << r.backward_wait_ms
               << " ms";
     if (r.bytes_offloaded > 0) {
       std::cerr << " (GPU idle " << r.forward_stall_ms << " ms in forward), window "
@@ -411,6 +417,8 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"forward_wait_ms\": " << r.forward_wait_ms
       << ", \"backward_wait_ms\": " << r.backward_wait_ms
       << ", \"forward_stall_ms\": " << r.forward_stall_ms
+      << ", \"link_overlap_ms\": " << r.link_overlap_ms
+      << ", \"link_floor_ms\": " << r.link_floor_ms
       << ", \"inflight_window_bytes\": " << r.inflight_window
       << ", \"estimated_peak_bytes\": " << r.estimated_peak
       << ", \"plan_seconds\": " << r.plan_seconds << ", \"world_size\": " << r.world_size
@@ -435,7 +443,8 @@ std::string BenchResult::to_csv() const {
        "demand,"
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
        "backward_wait_ms,estimated_peak_bytes,plan_seconds,world_size,samples_per_s,"
-       "ms_per_step_one_gpu,scaling_efficiency,forward_stall_ms,inflight_window_bytes,plan\n";
+       "ms_per_step_one_gpu,scaling_efficiency,forward_stall_ms,inflight_window_bytes,"
+       "link_overlap_ms,link_floor_ms,plan\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
       << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
@@ -445,7 +454,8 @@ std::string BenchResult::to_csv() const {
       << r.forward_wait_ms << ',' << r.backward_wait_ms << ',' << r.estimated_peak << ','
       << r.plan_seconds << ',' << r.world_size << ',' << r.samples_per_s << ','
       << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ',' << r.forward_stall_ms << ','
-      << r.inflight_window << ",\"" << r.plan << "\"\n";
+      << r.inflight_window << ',' << r.link_overlap_ms << ',' << r.link_floor_ms << ",\"" << r.plan
+      << "\"\n";
   }
   return c.str();
 }

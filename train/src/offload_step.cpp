@@ -2,6 +2,9 @@
 
 #include <fno/serialize.h>
 #include <fno_train/staged.h>
+#include <fno_train/tiled_plan.h>
+
+#include "tiled_runner.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
@@ -61,6 +64,15 @@ offload::Profile profile_batch(FNO& model, const std::vector<offload::Stage>& st
   }
 }
 
+// Bytes the caching allocator holds for tensors now (0 without CUDA).
+int64_t allocated_now() {
+  if (offload::device_total_bytes() == 0) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  return static_cast<int64_t>(
+      stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+          .current);
+}
+
 }  // namespace
 
 std::string default_plan_cache_dir() {
@@ -112,7 +124,8 @@ struct PlanRecord {
   std::string key, plan;
   int64_t peak = 0;
   double ms = 0;
-  offload::Plan parsed;  // plan, for the stages it was read for
+  offload::Plan parsed;              // plan, for the stages it was read for
+  std::optional<TiledChoice> tiled;  // or plan, when it is a tiled one
 };
 
 std::optional<PlanRecord> read_plan_file(const std::string& path) {
@@ -173,6 +186,8 @@ struct OffloadedStep::Impl {
   std::vector<int64_t> shape;  // of the last planned input
   std::vector<offload::Stage> stages;
   offload::Plan plan;
+  std::optional<TiledChoice> tiled;     // auto chose a tiled plan (then `plan` is unused)
+  std::unique_ptr<TiledRunner> runner;  // runs tiled plans (trials and steps)
   offload::Profile profile;
   offload::Estimate estimate;
   bool profiled = false;
@@ -249,13 +264,38 @@ struct OffloadedStep::Impl {
     }
   }
 
+  // One step of a tiled plan, as trial() does for the whole-grid ones.
+  std::pair<double, int64_t> trial_tiled(const TiledChoice& choice, const StepBatch& b) {
+    for (int attempt = 0;; ++attempt) {
+      offloader->begin_step();
+      const auto t0 = std::chrono::steady_clock::now();
+      tiled_runner().step(choice, b.x, b.y, b.loss2, b.mean);
+      if (b.x.is_cuda()) torch::cuda::synchronize();
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const auto st = offloader->end_step();
+      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+      const bool grew = st.host_pinned_bytes > pinned_seen;
+      pinned_seen = std::max(pinned_seen, st.host_pinned_bytes);
+      if (!grew || attempt > 0) return {ms, st.peak_allocated};
+    }
+  }
+  template <typename C>
+  std::pair<double, int64_t> trial(const C& c, const StepBatch& b) {
+    return c.tiled ? trial_tiled(*c.tiled, b) : trial(*c.whole, b);
+  }
+
   // A plan read from a file, when it holds this key and names these stages.
   std::optional<PlanRecord> cached(const std::string& path, const std::string& key) const {
     if (path.empty()) return std::nullopt;
     auto r = read_plan_file(path);
     if (!r || r->key != key) return std::nullopt;
     try {
-      r->parsed = offload::parse_plan(r->plan, stages);
+      if (is_tiled_plan_text(r->plan)) {
+        r->tiled = parse_tiled_choice(r->plan);
+      } else {
+        r->parsed = offload::parse_plan(r->plan, stages);
+      }
     } catch (const std::invalid_argument&) {
       return std::nullopt;
     }
@@ -266,6 +306,7 @@ struct OffloadedStep::Impl {
     const auto& x = b.x;
     shape = x.sizes().vec();
     plan_key_text.clear();
+    tiled.reset();
     stages = fno_stages(model, x.sizes().slice(2).vec());
     if (policy.kind != offload::Policy::Kind::kAuto) {
       plan = offload::plan_for_policy(policy, stages, std::min(settings.chunks, x.size(0)));
@@ -286,13 +327,14 @@ struct OffloadedStep::Impl {
       // A cached plan whose measured peak exceeds today's budget is searched again.
       if (auto r = cached(path, key); r && r->peak <= budget) {
         plan = r->parsed;
+        tiled = r->tiled;
         profiled = true;
         estimate = {};
         estimate.peak_bytes = r->peak;
         estimate.step_ms = r->ms;
         plan_seconds = 0;
         std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
-                  << plan.to_string(stages) << " from " << path << " (measured peak "
+                  << plan_text_only() << " from " << path << " (measured peak "
                   << offload::format_bytes(r->peak) << ", " << r->ms << " ms/step)\n";
         if (path != settings.plan_file && !settings.plan_file.empty()) {
           write_plan_file(settings.plan_file, *r);
@@ -305,30 +347,107 @@ struct OffloadedStep::Impl {
     plan_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_search).count();
     std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
-              << plan.to_string(stages) << "; measured peak "
+              << plan_text_only() << "; measured peak "
               << offload::format_bytes(estimate.peak_bytes) << ", " << estimate.step_ms
               << " ms/step; search " << plan_seconds << " s\n";
-    const PlanRecord record{key, plan.to_string(stages), estimate.peak_bytes, estimate.step_ms, {}};
+    const PlanRecord record{key, plan_text_only(), estimate.peak_bytes, estimate.step_ms, {}, {}};
     for (const auto& path : {settings.plan_file, cache_path}) {
       if (!path.empty()) write_plan_file(path, record);
     }
   }
 
+  // A plan auto may take: offload/'s per-stage plan of the whole grid, or a
+  // tiled one (fno_train/tiled_plan.h); the model's estimate ranks them.
+  struct Candidate {
+    std::optional<offload::Plan> whole;
+    std::optional<TiledChoice> tiled;
+    offload::Estimate estimate;
+    double score = 0;
+    std::string text;
+  };
+  struct Measured {
+    size_t i;
+    double ms;
+    int64_t peak;
+  };
+
   // Profile one batch entry with everything kept, scale it to the batch, rank
   // plans by the model (offload/planner.h), and measure a few on the real
-  // batch: the fastest measured within the budget wins. The model ranks;
-  // only measurements decide, and a plan over budget is never taken.
+  // batch; when those do not fit, or pay much for their fit, tiled plans too.
+  // The fastest measured within the budget wins. The models rank; only
+  // measurements decide, and a plan over budget is never taken.
   void search(const StepBatch& b, int64_t budget) {
+    // A margin for step-to-step variation of the peak (allocator state, copy timing).
+    const auto limit = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kMargin));
+    auto candidates = whole_grid_candidates(b, budget);
+    std::vector<Measured> fitting;
+    Least least;
+    measure(candidates, 0, b, limit, fitting, least);
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& m : fitting) best = std::min(best, m.ms);
+    // The plain step's estimate: plans much slower than it leave room for tiles.
+    const double plain =
+        profiled
+            ? offload::estimate(profile, plan_for_policy(offload::parse_policy("none"), stages),
+                                settings.options)
+                  .step_ms
+            : 0;
+    if (fitting.empty() || best > kTileAbove * plain) {
+      const size_t first = candidates.size();
+      std::string refusal;
+      for (auto& c : tiled_family(b, budget, refusal)) candidates.push_back(std::move(c));
+      measure(candidates, first, b, limit, fitting, least);
+      if (fitting.empty() && !refusal.empty()) throw offload::BudgetError(refusal);
+    }
+    if (fitting.empty()) {
+      throw offload::BudgetError(
+          "offload auto: no plan keeps a step of batch " + c10::str(b.x.sizes()) + " within " +
+          offload::format_bytes(budget) +
+          (least.text.empty() ? std::string(": every trial ran out of memory")
+                              : ": the least peak measured is " +
+                                    offload::format_bytes(least.peak) + " (" + least.text + ")") +
+          tile_floor(b) +
+          "; raise the budget (--gpu-memory-limit), or lower data.batch_size or the grid");
+    }
+    choose(candidates, fitting, b, budget, limit);
+  }
+
+  struct Least {
+    int64_t peak = std::numeric_limits<int64_t>::max();
+    std::string text;
+  };
+
+  // The whole-grid plans worth measuring (none when one batch entry, even
+  // profiled on a coarser grid, does not fit).
+  std::vector<Candidate> whole_grid_candidates(const StepBatch& b, int64_t budget) {
+    std::vector<Candidate> candidates;
     const auto& x = b.x;
-    profile = profile_batch(model, stages, x);
+    try {
+      profile = profile_batch(model, stages, x);
+    } catch (const c10::OutOfMemoryError&) {
+      std::cerr << "offload auto: one batch entry at " << x.sizes().slice(2)
+                << " cannot be profiled whole, even on a coarser grid\n";
+      profiled = false;
+      return candidates;
+    }
     profiled = true;
     std::cerr << profile.table() << "\n";
-    std::vector<std::pair<offload::Plan, offload::Estimate>> candidates;
     const auto add = [&](const offload::Plan& f) {
+      const auto text = f.to_string(stages);
       for (const auto& c : candidates) {
-        if (c.first.to_string(stages) == f.to_string(stages)) return;
+        if (c.text == text) return;
       }
-      candidates.emplace_back(f, offload::estimate(profile, f, settings.options));
+      Candidate c;
+      c.whole = f;
+      c.estimate = offload::estimate(profile, f, settings.options);
+      c.text = text;
+      // Ties (and near ties) go to the simpler plan: fewer micro-batches,
+      // fewer stages off the plain level.
+      int64_t moved = 0;
+      for (const auto& sp : f.stages) moved += sp.level != offload::Level::kKeep;
+      c.score = c.estimate.step_ms * (1.0 + 0.03 * static_cast<double>(f.micro_batches - 1) +
+                                      0.005 * static_cast<double>(moved));
+      candidates.push_back(std::move(c));
     };
     // The model's fastest plans of distinct level patterns within a slack of
     // the budget (the model is coarse in both directions), the plain plans,
@@ -355,100 +474,144 @@ struct OffloadedStep::Impl {
     {
       offload::Estimate e;
       bool fits = false;
-      add(offload::plan_for_budget(profile, 1, settings.options, &e, &fits, micro));
+      const auto f = offload::plan_for_budget(profile, 1, settings.options, &e, &fits, micro);
+      if (e.peak_bytes <= budget * 3 / 2) add(f);
     }
-    // Fastest estimate first; measure until a fitting plan is found and the
-    // remaining candidates are estimated much slower than it.
-    // Ties (and near ties) go to the simpler plan: fewer micro-batches, fewer
-    // stages off the plain level.
-    const auto score = [](const std::pair<offload::Plan, offload::Estimate>& c) {
-      int64_t moved = 0;
-      for (const auto& sp : c.first.stages) moved += sp.level != offload::Level::kKeep;
-      return c.second.step_ms * (1.0 + 0.03 * static_cast<double>(c.first.micro_batches - 1) +
-                                 0.005 * static_cast<double>(moved));
-    };
+    // Fastest estimate first.
     std::stable_sort(candidates.begin(), candidates.end(),
-                     [&](const auto& a, const auto& b) { return score(a) < score(b); });
-    // A margin for step-to-step variation of the peak (allocator state, copy timing).
-    const auto limit = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kMargin));
-    bool fits = false, warm = false;
+                     [](const Candidate& a, const Candidate& b) { return a.score < b.score; });
+    return candidates;
+  }
+
+  // The tiled plans worth measuring (fno_train/tiled_plan.h). When some fit
+  // the GPU budget but none the pinned host memory, `refusal` says so.
+  std::vector<Candidate> tiled_family(const StepBatch& b, int64_t budget, std::string& refusal) {
+    std::vector<Candidate> out;
+    if (!tiled_unsupported(model).empty() || !b.can_split() || b.x.dim() < 4) return out;
+    const auto ctx = tiled_context(b);
+    const int64_t host = pinnable_host_bytes(settings.options.host_memory_limit());
+    for (auto& t : tiled_candidates(model, b.x.sizes(), budget, host, ctx, kTiledRanked)) {
+      Candidate c;
+      c.estimate.peak_bytes = t.peak_bytes;
+      c.estimate.step_ms = t.step_ms;
+      c.text = t.to_string();
+      c.score = t.step_ms;
+      c.tiled = std::move(t);
+      out.push_back(std::move(c));
+    }
+    if (out.empty()) {
+      const auto gpu_only = tiled_candidates(model, b.x.sizes(), budget, 0, ctx, 16);
+      int64_t need = std::numeric_limits<int64_t>::max();
+      for (const auto& t : gpu_only) need = std::min(need, t.host_bytes);
+      if (!gpu_only.empty()) {
+        refusal = "offload auto: a step of batch " + c10::str(b.x.sizes()) + " fits within " +
+                  offload::format_bytes(budget) + " of GPU memory only in tiles whose block " +
+                  "inputs need " + offload::format_bytes(need) + " of pinned host memory; " +
+                  (settings.options.host_memory_limit() > 0 ? "offload.host_memory_limit gives "
+                                                            : "the host has available ") +
+                  offload::format_bytes(host) +
+                  "; raise offload.host_memory_limit, or lower data.batch_size or the grid";
+      }
+    }
+    return out;
+  }
+
+  // "; tiles need at least X (estimated)", when the model runs tiled.
+  std::string tile_floor(const StepBatch& b) const {
+    if (!tiled_unsupported(model).empty() || b.x.dim() < 4) return "";
+    const auto least = least_memory_tiled(model, b.x.sizes(), tiled_context(b));
+    return "; in spatial tiles a step needs at least " + offload::format_bytes(least.peak_bytes) +
+           " (estimated)";
+  }
+
+  // What a tiled plan's estimate takes from outside the step.
+  TiledContext tiled_context(const StepBatch& b) const {
+    TiledContext c;
+    c.base_bytes = allocated_now();
+    for (const auto& p : model->parameters()) c.grad_bytes += static_cast<int64_t>(p.nbytes());
+    c.window = settings.options.max_inflight_bytes();
+    c.compress = settings.options.compress() == offload::Compress::kBF16 &&
+                 model->options.compute_dtype() == torch::kFloat;
+    c.can_split = b.can_split();
+    return c;
+  }
+
+  TiledRunner& tiled_runner() {
+    if (!runner) runner = std::make_unique<TiledRunner>(model, offloader.get());
+    return *runner;
+  }
+
+  // Measures candidates[first..]: until a fitting plan is found and the rest
+  // are estimated much slower than it.
+  void measure(std::vector<Candidate>& candidates, size_t first, const StepBatch& b, int64_t limit,
+               std::vector<Measured>& fitting, Least& least) {
     double best_ms = std::numeric_limits<double>::infinity();
-    int64_t least_peak = std::numeric_limits<int64_t>::max();
-    std::string least_plan;
-    struct Measured {
-      size_t i;
-      double ms;
-      int64_t peak;
-    };
-    std::vector<Measured> fitting;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      const auto& [cand, est] = candidates[i];
-      if (fits && score(candidates[i]) > kSkipAbove * best_ms) continue;
+    for (const auto& m : fitting) best_ms = std::min(best_ms, m.ms);
+    bool warm = false;
+    for (size_t i = first; i < candidates.size(); ++i) {
+      const auto& c = candidates[i];
+      if (!fitting.empty() && c.score > kSkipAbove * best_ms) continue;
       double ms = 0;
       int64_t peak = 0;
       std::string status = "ok";
       try {
-        if (!warm) trial(cand, b);  // cuFFT plans, workspaces, the pinned pool
-        std::tie(ms, peak) = trial(cand, b);
+        if (!warm) trial(c, b);  // cuFFT plans, workspaces, the pinned pool
+        std::tie(ms, peak) = trial(c, b);
         warm = true;
       } catch (const c10::OutOfMemoryError&) {
         status = "out of memory";
         for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
+        if (runner) runner->clear();
         c10::cuda::CUDACachingAllocator::emptyCache();
       }
-      std::cerr << "offload auto: trial " << cand.to_string(stages) << ": estimated "
-                << offload::format_bytes(est.peak_bytes) << ", " << est.step_ms << " ms; "
+      std::cerr << "offload auto: trial " << c.text << ": estimated "
+                << offload::format_bytes(c.estimate.peak_bytes) << ", " << c.estimate.step_ms
+                << " ms; "
                 << (status == "ok" ? "measured " + offload::format_bytes(peak) + ", " +
                                          std::to_string(ms) + " ms"
                                    : status)
                 << "\n";
       if (status != "ok") continue;
-      if (peak < least_peak) {
-        least_peak = peak;
-        least_plan = cand.to_string(stages);
-      }
+      if (peak < least.peak) least = {peak, c.text};
       if (peak <= limit) {
         fitting.push_back({i, ms, peak});
         best_ms = std::min(best_ms, ms);
-        fits = true;
       }
     }
-    if (!fits) {
-      throw offload::BudgetError(
-          "offload auto: no plan keeps a step of batch " + c10::str(x.sizes()) + " within " +
-          offload::format_bytes(budget) +
-          (least_plan.empty() ? std::string(": every trial ran out of memory")
-                              : ": the least peak measured is " +
-                                    offload::format_bytes(least_peak) + " (" + least_plan + ")") +
-          "; raise the budget (--gpu-memory-limit), or lower data.batch_size or the grid");
-    }
-    // The two fastest fitting plans once more (one step each is noisy); the
-    // larger of the two peaks seen counts.
+  }
+
+  // The two fastest fitting plans once more (one step each is noisy); the
+  // larger of the two peaks seen counts.
+  void choose(const std::vector<Candidate>& candidates, std::vector<Measured> fitting,
+              const StepBatch& b, int64_t budget, int64_t limit) {
     std::sort(fitting.begin(), fitting.end(),
-              [](const Measured& a, const Measured& b) { return a.ms < b.ms; });
+              [](const Measured& x, const Measured& y) { return x.ms < y.ms; });
     if (fitting.size() > 2) fitting.resize(2);
     if (fitting.size() == 2) {
       for (auto& m : fitting) {
-        const auto [ms2, peak2] = trial(candidates[m.i].first, b);
+        const auto [ms2, peak2] = trial(candidates[m.i], b);
         m.ms = std::min(m.ms, ms2);
         m.peak = std::max(m.peak, peak2);
       }
-      std::sort(fitting.begin(), fitting.end(), [&](const Measured& a, const Measured& b) {
-        return (a.peak <= limit) != (b.peak <= limit) ? a.peak <= limit : a.ms < b.ms;
+      std::sort(fitting.begin(), fitting.end(), [&](const Measured& x, const Measured& y) {
+        return (x.peak <= limit) != (y.peak <= limit) ? x.peak <= limit : x.ms < y.ms;
       });
     }
     const auto& chosen = fitting.front();
-    plan = candidates[chosen.i].first;
-    estimate = candidates[chosen.i].second;
+    const auto& c = candidates[chosen.i];
+    tiled = c.tiled;
+    if (c.whole) plan = *c.whole;
+    estimate = c.estimate;
     estimate.step_ms = chosen.ms;
     estimate.peak_bytes = chosen.peak;
     if (chosen.peak > budget) {
-      throw offload::BudgetError("offload auto: the best plan " + plan.to_string(stages) +
-                                 " peaked at " + offload::format_bytes(chosen.peak) +
+      throw offload::BudgetError("offload auto: the best plan " + c.text + " peaked at " +
+                                 offload::format_bytes(chosen.peak) +
                                  " when measured again, over the budget " +
                                  offload::format_bytes(budget) + "; raise the budget");
     }
   }
+
   at::Tensor step(const StepBatch& b) {
     const bool none = policy.kind == offload::Policy::Kind::kNone;
     const bool micro = settings.micro_batches > 1 && b.can_split();
@@ -465,8 +628,15 @@ struct OffloadedStep::Impl {
     if (record_next) offloader->set_record_timeline(true);
     offloader->begin_step();
     // The loss and anything outside the stages keep their tensors; each
-    // stage's scope sets its own level.
-    auto l = run(plan, b, true);
+    // stage's scope sets its own level. A tiled plan runs its own sweeps.
+    at::Tensor l;
+    if (tiled) {
+      l = tiled_runner().step(*tiled, b.x, b.y, b.loss2, b.mean, [&] {
+        if (before_final_backward) before_final_backward(plan_key_for_tiled(b));
+      });
+    } else {
+      l = run(plan, b, true);
+    }
     stats = offloader->end_step();
     if (record_next) {
       offloader->set_record_timeline(false);
@@ -475,7 +645,21 @@ struct OffloadedStep::Impl {
     return l;
   }
 
+  std::string plan_key_for_tiled(const StepBatch& b) {
+    if (plan_key_text.empty()) {
+      plan_key_text = c10::str(b.x.device(), " ", shape, " ", tiled->to_string());
+    }
+    return plan_key_text;
+  }
+
+  // The plan as its files write it: the tiled choice, or the stages' plan.
+  std::string plan_text_only() const { return tiled ? tiled->to_string() : plan.to_string(stages); }
+
   static constexpr size_t kRanked = 6;
+  static constexpr size_t kTiledRanked = 3;  // tiled plans measured
+  // Tiled plans are measured when the best whole-grid plan that fits is
+  // slower than this times the plain step's estimate (or none fits).
+  static constexpr double kTileAbove = 1.2;
   static constexpr double kMargin = 0.02;     // of the budget
   static constexpr double kSkipAbove = 1.25;  // estimated ms over the best measured
 };
@@ -539,10 +723,28 @@ at::Tensor OffloadedStep::forward_backward(
   return p_->step(b);
 }
 
+at::Tensor OffloadedStep::forward(const at::Tensor& x) {
+  auto& p = *p_;
+  torch::NoGradGuard no_grad;
+  if (p.tiled) return p.tiled_runner().forward(*p.tiled, x);
+  int64_t per = x.size(0);
+  if (!p.shape.empty() && p.policy.kind != offload::Policy::Kind::kNone) {
+    const int64_t k = p.policy.kind == offload::Policy::Kind::kAuto ? p.plan.micro_batches
+                                                                    : p.settings.micro_batches;
+    per = std::max<int64_t>(1, (p.shape[0] + k - 1) / std::max<int64_t>(k, 1));
+  }
+  if (per >= x.size(0)) return p.model->forward(x);
+  std::vector<at::Tensor> outs;
+  for (int64_t first = 0; first < x.size(0); first += per) {
+    outs.push_back(p.model->forward(x.narrow(0, first, std::min(per, x.size(0) - first))));
+  }
+  return torch::cat(outs, 0);
+}
+
 std::string OffloadedStep::plan_text() const {
   if (p_->policy.kind == offload::Policy::Kind::kNone) return "none";
   std::ostringstream o;
-  o << p_->plan.to_string(p_->stages);
+  o << p_->plan_text_only();
   if (p_->profiled) {
     o << " (auto: measured peak " << offload::format_bytes(p_->estimate.peak_bytes) << ", "
       << p_->estimate.step_ms << " ms/step)";
@@ -572,14 +774,47 @@ std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
   if (x.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
   const int64_t batch = x.size(0);
+  const int64_t capacity =
+      p.settings.gpu_memory_limit > 0 ? p.settings.gpu_memory_limit : offload::device_total_bytes();
+  // What auto would do where no fixed policy fits: micro-batches or tiles.
+  const auto with_auto = [&](const offload::Profile* profile) -> std::string {
+    const auto budget = static_cast<int64_t>(0.9 * static_cast<double>(capacity));
+    if (profile != nullptr) {
+      offload::Estimate e;
+      bool fits = false;
+      const auto plan =
+          offload::plan_for_budget(*profile, budget, p.settings.options, &e, &fits, true);
+      if (fits) {
+        return "--offload auto fits it (estimated peak " + offload::format_bytes(e.peak_bytes) +
+               " with " + std::to_string(plan.micro_batches) + " micro-batch(es))";
+      }
+    }
+    TiledContext ctx;
+    ctx.base_bytes = allocated_now();
+    for (const auto& q : p.model->parameters()) ctx.grad_bytes += static_cast<int64_t>(q.nbytes());
+    const int64_t host = pinnable_host_bytes(p.settings.options.host_memory_limit());
+    const auto tiles = tiled_candidates(p.model, x.sizes(), budget, host, ctx, 1);
+    if (tiles.empty()) return "";
+    return "--offload auto trains it in spatial tiles (estimated peak " +
+           offload::format_bytes(tiles[0].peak_bytes) + ", " +
+           offload::format_bytes(tiles[0].host_bytes) + " of pinned host memory)";
+  };
   try {
     const auto stages = fno_stages(p.model, x.sizes().slice(2).vec());
     const auto profile = profile_batch(p.model, stages, x);
-    const int64_t capacity = p.settings.gpu_memory_limit > 0 ? p.settings.gpu_memory_limit
-                                                             : offload::device_total_bytes();
-    return offload::out_of_memory_advice(profile, p.settings.policy, capacity, p.settings.options);
+    auto advice =
+        offload::out_of_memory_advice(profile, p.settings.policy, capacity, p.settings.options);
+    const auto none = advice.find("no policy is estimated to fit");
+    if (none != std::string::npos) {
+      const auto a = with_auto(&profile);
+      if (!a.empty()) advice = advice.substr(0, none) + "no fixed policy is estimated to fit; " + a;
+    }
+    return advice;
   } catch (const std::exception&) {
     for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    const auto a = with_auto(nullptr);
+    if (!a.empty()) return "even one batch entry does not fit whole; " + a;
     return "even one batch entry does not fit to be measured; try --offload recompute+offload "
            "--set offload.chunks=" +
            std::to_string(batch) + ", or lower data.batch_size or the grid";

@@ -232,12 +232,17 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     e.y = pairs.y;
     s.tests.push_back(std::move(e));
   }
-  // Keep the data on the GPU when it fits comfortably (a quarter of its memory).
+  // Keep the data on the GPU when it fits comfortably: a quarter of its
+  // memory, or under a budget (offload.gpu_memory_limit) an eighth of that,
+  // since the run's data counts in the budget; else in pinned host memory,
+  // each batch copied over as it is used.
   if (s.device.is_cuda()) {
     int64_t bytes = s.train_x.nbytes() + s.train_y.nbytes();
     for (const auto& e : s.tests) bytes += e.x.nbytes() + e.y.nbytes();
     const auto* props = at::cuda::getDeviceProperties(s.device.index());
-    const bool fits = bytes < static_cast<int64_t>(props->totalGlobalMem / 4);
+    const int64_t room = c.gpu_memory_limit > 0 ? c.gpu_memory_limit / 8
+                                                : static_cast<int64_t>(props->totalGlobalMem / 4);
+    const bool fits = bytes < room;
     auto place = [&](torch::Tensor& t) { t = fits ? t.to(s.device) : t.pin_memory(); };
     place(s.train_x);
     place(s.train_y);
@@ -545,7 +550,7 @@ std::map<std::string, double> Trainer::train() {
       // In order, as contiguous slices: no index tensors, no host-device syncs.
       for (int64_t start = lo; start < hi; start += e.batch_size) {
         const int64_t len = std::min(e.batch_size, hi - start);
-        auto out = s.model->forward(e.x.narrow(0, start, len).to(s.device, /*non_blocking=*/true));
+        auto out = s.step->forward(e.x.narrow(0, start, len).to(s.device, /*non_blocking=*/true));
         if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
         const auto y = e.y.narrow(0, start, len).to(s.device, true);
         for (const auto& [name, fn] : eval_losses) {
@@ -790,7 +795,7 @@ std::map<std::string, double> Trainer::train() {
     std::vector<std::pair<std::string, torch::Tensor>> sets;
     for (const auto& e : s.tests) {
       const int64_t k = std::min<int64_t>(c.n_predictions, e.x.size(0));
-      auto out = s.model->forward(e.x.narrow(0, 0, k).to(s.device));
+      auto out = s.step->forward(e.x.narrow(0, 0, k).to(s.device));
       if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
       sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
       sets.emplace_back(e.name + "/y", e.y.narrow(0, 0, k).cpu());

@@ -56,6 +56,8 @@ struct BenchRow {
   double d2h_busy_ms = 0, h2d_busy_ms = 0;  // time each copy direction was busy
   int64_t inflight_window = 0;  // the back-pressure window of the last timed step (bytes)
   double forward_stall_ms = 0;  // GPU idle while forward's host thread waited on back-pressure
+  double link_overlap_ms = 0;   // both copy directions busy at once
+  double link_floor_ms = 0;     // the link's least time for the step's bytes (StepStats)
   std::string plan;
   int64_t estimated_peak = 0;
   double plan_seconds = 0;  // auto's plan search (the first step of the row)

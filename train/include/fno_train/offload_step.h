@@ -66,6 +66,13 @@ class OffloadedStep {
       const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& loss,
       bool mean = false);
 
+  /// model(x) without gradients within the step's plan, for evaluation and
+  /// predictions: a tiled plan runs in its tiles, and no more batch entries
+  /// run at once than a training micro-batch holds, so that the whole run
+  /// keeps the budget. Before the first step (no plan yet): model(x).
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  at::Tensor forward(const at::Tensor& x);
+
   /// Called just before the backward pass that completes a step's gradients
   /// (the last micro-batch's) with a key naming the input shape and the plan;
   /// the plan search's trial steps do not call it. For dist::GradientSync::arm.

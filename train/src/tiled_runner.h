@@ -1,0 +1,46 @@
+// Internal: runs the tiled plans that offload auto chooses (fno_train/tiled_plan.h)
+// for OffloadedStep: one TiledStep per plan (its host stores live across
+// steps), micro-batches whose gradients add up, host stores on the offloader's
+// copy engine.
+#pragma once
+
+#include <fno/tiled.h>
+#include <fno_offload/offload.h>
+#include <fno_train/tiled_plan.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace fno {
+
+class TiledRunner {
+ public:
+  using Loss = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+  /// `offloader`: the copy engine of host stores (null or inactive: plans with
+  /// host stores cannot run).
+  TiledRunner(FNO model, offload::Offloader* offloader);
+
+  /// One step of `choice` on (x, y): forward and backward of each micro-batch,
+  /// its loss scaled by its share of the batch when `mean`; returns the summed
+  /// loss, detached. `before_last` runs before the last micro-batch.
+  // x: [B, Cin, *S], y: [B, Cout, *S]
+  at::Tensor step(const TiledChoice& choice, const at::Tensor& x, const at::Tensor& y,
+                  const Loss& loss, bool mean, const std::function<void()>& before_last = nullptr);
+
+  /// model(x) in tiles of `choice`'s plan and micro-batches, without gradients.
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  at::Tensor forward(const TiledChoice& choice, const at::Tensor& x);
+
+  /// Drops every plan's stores (their pinned memory too).
+  void clear() { steps_.clear(); }
+
+ private:
+  TiledStep& step_for(const TiledPlan& plan);
+  FNO model_;
+  offload::Offloader* offloader_;
+  std::map<std::string, std::unique_ptr<TiledStep>> steps_;
+};
+
+}  // namespace fno
