@@ -1,11 +1,14 @@
-// fno_datagen: generates Darcy-flow data as in the FNO paper (Li et al. 2020,
-// appendix A.3.2) into HDF5 files that fno_train reads directly
-// (fno_data/darcy_gen.h describes the problem, the scheme and the solver).
+// fno_datagen: generates PDE data into HDF5 files that fno_train reads
+// directly: Darcy flow as in the FNO paper (Li et al. 2020, appendix A.3.2;
+// --problem darcy, the default; fno_data/darcy_gen.h describes the problem, the
+// scheme and the solver), or the periodic 3D Poisson problem for 3D models
+// (--problem poisson3d; fno_data/poisson3d_gen.h).
 //
 // Exit codes: 0 done; 2 bad command line; 3 the run failed (output not
 // writable, solver failure); 130/143 stopped by SIGINT/SIGTERM. A run that
 // stops for any reason leaves no output file (temporary file + fsync + rename).
 #include <fno_data/darcy_gen.h>
+#include <fno_data/poisson3d_gen.h>
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -140,17 +143,27 @@ class Progress {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Generates Darcy-flow data as in the FNO paper (Li et al. 2020, appendix A.3.2):\n"
+      "Generates PDE data into HDF5 datasets coeff and sol, float32, that fno_train reads "
+      "directly.\n"
+      "--problem darcy (default): Darcy flow as in the FNO paper (Li et al. 2020, appendix "
+      "A.3.2):\n"
       "-div(a grad u) = 1 on the unit square, u = 0 on the boundary, a = 12 or 3 by the sign\n"
       "of a Gaussian random field with covariance 9 (-Laplacian + 9)^-2 (zero Neumann), solved\n"
-      "by second-order finite differences on the R x R node grid (boundary included).\n"
-      "Writes HDF5 datasets coeff and sol, float32 (N, R', R'), that fno_train reads directly."};
+      "by second-order finite differences on the R x R node grid (boundary included); (N, R', "
+      "R').\n"
+      "--problem poisson3d: -Laplace(u) = f on the periodic unit cube, f a zero-mean Gaussian\n"
+      "random field with covariance 9 (-Laplacian + 9)^-2.5, u its exact spectral solution, on\n"
+      "the R x R x R grid x_i = i/R; coeff = f, sol = u, (N, R', R', R')."};
   fno::data::DarcyGenOptions o;
   int64_t resolution = 0, samples = 0, test_samples = 0, subsample = 1, batch = 0;
   uint64_t seed = 0;
   double tolerance = o.tolerance();
-  std::string out, device = "auto", progress = "auto";
-  app.add_option("--resolution", resolution, "grid nodes per side of the solve, boundary included")
+  std::string problem = "darcy", out, device = "auto", progress = "auto";
+  app.add_option("--problem", problem, "darcy (default) or poisson3d")
+      ->check(CLI::IsMember({"darcy", "poisson3d"}));
+  app.add_option("--resolution", resolution,
+                 "grid points per side: darcy, nodes of the solve, boundary included (>= 3); "
+                 "poisson3d, points of the periodic grid (>= 4)")
       ->required()
       ->transform(decimal_integer<int64_t>());
   app.add_option("--samples", samples, "number of samples in all")
@@ -167,15 +180,16 @@ int main(int argc, char** argv) {
                  "(default 0: one file)")
       ->transform(decimal_integer<int64_t>());
   app.add_option("--subsample", subsample,
-                 "store every k-th node per side; k must divide resolution - 1 "
-                 "(421 with k = 5, 3, 2 gives 85, 141, 211)")
+                 "store every k-th node per side; darcy: k must divide resolution - 1 "
+                 "(421 with k = 5, 3, 2 gives 85, 141, 211); poisson3d: k must divide resolution")
       ->transform(decimal_integer<int64_t>());
   app.add_option("--batch", batch,
-                 "samples solved together (default 1 on the CPU, 32 on CUDA); the data do "
-                 "not depend on it")
+                 "samples solved together (default 1 on the CPU; on CUDA 32 for darcy, "
+                 "2^24 / R^3 within [1, 32] for poisson3d); the data do not depend on it")
       ->transform(decimal_integer<int64_t>());
   app.add_option("--device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
-  app.add_option("--tolerance", tolerance, "relative residual at which CG stops (default 1e-10)");
+  app.add_option("--tolerance", tolerance,
+                 "darcy: relative residual at which CG stops (default 1e-10)");
   app.add_option("--progress", progress, "auto (a bar on a terminal, else lines), bar, plain, none")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
   try {
@@ -186,6 +200,10 @@ int main(int argc, char** argv) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
 
+  const bool poisson3d = problem == "poisson3d";
+  if (poisson3d && app.count("--tolerance") > 0) {
+    return fail(2, "--tolerance applies to --problem darcy only (poisson3d is solved exactly)");
+  }
   o.resolution(resolution)
       .samples(samples)
       .seed(seed)
@@ -196,32 +214,55 @@ int main(int argc, char** argv) {
       .device(device)
       .out(out)
       .command_line(command_line(argc, argv));
+  fno::data::Poisson3dGenOptions o3;
+  o3.resolution(resolution)
+      .samples(samples)
+      .seed(seed)
+      .test_samples(test_samples)
+      .subsample(subsample)
+      .batch_size(batch)
+      .device(device)
+      .out(out)
+      .command_line(o.command_line());
   try {
-    fno::data::validate_darcy_options(o);
+    if (poisson3d) {
+      fno::data::validate_poisson3d_options(o3);
+    } else {
+      fno::data::validate_darcy_options(o);
+    }
   } catch (const c10::Error& e) {
     return fail(2, e.what_without_backtrace());
   }
-  std::string header = std::to_string(samples) + " samples at " + std::to_string(resolution) + "x" +
-                       std::to_string(resolution);
+  // "12 samples at 16x16x16 (stored 8x8x8), seed 0 -> FILES"
+  const auto grid = [&](int64_t r) {
+    std::string text = std::to_string(r) + "x" + std::to_string(r);
+    return poisson3d ? text + "x" + std::to_string(r) : text;
+  };
+  std::string header = std::to_string(samples) + " samples at " + grid(resolution);
   if (subsample > 1) {
-    const std::string stored = std::to_string((resolution - 1) / subsample + 1);
-    header += " (stored " + stored + "x" + stored + ")";
+    header += " (stored " +
+              grid(poisson3d ? resolution / subsample : (resolution - 1) / subsample + 1) + ")";
   }
   header += ", seed " + std::to_string(seed) + " ->";
-  for (const auto& p : fno::data::darcy_output_paths(o)) header += " " + p;
+  const auto paths =
+      poisson3d ? fno::data::poisson3d_output_paths(o3) : fno::data::darcy_output_paths(o);
+  for (const auto& p : paths) header += " " + p;
   Progress bar(progress, header);
   install_stop_handlers();
   fno::data::DarcyGenHooks hooks;
   hooks.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
   hooks.stop_requested = [] { return static_cast<int>(g_stop_signal); };
   try {
-    const auto summary = fno::data::generate_darcy(o, hooks);
+    const auto summary =
+        poisson3d ? fno::data::generate_poisson3d(o3, hooks) : fno::data::generate_darcy(o, hooks);
     std::printf("device %s\n", summary.device.c_str());
     std::printf("samples %lld\n", static_cast<long long>(summary.samples));
     std::printf("seconds %.2f\n", summary.seconds);
     std::printf("max_residual %.3g\n", summary.max_residual);
-    std::printf("cg_iterations mean %.1f max %lld\n", summary.mean_iterations,
-                static_cast<long long>(summary.max_iterations));
+    if (!poisson3d) {
+      std::printf("cg_iterations mean %.1f max %lld\n", summary.mean_iterations,
+                  static_cast<long long>(summary.max_iterations));
+    }
     for (const auto& f : summary.files) std::printf("wrote %s\n", f.c_str());
     return 0;
   } catch (const fno::data::DatagenInterrupted& e) {

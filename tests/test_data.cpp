@@ -108,6 +108,35 @@ TEST_CASE("bad .pt data files get one-line errors naming the file") {
   check_error([&] { fno::data::load_darcy(p8); }, p8, "empty file");
 }
 
+TEST_CASE(
+    ".pt files with 3D grids [N, R1, R2, R3] load, subsampled on every dim; rank 5 is refused") {
+  torch::manual_seed(3);
+  fno::TensorDict d;
+  const auto x = torch::rand({4, 6, 8, 10}) > 0.5;  // a bool input, as neuraloperator's Darcy x
+  const auto y = torch::randn({4, 6, 8, 10});
+  d.insert("x", x);
+  d.insert("y", y);
+  const auto p = out_path("poisson3d.pt");
+  fno::save_tensor_dict(d, p);
+  const auto all = fno::data::load_darcy(p);
+  CHECK((all.x.sizes() == torch::IntArrayRef{4, 1, 6, 8, 10}));
+  CHECK(torch::equal(all.x.squeeze(1), x.to(torch::kFloat)));
+  CHECK(torch::equal(all.y.squeeze(1), y));
+  const auto sub = fno::data::load_darcy(p, fno::data::LoadOptions().subsample(3).n_samples(2));
+  CHECK((sub.y.sizes() == torch::IntArrayRef{2, 1, 2, 3, 4}));
+  CHECK(torch::equal(sub.y.squeeze(1),
+                     y.narrow(0, 0, 2).slice(1, 0, 6, 3).slice(2, 0, 8, 3).slice(3, 0, 10, 3)));
+  CHECK(sub.y.is_contiguous());
+
+  fno::TensorDict rank5;
+  rank5.insert("x", torch::ones({2, 4, 4, 4, 4}));
+  rank5.insert("y", torch::ones({2, 4, 4, 4, 4}));
+  const auto p5 = out_path("rank5.pt");
+  fno::save_tensor_dict(rank5, p5);
+  check_error([&] { fno::data::load_darcy(p5); }, p5,
+              "'x' has rank 5, expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)");
+}
+
 TEST_CASE("UnitGaussianNormalizer is channel-wise and inverts") {
   torch::manual_seed(0);
   auto data = torch::randn({20, 2, 6, 6}) * torch::tensor({3.0f, 0.5f}).view({1, 2, 1, 1}) + 4;
@@ -117,6 +146,18 @@ TEST_CASE("UnitGaussianNormalizer is channel-wise and inverts") {
   auto t = n.transform(data);
   CHECK(t.mean({0, 2, 3}).abs().max().item<double>() < 1e-5);
   CHECK(t.std({0, 2, 3}).sub(1).abs().max().item<double>() < 1e-5);
+  CHECK(torch::allclose(n.inverse_transform(t), data, 1e-5, 1e-5));
+}
+
+TEST_CASE("UnitGaussianNormalizer on 3D grids [N, C, R1, R2, R3]") {
+  torch::manual_seed(1);
+  auto data = torch::randn({6, 2, 4, 5, 3}) * torch::tensor({2.0f, 0.1f}).view({1, 2, 1, 1, 1}) - 1;
+  fno::data::UnitGaussianNormalizer n;
+  n.fit(data);
+  CHECK((n.mean().sizes() == torch::IntArrayRef{1, 2, 1, 1, 1}));
+  auto t = n.transform(data);
+  CHECK(t.mean({0, 2, 3, 4}).abs().max().item<double>() < 1e-5);
+  CHECK(t.std({0, 2, 3, 4}).sub(1).abs().max().item<double>() < 1e-5);
   CHECK(torch::allclose(n.inverse_transform(t), data, 1e-5, 1e-5));
 }
 

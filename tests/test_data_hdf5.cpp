@@ -92,8 +92,11 @@ void check_one_line_error(const std::string& path, const std::string& expected, 
   CHECK(open_hdf5_objects() == 0);
 }
 
+/// t[:, ::k, ::k] or t[:, ::k, ::k, ::k]
 torch::Tensor every(const torch::Tensor& t, int64_t k) {
-  return t.index({Slice(), Slice(None, None, k), Slice(None, None, k)});
+  torch::Tensor out = t;
+  for (int64_t d = 1; d < t.dim(); ++d) out = out.index_select(d, torch::arange(0, t.size(d), k));
+  return out;
 }
 
 void check_pairs(const FieldPairs& got, const torch::Tensor& x, const torch::Tensor& y) {
@@ -121,8 +124,8 @@ void raw_dataset(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_
 }
 
 /// A MATLAB v7.3 file as MATLAB writes it: a 512-byte user block starting with
-/// the MAT-file header, and every N x R1 x R2 array stored column-major, i.e.
-/// as HDF5 dims (R2, R1, N).
+/// the MAT-file header, and every N x R1 x R2 (x R3) array stored column-major,
+/// i.e. as HDF5 dims (R2, R1, N) (or (R3, R2, R1, N)).
 void write_matlab_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& arrays,
                        bool with_header = true) {
   {
@@ -130,7 +133,9 @@ void write_matlab_file(const std::string& path, const std::vector<std::pair<std:
     REQUIRE(H5Pset_userblock(fcpl, 512) >= 0);
     H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose);
     for (const auto& [name, array] : arrays) {
-      const auto column_major = array.to(torch::kDouble).permute({2, 1, 0}).contiguous();
+      std::vector<int64_t> reversed;
+      for (int64_t d = array.dim() - 1; d >= 0; --d) reversed.push_back(d);
+      const auto column_major = array.to(torch::kDouble).permute(reversed).contiguous();
       raw_dataset(file, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, column_major);
     }
   }
@@ -321,6 +326,77 @@ TEST_CASE("hdf5: MATLAB v7.3 files (user block, column-major dims) load transpos
   CHECK(torch::equal(got.x.squeeze(1), coeff.permute({2, 1, 0}).to(torch::kFloat)));
 }
 
+TEST_CASE("hdf5: 3D grids (N, R1, R2, R3) round-trip, with n_samples and subsample on every dim") {
+  torch::manual_seed(17);
+  // Unequal sides, so that a dim mixed up changes the shape.
+  const auto coeff = torch::randn({5, 6, 8, 10});
+  const auto sol = torch::randn({5, 6, 8, 10}, torch::kDouble);
+  const auto path = out_path("poisson3d_roundtrip.h5");
+  write_hdf5(path, {{"coeff", coeff}, {"sol", sol}});
+
+  check_pairs(load_hdf5(path), coeff, sol);
+  {
+    const auto got = load_hdf5(path, LoadOptions().subsample(2));
+    CHECK(got.x.sizes() == torch::IntArrayRef({5, 1, 3, 4, 5}));
+    check_pairs(got, every(coeff, 2), every(sol, 2));
+  }
+  {
+    const auto got = load_hdf5(path, LoadOptions().subsample(3).n_samples(2));
+    // Points 0, 3 / 0, 3, 6 / 0, 3, 6, 9.
+    CHECK(got.x.sizes() == torch::IntArrayRef({2, 1, 2, 3, 4}));
+    check_pairs(got, every(coeff.slice(0, 0, 2), 3), every(sol.slice(0, 0, 2), 3));
+  }
+  // The generic loader (format detection) takes the same path.
+  const auto via_darcy = fno::data::load_darcy(path, LoadOptions().subsample(2));
+  check_pairs(via_darcy, every(coeff, 2), every(sol, 2));
+
+  // The normalizer and the predictions' [k, 1, R1, R2, R3] datasets work at rank 5.
+  fno::data::UnitGaussianNormalizer norm;
+  norm.fit(via_darcy.y);
+  CHECK(norm.mean().sizes() == torch::IntArrayRef({1, 1, 1, 1, 1}));
+  CHECK(torch::allclose(norm.inverse_transform(norm.transform(via_darcy.y)), via_darcy.y, 1e-5,
+                        1e-6));
+  const auto pred_path = out_path("poisson3d_predictions.h5");
+  write_hdf5(pred_path,
+             {{"16/x", via_darcy.x.narrow(0, 0, 2)}, {"16/pred", via_darcy.y.narrow(0, 0, 2)}});
+  {
+    H5Id file(H5Fopen(pred_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    H5Id ds(H5Dopen2(file, "16/pred", H5P_DEFAULT), H5Dclose);
+    H5Id space(H5Dget_space(ds), H5Sclose);
+    hsize_t dims[5] = {0, 0, 0, 0, 0};
+    REQUIRE(H5Sget_simple_extent_dims(space, dims, nullptr) == 5);
+    CHECK(std::vector<hsize_t>(dims, dims + 5) == std::vector<hsize_t>{2, 1, 3, 4, 5});
+  }
+  CHECK(open_hdf5_objects() == 0);
+}
+
+TEST_CASE("hdf5: 3D MATLAB v7.3 arrays, stored (R3, R2, R1, N), load as (N, R1, R2, R3)") {
+  torch::manual_seed(18);
+  const auto coeff = torch::randn({3, 4, 6, 7}, torch::kDouble);
+  const auto sol = torch::randn({3, 4, 6, 7}, torch::kDouble);
+  const auto path = out_path("poisson3d_matlab.mat");
+  write_matlab_file(path, {{"coeff", coeff}, {"sol", sol}});
+  {
+    H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    H5Id ds(H5Dopen2(file, "coeff", H5P_DEFAULT), H5Dclose);
+    H5Id space(H5Dget_space(ds), H5Sclose);
+    hsize_t dims[4] = {0, 0, 0, 0};
+    REQUIRE(H5Sget_simple_extent_dims(space, dims, nullptr) == 4);
+    CHECK(std::vector<hsize_t>(dims, dims + 4) == std::vector<hsize_t>{7, 6, 4, 3});
+  }
+  check_pairs(load_hdf5(path), coeff, sol);
+  check_pairs(load_hdf5(path, LoadOptions().subsample(2).n_samples(2)),
+              every(coeff.slice(0, 0, 2), 2), every(sol.slice(0, 0, 2), 2));
+
+  const auto bad = out_path("poisson3d_matlab_rank5.mat");
+  write_matlab_file(
+      bad, {{"coeff", torch::zeros({2, 3, 3, 3, 3})}, {"sol", torch::zeros({2, 3, 3, 3})}});
+  check_one_line_error(
+      bad,
+      "dataset 'coeff' has rank 5, expected 3 (N, R1, R2) or 4 (N, R1, R2, R3) (MATLAB "
+      "stores them reversed: (R2, R1, N) or (R3, R2, R1, N))");
+}
+
 TEST_CASE("hdf5: bad files give one-line errors naming the file") {
   torch::manual_seed(15);
   const auto good = out_path("darcy_good.h5");
@@ -347,7 +423,23 @@ TEST_CASE("hdf5: bad files give one-line errors naming the file") {
 
   const auto rank2 = out_path("darcy_rank2.h5");
   write_hdf5(rank2, {{"coeff", torch::zeros({4, 8, 8})}, {"sol", torch::zeros({8, 8})}});
-  check_one_line_error(rank2, "dataset 'sol' has rank 2, expected 3 (N, R, R)");
+  check_one_line_error(rank2,
+                       "dataset 'sol' has rank 2, expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)");
+
+  const auto rank5 = out_path("darcy_rank5.h5");
+  write_hdf5(rank5,
+             {{"coeff", torch::zeros({2, 4, 4, 4, 4})}, {"sol", torch::zeros({2, 4, 4, 4})}});
+  check_one_line_error(rank5,
+                       "dataset 'coeff' has rank 5, expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)");
+
+  const auto mixed = out_path("darcy_mixed_rank.h5");
+  write_hdf5(mixed, {{"coeff", torch::zeros({2, 4, 4})}, {"sol", torch::zeros({2, 4, 4, 4})}});
+  check_one_line_error(mixed, "dataset 'coeff' has shape (2, 4, 4) but 'sol' has (2, 4, 4, 4)");
+
+  const auto empty_3d = out_path("darcy_empty_3d.h5");
+  write_hdf5(empty_3d,
+             {{"coeff", torch::zeros({2, 4, 0, 4})}, {"sol", torch::zeros({2, 4, 0, 4})}});
+  check_one_line_error(empty_3d, "dataset 'coeff' has an empty grid (2, 4, 0, 4)");
 
   const auto mismatch = out_path("darcy_mismatch.h5");
   write_hdf5(mismatch, {{"coeff", torch::zeros({10, 8, 8})}, {"sol", torch::zeros({10, 8, 9})}});

@@ -5,9 +5,13 @@
 // independence of the batch, second-order convergence on a manufactured
 // solution, and the files: values, boundary, attributes, determinism, split,
 // subsampling, interrupts, option errors, the paper configs that read them.
-#include <fno_train/config.h>
+// The periodic 3D Poisson generator: the spectral equation, a manufactured
+// solution, the field's covariance, its files (determinism across batch sizes,
+// split, subsampling, options, interrupts) and configs/poisson3d.yaml.
 #include <fno_data/darcy.h>
 #include <fno_data/darcy_gen.h>
+#include <fno_data/poisson3d_gen.h>
+#include <fno_train/config.h>
 
 #include <doctest/doctest.h>
 #include <hdf5.h>
@@ -23,7 +27,9 @@
 
 using fno::data::DarcyGenOptions;
 using fno::data::generate_darcy;
+using fno::data::generate_poisson3d;
 using fno::data::load_darcy;
+using fno::data::Poisson3dGenOptions;
 using fno::test::out_path;
 using fno::test::read_bytes;
 
@@ -516,4 +522,251 @@ TEST_CASE("datagen: on CUDA, the CPU's coefficients and solutions, whatever the 
   CHECK(fno::test::rel_err(cuda.y, cpu.y) < 1e-6);
   CHECK(read_number_attr(dir + "/cuda5.h5", "max_residual") <= 1e-8);
   CHECK(read_bytes(dir + "/cuda5.h5") == read_bytes(dir + "/cuda2.h5"));
+}
+
+// ---------------------------------------------------------------------------
+// The periodic 3D Poisson problem (fno_data/poisson3d_gen.h)
+// ---------------------------------------------------------------------------
+
+TEST_CASE("poisson3d datagen: u solves -Laplace(u) = f spectrally, and f has zero mean") {
+  const int64_t r = 16;
+  std::vector<torch::Tensor> noise;
+  for (int64_t i = 0; i < 3; ++i) noise.push_back(fno::data::white_noise3d(5, i, r));
+  const auto f = fno::data::periodic_grf3d(torch::stack(noise), 2.5, 3.0);
+  REQUIRE(f.sizes() == torch::IntArrayRef({3, r, r, r}));
+  CHECK((f.scalar_type() == torch::kDouble));
+  const auto u = fno::data::periodic_poisson_solve(f);
+  const auto lap = fno::data::periodic_neg_laplacian(u);
+  CHECK(fno::test::rel_err(lap, f) < 1e-12);
+  for (int64_t s = 0; s < 3; ++s) {
+    CHECK(std::abs(f[s].mean().item<double>()) < 1e-15 * f[s].abs().max().item<double>() * r);
+    CHECK(std::abs(u[s].mean().item<double>()) < 1e-15 * u[s].abs().max().item<double>() * r);
+    CHECK(f[s].std().item<double>() > 0.01);
+  }
+}
+
+// u = sin(2 pi x) cos(4 pi y) sin(6 pi z) + cos(2 pi z): -Laplace(u) =
+// 4 pi^2 (14 sin(2 pi x) cos(4 pi y) sin(6 pi z) + cos(2 pi z)), on a non-cubic grid.
+TEST_CASE("poisson3d datagen: the spectral solve and Laplacian on a manufactured solution") {
+  const int64_t r1 = 8, r2 = 12, r3 = 16;
+  const auto grid = [](int64_t r) { return torch::arange(r, torch::kDouble) / r; };
+  const auto x = grid(r1).view({r1, 1, 1}), y = grid(r2).view({1, r2, 1}),
+             z = grid(r3).view({1, 1, r3});
+  const auto a = torch::sin(2 * kPi * x) * torch::cos(4 * kPi * y) * torch::sin(6 * kPi * z);
+  const auto b = torch::cos(2 * kPi * z).expand({r1, r2, r3});
+  const auto u = (a + b).unsqueeze(0);
+  const auto f = (4 * kPi * kPi * (14 * a + b)).unsqueeze(0);
+  CHECK(fno::test::rel_err(fno::data::periodic_neg_laplacian(u), f) < 1e-13);
+  CHECK(fno::test::rel_err(fno::data::periodic_poisson_solve(f), u) < 1e-13);
+  // A constant has no solution: it is dropped.
+  CHECK(fno::data::periodic_poisson_solve(f + 7.0).sub(u).abs().max().item<double>() < 1e-13);
+}
+
+// The field's covariance on the grid is C(lag) = sum_k mu_k exp(2 pi i k.lag/R),
+// the inverse real FFT of mu = sqrt_mu^2; its variance C(0). 100 samples at 16^3
+// estimate C(0) and C at lags 1..4 along each axis within a few per cent.
+TEST_CASE(
+    "poisson3d datagen: the field has the covariance tau^(2 alpha - 3) (-Laplace + tau^2)^-alpha") {
+  const int64_t r = 16, n = 100;
+  std::vector<torch::Tensor> noise;
+  for (int64_t i = 0; i < n; ++i) noise.push_back(fno::data::white_noise3d(11, i, r));
+  const auto f = fno::data::periodic_grf3d(torch::stack(noise), 2.5, 3.0);
+  const auto sqrt_mu =
+      fno::data::periodic_grf3d_spectrum({r, r, r}, 2.5, 3.0, torch::TensorOptions(torch::kDouble));
+  const auto cov = torch::fft::irfftn(sqrt_mu.square(), {r, r, r}, {0, 1, 2}, "forward");
+  const double c0 = cov[0][0][0].item<double>();
+  INFO("variance ", c0);
+  CHECK(c0 > 0.004);  // sigma about 0.07
+  CHECK(c0 < 0.008);
+  CHECK(f.square().mean().item<double>() == doctest::Approx(c0).epsilon(0.1));
+  for (int64_t lag = 1; lag <= 4; ++lag) {
+    for (int64_t dim = 1; dim <= 3; ++dim) {
+      const double expected = (dim == 1   ? cov[lag][0][0]
+                               : dim == 2 ? cov[0][lag][0]
+                                          : cov[0][0][lag])
+                                  .item<double>();
+      const double got = (f * f.roll(-lag, dim)).mean().item<double>();
+      INFO("lag ", lag, " dim ", dim, ": ", got, " expected ", expected);
+      CHECK(std::abs(got - expected) < 0.1 * c0);
+    }
+  }
+}
+
+TEST_CASE("poisson3d datagen: the files hold f and u (N, R, R, R) with their attributes") {
+  const std::string dir = fresh_dir("poisson3d_files");
+  const std::string path = dir + "/p.h5";
+  const auto summary = generate_poisson3d(
+      Poisson3dGenOptions().resolution(16).samples(3).seed(2).device("cpu").out(path));
+  CHECK(summary.files == std::vector<std::string>{path});
+  CHECK(summary.samples == 3);
+  CHECK(summary.max_residual < 1e-12);
+  const auto pairs = load_darcy(path);  // the training loader, as fno_train reads it
+  REQUIRE(pairs.x.sizes() == torch::IntArrayRef({3, 1, 16, 16, 16}));
+  REQUIRE(pairs.y.sizes() == torch::IntArrayRef({3, 1, 16, 16, 16}));
+  // The float32 fields satisfy the spectral equation to their rounding.
+  const auto f = pairs.x.squeeze(1).to(torch::kDouble);
+  const auto u = pairs.y.squeeze(1).to(torch::kDouble);
+  const double err = fno::test::rel_err(fno::data::periodic_neg_laplacian(u), f);
+  INFO("relative error of -Laplace(u) against f in float32: ", err);
+  CHECK(err < 1e-5);
+  for (int64_t s = 0; s < 3; ++s) {
+    CHECK(std::abs(f[s].mean().item<double>()) < 1e-6 * f[s].abs().max().item<double>());
+  }
+  // Sample i is white_noise3d(seed, i) through the GRF and the solve.
+  const auto f1 =
+      fno::data::periodic_grf3d(fno::data::white_noise3d(2, 1, 16).unsqueeze(0), 2.5, 3.0);
+  CHECK(torch::equal(pairs.x[1][0], f1[0].to(torch::kFloat)));
+  // (u comes from f's spectrum directly, not from f: equal to round-off)
+  CHECK(fno::test::rel_err(pairs.y[1][0].to(torch::kDouble),
+                           fno::data::periodic_poisson_solve(f1)[0]) < 1e-6);
+
+  CHECK(read_number_attr(path, "resolution") == 16);
+  CHECK(read_number_attr(path, "stored_resolution") == 16);
+  CHECK(read_number_attr(path, "seed") == 2);
+  CHECK(read_number_attr(path, "samples") == 3);
+  CHECK(read_number_attr(path, "alpha") == 2.5);
+  CHECK(read_number_attr(path, "tau") == 3);
+  CHECK(read_number_attr(path, "max_residual") < 1e-12);
+  CHECK(read_number_attr(path, "generator_version") >= 1);
+}
+
+TEST_CASE("poisson3d datagen: the same seed gives the same file, whatever the batch size") {
+  const std::string dir = fresh_dir("poisson3d_determinism");
+  const auto opts = Poisson3dGenOptions().resolution(8).samples(5).seed(3).device("cpu");
+  generate_poisson3d(Poisson3dGenOptions(opts).out(dir + "/a.h5"));
+  generate_poisson3d(Poisson3dGenOptions(opts).batch_size(2).out(dir + "/b.h5"));
+  generate_poisson3d(Poisson3dGenOptions(opts).batch_size(5).out(dir + "/c.h5"));
+  CHECK(read_bytes(dir + "/a.h5") == read_bytes(dir + "/b.h5"));  // byte-identical
+  CHECK(read_bytes(dir + "/a.h5") == read_bytes(dir + "/c.h5"));
+  // Sample i alone (a run of i + 1 samples ends with it) is the same sample.
+  generate_poisson3d(Poisson3dGenOptions(opts).samples(4).batch_size(3).out(dir + "/d.h5"));
+  const auto a = load_darcy(dir + "/a.h5");
+  const auto d = load_darcy(dir + "/d.h5");
+  CHECK(torch::equal(a.x.narrow(0, 0, 4), d.x));
+  CHECK(torch::equal(a.y.narrow(0, 0, 4), d.y));
+  generate_poisson3d(Poisson3dGenOptions(opts).seed(4).out(dir + "/e.h5"));
+  CHECK_FALSE(torch::equal(a.x, load_darcy(dir + "/e.h5").x));
+}
+
+TEST_CASE(
+    "poisson3d datagen: a train/test split and subsampling keep the samples of the full run") {
+  const std::string dir = fresh_dir("poisson3d_split");
+  const auto opts = Poisson3dGenOptions().resolution(12).samples(5).seed(9).device("cpu");
+  generate_poisson3d(Poisson3dGenOptions(opts).out(dir + "/full.h5"));
+  const auto summary =
+      generate_poisson3d(Poisson3dGenOptions(opts).test_samples(2).subsample(3).out(dir + "/s.h5"));
+  CHECK(summary.files == std::vector<std::string>{dir + "/s_train.h5", dir + "/s_test.h5"});
+  const auto full = load_darcy(dir + "/full.h5");
+  const auto train = load_darcy(dir + "/s_train.h5");
+  const auto test = load_darcy(dir + "/s_test.h5");
+  REQUIRE(train.x.sizes() == torch::IntArrayRef({3, 1, 4, 4, 4}));
+  REQUIRE(test.y.sizes() == torch::IntArrayRef({2, 1, 4, 4, 4}));
+  const auto every3 = [](const torch::Tensor& t) {
+    return t.slice(2, 0, t.size(2), 3).slice(3, 0, t.size(3), 3).slice(4, 0, t.size(4), 3);
+  };
+  CHECK(torch::equal(train.x, every3(full.x.narrow(0, 0, 3))));
+  CHECK(torch::equal(train.y, every3(full.y.narrow(0, 0, 3))));
+  CHECK(torch::equal(test.x, every3(full.x.narrow(0, 3, 2))));
+  CHECK(torch::equal(test.y, every3(full.y.narrow(0, 3, 2))));
+  // The loader's subsampling of the full file gives the same numbers.
+  CHECK(torch::equal(load_darcy(dir + "/full.h5", fno::data::LoadOptions().subsample(3)).y,
+                     every3(full.y)));
+  CHECK(read_number_attr(dir + "/s_test.h5", "first_sample") == 3);
+  CHECK(read_number_attr(dir + "/s_test.h5", "stored_resolution") == 4);
+  CHECK(read_number_attr(dir + "/s_train.h5", "subsample") == 3);
+}
+
+TEST_CASE("poisson3d datagen: a stopped run leaves no output and no temporary file") {
+  const std::string dir = fresh_dir("poisson3d_stop");
+  int polls = 0;
+  fno::data::DarcyGenHooks hooks;
+  hooks.stop_requested = [&] { return ++polls >= 2 ? 15 : 0; };  // SIGTERM before the 2nd batch
+  bool stopped = false;
+  try {
+    generate_poisson3d(Poisson3dGenOptions()
+                           .resolution(8)
+                           .samples(6)
+                           .batch_size(2)
+                           .device("cpu")
+                           .test_samples(2)
+                           .out(dir + "/x.h5"),
+                       hooks);
+  } catch (const fno::data::DatagenInterrupted& e) {
+    stopped = true;
+    CHECK(e.signal() == 15);
+    CHECK(std::string(e.what()).find("SIGTERM after 2 of 6") != std::string::npos);
+  }
+  CHECK(stopped);
+  CHECK(count_files(dir, "") == 0);
+}
+
+TEST_CASE("poisson3d datagen: bad options are refused naming the option and the value") {
+  const auto base =
+      Poisson3dGenOptions().resolution(16).samples(4).seed(1).device("cpu").out("p.h5");
+  const auto refused = [](const Poisson3dGenOptions& o, const std::string& expected) {
+    try {
+      fno::data::validate_poisson3d_options(o);
+      FAIL("accepted, expected: ", expected);
+    } catch (const c10::ValueError& e) {
+      const std::string msg = e.what_without_backtrace();
+      INFO(msg);
+      CHECK(msg.find(expected) != std::string::npos);
+      CHECK(msg.find('\n') == std::string::npos);
+    }
+  };
+  refused(Poisson3dGenOptions(base).resolution(3), "resolution must be >= 4, got 3");
+  refused(Poisson3dGenOptions(base).resolution(1025), "resolution must be <= 1024, got 1025");
+  refused(Poisson3dGenOptions(base).samples(0), "samples must be >= 1, got 0");
+  refused(Poisson3dGenOptions(base).test_samples(4),
+          "test_samples must be in [0, samples - 1] = [0, 3], got 4");
+  refused(Poisson3dGenOptions(base).subsample(3), "subsample 3 does not divide resolution = 16");
+  refused(Poisson3dGenOptions(base).alpha(0), "alpha must be > 0, got 0");
+  refused(Poisson3dGenOptions(base).batch_size(-1), "batch_size must be >= 0");
+  refused(Poisson3dGenOptions(base).device("tpu"), "device 'tpu'");
+  refused(Poisson3dGenOptions(base).out(""), "out: no output file given");
+  CHECK_NOTHROW(fno::data::validate_poisson3d_options(base));
+  CHECK_NOTHROW(fno::data::validate_poisson3d_options(Poisson3dGenOptions(base).resolution(4)));
+  CHECK(fno::data::poisson3d_output_paths(Poisson3dGenOptions(base).test_samples(1)) ==
+        std::vector<std::string>{"p_train.h5", "p_test.h5"});
+}
+
+// configs/poisson3d.yaml: a 3D model, and the files its fno_datagen command writes.
+TEST_CASE(
+    "poisson3d datagen: configs/poisson3d.yaml is 3D and names the files fno_datagen writes") {
+  const auto cfg = fno::load_config(std::string(FNO_SOURCE_DIR) + "/configs/poisson3d.yaml");
+  CHECK(cfg.model.n_modes().size() == 3);
+  CHECK(cfg.model.hidden_channels() == 32);
+  const auto paths =
+      fno::data::poisson3d_output_paths(Poisson3dGenOptions().samples(1200).test_samples(200).out(
+          "data/darcy/generated/poisson3d_32.h5"));
+  REQUIRE(paths.size() == 2);
+  const auto ends_with = [](const std::string& text, const std::string& tail) {
+    return text.size() >= tail.size() &&
+           text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  CHECK(ends_with(cfg.train_file, paths[0]));
+  REQUIRE(cfg.tests.size() == 1);
+  CHECK(ends_with(cfg.tests[0].file, paths[1]));
+  CHECK(cfg.n_train == 1000);
+  CHECK(cfg.tests[0].n_samples == 200);
+}
+
+// Runs where CUDA is (the GPU machine runs fno_tests too); passes trivially elsewhere.
+TEST_CASE("poisson3d datagen: on CUDA, the CPU's fields to round-off, whatever the batch size") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("no CUDA device: the CUDA generator is not checked here");
+    return;
+  }
+  const std::string dir = fresh_dir("poisson3d_cuda");
+  const auto opts = Poisson3dGenOptions().resolution(16).samples(5).seed(21);
+  generate_poisson3d(Poisson3dGenOptions(opts).device("cpu").out(dir + "/cpu.h5"));
+  generate_poisson3d(Poisson3dGenOptions(opts).device("cuda").batch_size(5).out(dir + "/cuda5.h5"));
+  generate_poisson3d(Poisson3dGenOptions(opts).device("cuda").batch_size(2).out(dir + "/cuda2.h5"));
+  const auto cpu = load_darcy(dir + "/cpu.h5");
+  const auto cuda5 = load_darcy(dir + "/cuda5.h5");
+  const auto cuda2 = load_darcy(dir + "/cuda2.h5");
+  CHECK(fno::test::rel_err(cuda5.x, cpu.x) < 1e-6);
+  CHECK(fno::test::rel_err(cuda5.y, cpu.y) < 1e-6);
+  CHECK(fno::test::rel_err(cuda2.y, cuda5.y) < 1e-6);
+  CHECK(read_number_attr(dir + "/cuda5.h5", "max_residual") < 1e-12);
 }

@@ -89,8 +89,9 @@ FieldPairs load_torch_file(const std::string& path, const LoadOptions& options) 
   auto x = get(xk);
   auto y = get(yk);
   for (const auto& [name, t] : {std::pair<std::string, torch::Tensor>{xk, x}, {yk, y}}) {
-    if (t.dim() != 3) {
-      fail(path, "'" + name + "' has rank " + std::to_string(t.dim()) + ", expected 3 (N, R, R)");
+    if (t.dim() != 3 && t.dim() != 4) {
+      fail(path, "'" + name + "' has rank " + std::to_string(t.dim()) +
+                     ", expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)");
     }
     if (t.is_complex() || !(t.is_floating_point() || t.scalar_type() == torch::kBool ||
                             c10::isIntegralType(t.scalar_type(), /*includeBool=*/true))) {
@@ -114,13 +115,9 @@ FieldPairs load_torch_file(const std::string& path, const LoadOptions& options) 
   // The files' tensors are non-contiguous (sample index fastest): slice the
   // views first, then make one contiguous float32 copy of what is kept.
   auto take = [&](const torch::Tensor& t) {
-    using torch::indexing::Slice;
-    return t.narrow(0, 0, n)
-        .index({Slice(), Slice(torch::indexing::None, torch::indexing::None, k),
-                Slice(torch::indexing::None, torch::indexing::None, k)})
-        .to(torch::kFloat)
-        .unsqueeze(1)
-        .contiguous();
+    torch::Tensor kept = t.narrow(0, 0, n);
+    for (int64_t d = 1; d < kept.dim(); ++d) kept = kept.slice(d, 0, kept.size(d), k);
+    return kept.to(torch::kFloat).unsqueeze(1).contiguous();
   };
   FieldPairs pairs{take(x), take(y)};
   validate(pairs, path);

@@ -5,41 +5,29 @@
 
 #include <fno_data/darcy.h>
 
+#include "gen_common.h"
+
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
-#include <torch/cuda.h>
 #include <torch/fft.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <memory>
-#include <random>
-#include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace fno::data {
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
+using gen::kPi;
 /// Bumped whenever the same options would give different data.
 constexpr int kGeneratorVersion = 1;
 /// At most this many samples: with resolution <= 16385 the datasets' byte
 /// counts stay far inside 64 bits (HDF5 crashes on datasets whose size
 /// overflows; 2^52 samples at 64 x 64 did).
 constexpr int64_t kMaxSamples = 1000000000;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // x: [B, R, R] -> x[:, ::k, ::k]
 torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
@@ -186,57 +174,6 @@ void check_same(const torch::Tensor& a, const torch::Tensor& b, const char* fn, 
               a.device());
 }
 
-std::string format_number(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
-}
-
-Attribute text_attr(const std::string& name, const std::string& text) {
-  Attribute a;
-  a.name = name;
-  a.text = text;
-  return a;
-}
-
-Attribute number_attr(const std::string& name, double v) {
-  Attribute a;
-  a.name = name;
-  a.number = v;
-  a.is_number = true;
-  return a;
-}
-
-torch::Device resolve_device(const std::string& name) {
-  if (name == "auto") {
-    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
-                                       : torch::Device(torch::kCPU);
-  }
-  torch::Device d(torch::kCPU);
-  try {
-    d = torch::Device(name);
-  } catch (const c10::Error&) {
-    TORCH_CHECK_VALUE(false, "device '", name, "' is not one of auto, cpu, cuda, cuda:N");
-  }
-  TORCH_CHECK_VALUE(d.is_cuda() || (d.is_cpu() && (!d.has_index() || d.index() == 0)), "device '",
-                    name, "' is not one of auto, cpu, cuda, cuda:N");
-  if (d.is_cpu()) return torch::Device(torch::kCPU);
-  if (d.is_cuda()) {
-    TORCH_CHECK_VALUE(torch::cuda::is_available(), "device '", name,
-                      "': CUDA is not available on this machine");
-    const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
-    TORCH_CHECK_VALUE(!d.has_index() || d.index() < count, "device '", name, "': this machine has ",
-                      count, " CUDA device(s)");
-    if (!d.has_index()) d = torch::Device(torch::kCUDA, 0);
-  }
-  return d;
-}
-
-const char* signal_name(int sig) {
-  return sig == 2 ? "SIGINT" : sig == 15 ? "SIGTERM" : "a signal";
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -246,22 +183,7 @@ const char* signal_name(int sig) {
 torch::Tensor grf_noise(uint64_t seed, int64_t index, int64_t resolution) {
   TORCH_CHECK(resolution >= 1, "grf_noise: resolution must be >= 1, got ", resolution);
   TORCH_CHECK(index >= 0, "grf_noise: index must be >= 0, got ", index);
-  std::mt19937_64 engine(splitmix64(splitmix64(seed) + static_cast<uint64_t>(index)));
-  constexpr double kTwo53 = 9007199254740992.0;
-  bool have_spare = false;
-  double spare = 0;
-  auto normal = [&]() {
-    if (have_spare) {
-      have_spare = false;
-      return spare;
-    }
-    const double u1 = static_cast<double>(engine() >> 11) / kTwo53;  // [0, 1)
-    const double u2 = static_cast<double>(engine() >> 11) / kTwo53;
-    const double radius = std::sqrt(-2.0 * std::log(1.0 - u1));
-    spare = radius * std::sin(2.0 * kPi * u2);
-    have_spare = true;
-    return radius * std::cos(2.0 * kPi * u2);
-  };
+  gen::StandardNormals normal(seed, index);
   torch::Tensor xi = torch::empty({resolution, resolution}, torch::kDouble);
   double* p = xi.data_ptr<double>();
   for (int64_t m = 0; m < resolution; ++m) {  // shell max(k1, k2) = m
@@ -433,74 +355,39 @@ void validate_darcy_options(const DarcyGenOptions& o) {
                     o.max_iterations());
   TORCH_CHECK_VALUE(o.batch_size() >= 0, "batch_size must be >= 0 (0: automatic), got ",
                     o.batch_size());
-  TORCH_CHECK_VALUE(!o.out().empty(), "out: no output file given");
-  for (const auto& path : darcy_output_paths(o)) {
-    std::error_code ec;  // refused here, not by the rename after all the work
-    TORCH_CHECK_VALUE(!std::filesystem::is_directory(path, ec), "out: '", path, "' is a directory");
-  }
-  resolve_device(o.device());
+  gen::check_output_paths(o.out(), darcy_output_paths(o));
+  gen::resolve_device(o.device());
 }
 
 std::vector<std::string> darcy_output_paths(const DarcyGenOptions& o) {
-  if (o.test_samples() == 0) return {o.out()};
-  const std::string& out = o.out();
-  const size_t slash = out.rfind('/');
-  const size_t dot = out.rfind('.');
-  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
-  const std::string stem = has_ext ? out.substr(0, dot) : out;
-  const std::string ext = has_ext ? out.substr(dot) : ".h5";
-  return {stem + "_train" + ext, stem + "_test" + ext};
+  return gen::output_paths(o.out(), o.test_samples());
 }
 
 DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& hooks) {
   validate_darcy_options(o);
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
-  const torch::Device device = resolve_device(o.device());
+  const torch::Device device = gen::resolve_device(o.device());
   const std::vector<std::string> paths = darcy_output_paths(o);
   const int64_t r = o.resolution();
   const int64_t k = o.subsample();
   const int64_t stored = (r - 1) / k + 1;
   const int64_t total = o.samples();
-  const int64_t n_test = o.test_samples();
-  const int64_t n_train = total - n_test;
 
-  // One file per part: samples [first, first + count) of the run.
-  struct Part {
-    std::string path;
-    std::string split;
-    int64_t first;
-    int64_t count;
-    std::unique_ptr<Hdf5SampleWriter> writer;
+  gen::GenOutput output(paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored});
+  struct PartStats {
     double max_residual = 0;
     int64_t max_iterations = 0;
   };
-  std::vector<Part> parts;
-  parts.push_back({paths[0], n_test == 0 ? "all" : "train", 0, n_train, nullptr});
-  if (n_test > 0) parts.push_back({paths[1], "test", n_train, n_test, nullptr});
-  for (auto& part : parts) {
-    const std::vector<int64_t> shape{part.count, stored, stored};
-    part.writer = std::make_unique<Hdf5SampleWriter>(
-        part.path, std::vector<std::pair<std::string, std::vector<int64_t>>>{{"coeff", shape},
-                                                                             {"sol", shape}});
-  }
+  std::vector<PartStats> stats(output.parts().size());
 
-  // Before each batch and before the files appear: stop when asked to.
-  const auto check_stop = [&](int64_t done) {
-    if (!hooks.stop_requested) return;
-    if (const int sig = hooks.stop_requested()) {
-      throw DatagenInterrupted(sig, std::string("stopped by ") + signal_name(sig) + " after " +
-                                        std::to_string(done) + " of " + std::to_string(total) +
-                                        " samples; no output written");
-    }
-  };
   DarcyGenSummary summary;
   summary.device = device.str();
   double iteration_sum = 0;
   // Measured fastest on a 2-core CPU at 421^2: one sample at a time (cache).
   const int64_t batch_size = o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? 32 : 1);
   for (int64_t start = 0; start < total; start += batch_size) {
-    check_stop(start);
+    gen::check_stop(hooks, start, total);  // before each batch
     const int64_t b = std::min(batch_size, total - start);
     // The coefficients on the CPU, one sample at a time: the same numbers for
     // every batch size and device.
@@ -523,24 +410,16 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
                 ": the solution is not finite");
     iteration_sum += sol.iterations.sum().item<double>();
 
-    for (auto& part : parts) {  // the batch's share of each file
-      const int64_t lo = std::max(start, part.first);
-      const int64_t hi = std::min(start + b, part.first + part.count);
-      if (lo >= hi) continue;
-      // Sample by sample, so that the chunks lie in the file in the same order
-      // whatever the batch size: equal data give equal bytes.
-      for (int64_t i = lo; i < hi; ++i) {
-        part.writer->write("coeff", i - part.first, coeff.narrow(0, i - start, 1));
-        part.writer->write("sol", i - part.first, u.narrow(0, i - start, 1));
-      }
-      part.max_residual =
-          std::max(part.max_residual, residual.narrow(0, lo - start, hi - lo).max().item<double>());
-      part.max_iterations = std::max(
-          part.max_iterations, sol.iterations.narrow(0, lo - start, hi - lo).max().item<int64_t>());
-    }
+    output.write(start, {coeff, u});
+    output.for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
+      stats[p].max_residual =
+          std::max(stats[p].max_residual, residual.narrow(0, offset, count).max().item<double>());
+      stats[p].max_iterations = std::max(
+          stats[p].max_iterations, sol.iterations.narrow(0, offset, count).max().item<int64_t>());
+    });
     if (hooks.progress) hooks.progress(start + b, total);
   }
-  check_stop(total);
+  gen::check_stop(hooks, total, total);  // before the files appear
 
   const std::string fd_scheme =
       "5-point finite differences on the nodes x_i = i/(R-1), boundary included; face "
@@ -548,49 +427,46 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
   const std::string solver =
       "matrix-free preconditioned CG in float64, preconditioner: exact DST-I inverse of the "
       "constant-coefficient 5-point Laplacian";
-  std::vector<std::string> committed;
-  try {
-    for (auto& part : parts) {
-      std::vector<Attribute> attrs = {
-          text_attr("generator", "fno_datagen: Darcy flow of Li et al. 2020 (FNO), appendix A.3.2"),
-          number_attr("generator_version", kGeneratorVersion),
-          text_attr("equation", "-div(a grad u) = f on (0,1)^2, u = 0 on the boundary"),
-          text_attr("layout", "coeff, sol: (sample, i, j) at (x_i, y_j), boundary nodes included"),
-          number_attr("resolution", static_cast<double>(r)),
-          number_attr("subsample", static_cast<double>(k)),
-          number_attr("stored_resolution", static_cast<double>(stored)),
-          number_attr("seed", static_cast<double>(o.seed())),
-          text_attr("seed_text", std::to_string(o.seed())),
-          text_attr("split", part.split),
-          number_attr("samples", static_cast<double>(part.count)),
-          number_attr("first_sample", static_cast<double>(part.first)),
-          number_attr("total_samples", static_cast<double>(total)),
-          text_attr("grf",
-                    "g = sum_(k != 0) tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2) xi_k phi_k, "
-                    "phi_k zero-Neumann cosines, k in [0, R-1]^2 (GRF.m), at the nodes"),
-          number_attr("alpha", o.alpha()),
-          number_attr("tau", o.tau()),
-          text_attr("values", format_number(o.value_high()) + " where g >= 0, " +
-                                  format_number(o.value_low()) + " where g < 0"),
-          number_attr("value_high", o.value_high()),
-          number_attr("value_low", o.value_low()),
-          number_attr("f", o.forcing()),
-          text_attr("fd_scheme", fd_scheme),
-          text_attr("solver", solver),
-          number_attr("tolerance", o.tolerance()),
-          number_attr("max_residual", part.max_residual),
-          number_attr("max_cg_iterations", static_cast<double>(part.max_iterations)),
-          text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
-          text_attr("command_line", o.command_line()),
-      };
-      part.writer->commit(attrs);
-      committed.push_back(part.path);
-      summary.max_residual = std::max(summary.max_residual, part.max_residual);
-      summary.max_iterations = std::max(summary.max_iterations, part.max_iterations);
-    }
-  } catch (...) {
-    for (const auto& p : committed) std::remove(p.c_str());  // all files or none
-    throw;
+  using gen::number_attr;
+  using gen::text_attr;
+  output.commit([&](size_t p) {
+    const gen::GenOutput::Part& part = output.parts()[p];
+    return std::vector<Attribute>{
+        text_attr("generator", "fno_datagen: Darcy flow of Li et al. 2020 (FNO), appendix A.3.2"),
+        number_attr("generator_version", kGeneratorVersion),
+        text_attr("equation", "-div(a grad u) = f on (0,1)^2, u = 0 on the boundary"),
+        text_attr("layout", "coeff, sol: (sample, i, j) at (x_i, y_j), boundary nodes included"),
+        number_attr("resolution", static_cast<double>(r)),
+        number_attr("subsample", static_cast<double>(k)),
+        number_attr("stored_resolution", static_cast<double>(stored)),
+        number_attr("seed", static_cast<double>(o.seed())),
+        text_attr("seed_text", std::to_string(o.seed())),
+        text_attr("split", part.split),
+        number_attr("samples", static_cast<double>(part.count)),
+        number_attr("first_sample", static_cast<double>(part.first)),
+        number_attr("total_samples", static_cast<double>(total)),
+        text_attr("grf",
+                  "g = sum_(k != 0) tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2) xi_k phi_k, "
+                  "phi_k zero-Neumann cosines, k in [0, R-1]^2 (GRF.m), at the nodes"),
+        number_attr("alpha", o.alpha()),
+        number_attr("tau", o.tau()),
+        text_attr("values", gen::format_number(o.value_high()) + " where g >= 0, " +
+                                gen::format_number(o.value_low()) + " where g < 0"),
+        number_attr("value_high", o.value_high()),
+        number_attr("value_low", o.value_low()),
+        number_attr("f", o.forcing()),
+        text_attr("fd_scheme", fd_scheme),
+        text_attr("solver", solver),
+        number_attr("tolerance", o.tolerance()),
+        number_attr("max_residual", stats[p].max_residual),
+        number_attr("max_cg_iterations", static_cast<double>(stats[p].max_iterations)),
+        text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
+        text_attr("command_line", o.command_line()),
+    };
+  });
+  for (const auto& s : stats) {
+    summary.max_residual = std::max(summary.max_residual, s.max_residual);
+    summary.max_iterations = std::max(summary.max_iterations, s.max_iterations);
   }
   summary.files = paths;
   summary.samples = total;

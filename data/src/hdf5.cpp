@@ -1,5 +1,5 @@
 // HDF5 data files (.h5, MATLAB v7.3 .mat) through the HDF5 C API: reading
-// (N, R1, R2) arrays of any numeric type as float32, with strided hyperslab
+// (N, R1, R2) and (N, R1, R2, R3) arrays of any numeric type as float32, with strided hyperslab
 // subsampling, and writing tensors atomically (temporary file, fsync, rename),
 // whole (write_hdf5) or a few samples at a time (Hdf5SampleWriter).
 //
@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -236,14 +235,14 @@ bool path_exists(hid_t file, const std::string& key, std::string* deepest_group)
   }
 }
 
-/// A numeric rank-3 dataset, opened and checked.
+/// A numeric dataset of rank 3 or 4 (a 2D or 3D grid), opened and checked.
 struct Source {
   std::string key;
   Handle dataset;
   Handle file_type;
   bool is_enum = false;
   std::vector<hsize_t> dims;   // as stored in the file
-  std::vector<hsize_t> shape;  // (N, R1, R2): dims, reversed for MATLAB files
+  std::vector<hsize_t> shape;  // (N, R1, R2[, R3]): dims, reversed for MATLAB files
 };
 
 Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab) {
@@ -277,11 +276,12 @@ Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab)
   Handle space = ctx.check(H5Dget_space(ds), H5Sclose, "cannot read the shape of " + single_quoted(key));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) ctx.fail_h5("cannot read the shape of " + single_quoted(key));
-  if (rank != 3) {
-    ctx.fail("dataset " + single_quoted(key) + " has rank " + std::to_string(rank) + ", expected 3 " +
-             (matlab ? "(N, R, R; MATLAB stores it as (R, R, N))" : "(N, R, R)"));
+  if (rank != 3 && rank != 4) {
+    ctx.fail("dataset " + single_quoted(key) + " has rank " + std::to_string(rank) +
+             ", expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)" +
+             (matlab ? " (MATLAB stores them reversed: (R2, R1, N) or (R3, R2, R1, N))" : ""));
   }
-  src.dims.assign(3, 0);
+  src.dims.assign(static_cast<size_t>(rank), 0);
   ctx.check(H5Sget_simple_extent_dims(space.get(), src.dims.data(), nullptr), "cannot read the shape of " + single_quoted(key));
   src.shape = src.dims;
   if (matlab) std::reverse(src.shape.begin(), src.shape.end());
@@ -318,33 +318,31 @@ torch::Tensor allocate(const Context& ctx, const std::vector<hsize_t>& count, to
 }
 
 /// Reads samples [0, n) with every k-th point along each spatial dim, as float32
-/// (N', R1', R2') in sample-major order.
+/// (N', R1', R2'[, R3']) in sample-major order.
 torch::Tensor read_source(const Context& ctx, const Source& src, hsize_t n, hsize_t k, bool matlab) {
   const auto kept = [k](hsize_t r) { return (r + k - 1) / k; };
-  // File order: (N, R1, R2), or (R2, R1, N) for MATLAB.
-  std::array<hsize_t, 3> start = {0, 0, 0};
-  std::array<hsize_t, 3> stride;
-  std::array<hsize_t, 3> count;
-  if (matlab) {
-    stride = {k, k, 1};
-    count = {kept(src.dims[0]), kept(src.dims[1]), n};
-  } else {
-    stride = {1, k, k};
-    count = {n, kept(src.dims[1]), kept(src.dims[2])};
-  }
+  // File order: (N, R1, R2[, R3]), or reversed, ([R3, ]R2, R1, N), for MATLAB.
+  const size_t rank = src.dims.size();
+  const size_t sample_dim = matlab ? rank - 1 : 0;
+  std::vector<hsize_t> start(rank, 0);
+  std::vector<hsize_t> stride(rank, k);
+  std::vector<hsize_t> count(rank);
+  for (size_t d = 0; d < rank; ++d) count[d] = kept(src.dims[d]);
+  stride[sample_dim] = 1;
+  count[sample_dim] = n;
   const std::string& key = src.key;
   const hid_t ds = src.dataset.get();
   Handle file_space = ctx.check(H5Dget_space(ds), H5Sclose, "cannot read the shape of " + single_quoted(key));
   ctx.check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), stride.data(), count.data(),
                                 nullptr),
             "cannot select the samples of " + single_quoted(key));
-  Handle mem_space = ctx.check(H5Screate_simple(3, count.data(), nullptr), H5Sclose, "cannot create a dataspace");
+  Handle mem_space = ctx.check(H5Screate_simple(static_cast<int>(rank), count.data(), nullptr),
+                               H5Sclose, "cannot create a dataspace");
 
-  const std::vector<hsize_t> count_v(count.begin(), count.end());
   torch::Tensor out;
   if (!src.is_enum) {
     // HDF5 converts any integer or float type to float32 itself.
-    out = allocate(ctx, count_v, torch::kFloat, key);
+    out = allocate(ctx, count, torch::kFloat, key);
     ctx.check(H5Dread(ds, H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT, out.data_ptr()),
               "cannot read dataset " + single_quoted(key));
   } else {
@@ -353,12 +351,17 @@ torch::Tensor read_source(const Context& ctx, const Source& src, hsize_t n, hsiz
     Handle mem_type = ctx.check(H5Tget_native_type(src.file_type.get(), H5T_DIR_ASCEND), H5Tclose,
                                 "cannot map the enum type of " + single_quoted(key));
     Handle base = ctx.check(H5Tget_super(mem_type.get()), H5Tclose, "cannot read the enum base of " + single_quoted(key));
-    out = allocate(ctx, count_v, integer_dtype(ctx, base.get(), key), key);
+    out = allocate(ctx, count, integer_dtype(ctx, base.get(), key), key);
     ctx.check(H5Dread(ds, mem_type.get(), mem_space.get(), file_space.get(), H5P_DEFAULT, out.data_ptr()),
               "cannot read dataset " + single_quoted(key));
     out = out.to(torch::kFloat);
   }
-  if (matlab) out = out.permute({2, 1, 0}).contiguous();  // (R2, R1, N) -> (N, R1, R2)
+  if (matlab) {
+    // Column-major: ([R3, ]R2, R1, N) -> (N, R1, R2[, R3]), every dim reversed.
+    std::vector<int64_t> reversed(rank);
+    for (size_t d = 0; d < rank; ++d) reversed[d] = static_cast<int64_t>(rank - 1 - d);
+    out = out.permute(reversed).contiguous();
+  }
   return out;
 }
 
@@ -502,7 +505,7 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   }
   const hsize_t n_file = xs.shape[0];
   if (n_file == 0) ctx.fail("holds 0 samples");
-  if (xs.shape[1] == 0 || xs.shape[2] == 0) {
+  if (std::find(xs.shape.begin() + 1, xs.shape.end(), hsize_t{0}) != xs.shape.end()) {
     ctx.fail("dataset " + single_quoted(x_key) + " has an empty grid " + shape_text(xs.shape));
   }
   hsize_t n = n_file;
@@ -524,7 +527,7 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   check_finite(ctx, pairs.x, xs);
   pairs.y = read_source(ctx, ys, n, k, matlab);
   check_finite(ctx, pairs.y, ys);
-  pairs.x = pairs.x.unsqueeze(1);  // [N, 1, R1, R2]
+  pairs.x = pairs.x.unsqueeze(1);  // [N, 1, R1, R2[, R3]]
   pairs.y = pairs.y.unsqueeze(1);
 
   // Close everything before validate(), which may throw.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # fno_datagen from the outside: exit codes and one-line errors for bad
 # arguments, the 64x64 run, byte-identical reruns, and SIGINT/SIGTERM, which
-# must leave neither the output nor a temporary file.
+# must leave neither the output nor a temporary file; --problem poisson3d, and
+# one epoch of fno_train (beside fno_datagen) with configs/poisson3d.yaml on
+# the 3D data it writes.
 #   test_fno_datagen.sh FNO_DATAGEN WORK_DIR
 set -u
 bin=$(realpath "$1") work=$2
@@ -26,6 +28,13 @@ expect 2 "seed: '0x10' is not a decimal integer" -- --resolution 64 --samples 4 
 expect 2 "samples must be <= 1000000000, got 4503599627370496" -- --resolution 64 --samples 4503599627370496 --seed 1 --out "$work/d.h5"
 expect 2 "out: '$work' is a directory" -- "${base[@]}" --out "$work"
 expect 3 "cannot create a temporary file" -- "${base[@]}" --out "$work/no/such/dir/d.h5"
+p3=(--problem poisson3d --samples 4 --seed 1 --device cpu --progress none)
+expect 2 "problem: nope not in" -- --problem nope --resolution 16 --samples 4 --seed 1 --out "$work/p.h5"
+expect 2 "resolution must be >= 4, got 3" -- "${p3[@]}" --resolution 3 --out "$work/p.h5"
+expect 2 "resolution must be <= 1024, got 2048" -- "${p3[@]}" --resolution 2048 --out "$work/p.h5"
+expect 2 "subsample 3 does not divide resolution = 16" -- "${p3[@]}" --resolution 16 --subsample 3 --out "$work/p.h5"
+expect 2 "tolerance applies to --problem darcy only" -- "${p3[@]}" --resolution 16 --tolerance 1e-8 --out "$work/p.h5"
+expect 2 "test_samples must be in \[0, samples - 1\]" -- "${p3[@]}" --resolution 16 --test-samples 4 --out "$work/p.h5"
 [ -z "$(ls -A "$work" | grep -v '^out$\|^err$\|^help$')" ] && ok || bad "a refused run left files: $(ls -A "$work")"
 
 # Integers are decimal: "010" is ten (CLI11 alone would read octal 8).
@@ -64,5 +73,26 @@ for sig in INT TERM; do
     bad "SIG$sig: $(tail -1 "$work/sig_err")"
   else ok; fi
 done
+
+# --problem poisson3d: a 16^3 set, split, then one epoch of a small 3D model on it
+# with the shipped config and --set overrides (fno_train lives beside fno_datagen).
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+train=$(dirname "$bin")/fno_train
+if "$bin" --problem poisson3d --resolution 16 --samples 12 --test-samples 4 --seed 0 --device cpu \
+     --progress plain --out "$work/p3.h5" > "$work/out" 2> "$work/err" &&
+   grep -q "wrote $work/p3_train.h5" "$work/out" && grep -q "wrote $work/p3_test.h5" "$work/out" &&
+   grep -q "12 samples at 16x16x16, seed 0 -> $work/p3_train.h5 $work/p3_test.h5" "$work/err" &&
+   ! grep -q "cg_iterations" "$work/out"; then ok; else bad "poisson3d run: $(cat "$work/out" "$work/err")"; fi
+if [ ! -x "$train" ]; then
+  bad "no fno_train beside fno_datagen ($train)"
+elif "$train" --config "$src/configs/poisson3d.yaml" --out "$work/run3d" \
+     --set "data.train_file=$work/p3_train.h5" --set data.n_train=8 --set data.batch_size=4 \
+     --set "data.test=[{file: $work/p3_test.h5, name: '16', n_samples: 4, batch_size: 4}]" \
+     --set "model.n_modes=[4, 4, 4]" --set model.hidden_channels=8 --set model.n_layers=2 \
+     --set training.epochs=1 --set device.name=cpu --set output.progress=none \
+     > "$work/train_out" 2> "$work/train_err" &&
+   [ "$(wc -l < "$work/run3d/metrics.jsonl")" -eq 1 ] && grep -q '"16_l2"' "$work/run3d/metrics.jsonl" &&
+   [ -s "$work/run3d/predictions.h5" ] && [ -s "$work/run3d/summary.json" ]; then ok
+else bad "fno_train on the poisson3d set: $(tail -3 "$work/train_err") $(ls "$work/run3d" 2>&1)"; fi
 
 finish "fno_datagen CLI"

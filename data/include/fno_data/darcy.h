@@ -1,10 +1,12 @@
-// Darcy-flow data: loaders for neuraloperator's .pt files and for HDF5
-// (.h5, MATLAB v7.3 .mat), normalization, and seeded batching.
+// PDE data (Darcy flow, the 3D Poisson sets of fno_datagen): loaders for
+// neuraloperator's .pt files and for HDF5 (.h5, MATLAB v7.3 .mat),
+// normalization, and seeded batching.
 //
-// Every loader returns float32 CPU tensors x [N, 1, R, R] (the coefficient)
-// and y [N, 1, R, R] (the solution), validated: the right rank, matching
-// shapes, numeric dtypes, finite values, at least one sample. Errors are
-// std::runtime_error with a one-line message that starts with the file name.
+// Every loader reads arrays of samples on a 2D grid (N, R1, R2) or a 3D grid
+// (N, R1, R2, R3) and returns float32 CPU tensors x [N, 1, *S] (the input, e.g.
+// the coefficient) and y [N, 1, *S] (the solution), validated: rank 3 or 4,
+// matching shapes, numeric dtypes, finite values, at least one sample. Errors
+// are std::runtime_error with a one-line message that starts with the file name.
 #pragma once
 
 #include <torch/arg.h>
@@ -46,11 +48,13 @@ FileFormat detect_format(const std::string& path);
 /// Loads a Darcy data file of either format.
 FieldPairs load_darcy(const std::string& path, const LoadOptions& options = {});
 
-/// neuraloperator's .pt files: a torch.save dict {x: bool or float [N, R, R], y: float [N, R, R]}.
+/// neuraloperator's .pt files: a torch.save dict {x: bool or float [N, *S], y: float [N, *S]},
+/// S = (R1, R2) or (R1, R2, R3).
 FieldPairs load_torch_file(const std::string& path, const LoadOptions& options = {});
 
-/// HDF5 with arrays (N, R, R), any numeric dtype. MATLAB v7.3 files store arrays
-/// column-major, so their dims appear reversed (R, R, N) and are transposed back.
+/// HDF5 with arrays (N, R1, R2) or (N, R1, R2, R3), any numeric dtype. MATLAB v7.3
+/// files store arrays column-major, so their dims appear reversed, (R2, R1, N) or
+/// (R3, R2, R1, N), and are transposed back.
 /// Subsampling reads only the kept points (a strided hyperslab). The file is read
 /// once in a forked child first, so that a crash inside libhdf5 on a damaged file
 /// becomes an error naming it (the price: the file is read twice).

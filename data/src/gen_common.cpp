@@ -1,0 +1,177 @@
+// The generators' shared pieces (gen_common.h).
+#include "gen_common.h"
+
+#include <c10/util/Exception.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+namespace fno::data::gen {
+namespace {
+
+const char* signal_name(int sig) {
+  return sig == 2 ? "SIGINT" : sig == 15 ? "SIGTERM" : "a signal";
+}
+
+}  // namespace
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+StandardNormals::StandardNormals(uint64_t seed, int64_t index)
+    : engine_(splitmix64(splitmix64(seed) + static_cast<uint64_t>(index))) {}
+
+double StandardNormals::operator()() {
+  if (have_spare_) {
+    have_spare_ = false;
+    return spare_;
+  }
+  constexpr double kTwo53 = 9007199254740992.0;
+  const double u1 = static_cast<double>(engine_() >> 11) / kTwo53;  // [0, 1)
+  const double u2 = static_cast<double>(engine_() >> 11) / kTwo53;
+  const double radius = std::sqrt(-2.0 * std::log(1.0 - u1));
+  spare_ = radius * std::sin(2.0 * kPi * u2);
+  have_spare_ = true;
+  return radius * std::cos(2.0 * kPi * u2);
+}
+
+std::string format_number(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+Attribute text_attr(const std::string& name, const std::string& text) {
+  Attribute a;
+  a.name = name;
+  a.text = text;
+  return a;
+}
+
+Attribute number_attr(const std::string& name, double v) {
+  Attribute a;
+  a.name = name;
+  a.number = v;
+  a.is_number = true;
+  return a;
+}
+
+torch::Device resolve_device(const std::string& name) {
+  if (name == "auto") {
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
+                                       : torch::Device(torch::kCPU);
+  }
+  torch::Device d(torch::kCPU);
+  try {
+    d = torch::Device(name);
+  } catch (const c10::Error&) {
+    TORCH_CHECK_VALUE(false, "device '", name, "' is not one of auto, cpu, cuda, cuda:N");
+  }
+  TORCH_CHECK_VALUE(d.is_cuda() || (d.is_cpu() && (!d.has_index() || d.index() == 0)), "device '",
+                    name, "' is not one of auto, cpu, cuda, cuda:N");
+  if (d.is_cpu()) return torch::Device(torch::kCPU);
+  if (d.is_cuda()) {
+    TORCH_CHECK_VALUE(torch::cuda::is_available(), "device '", name,
+                      "': CUDA is not available on this machine");
+    const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+    TORCH_CHECK_VALUE(!d.has_index() || d.index() < count, "device '", name, "': this machine has ",
+                      count, " CUDA device(s)");
+    if (!d.has_index()) d = torch::Device(torch::kCUDA, 0);
+  }
+  return d;
+}
+
+std::vector<std::string> output_paths(const std::string& out, int64_t test_samples) {
+  if (test_samples == 0) return {out};
+  const size_t slash = out.rfind('/');
+  const size_t dot = out.rfind('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const std::string stem = has_ext ? out.substr(0, dot) : out;
+  const std::string ext = has_ext ? out.substr(dot) : ".h5";
+  return {stem + "_train" + ext, stem + "_test" + ext};
+}
+
+void check_output_paths(const std::string& out, const std::vector<std::string>& paths) {
+  TORCH_CHECK_VALUE(!out.empty(), "out: no output file given");
+  for (const auto& path : paths) {
+    std::error_code ec;  // refused here, not by the rename after all the work
+    TORCH_CHECK_VALUE(!std::filesystem::is_directory(path, ec), "out: '", path, "' is a directory");
+  }
+}
+
+void check_stop(const DarcyGenHooks& hooks, int64_t done, int64_t total) {
+  if (!hooks.stop_requested) return;
+  if (const int sig = hooks.stop_requested()) {
+    throw DatagenInterrupted(sig, std::string("stopped by ") + signal_name(sig) + " after " +
+                                      std::to_string(done) + " of " + std::to_string(total) +
+                                      " samples; no output written");
+  }
+}
+
+GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
+                     const std::vector<std::string>& names,
+                     const std::vector<int64_t>& sample_shape)
+    : names_(names) {
+  const int64_t n_train = total - test_samples;
+  parts_.push_back({paths.at(0), test_samples == 0 ? "all" : "train", 0, n_train});
+  if (test_samples > 0) parts_.push_back({paths.at(1), "test", n_train, test_samples});
+  for (const auto& part : parts_) {
+    std::vector<int64_t> shape{part.count};
+    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+    std::vector<std::pair<std::string, std::vector<int64_t>>> datasets;
+    for (const auto& name : names_) datasets.emplace_back(name, shape);
+    writers_.push_back(std::make_unique<Hdf5SampleWriter>(part.path, datasets));
+  }
+}
+
+GenOutput::~GenOutput() = default;
+
+void GenOutput::for_each_share(int64_t start, int64_t b,
+                               const std::function<void(size_t, int64_t, int64_t)>& fn) const {
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const int64_t lo = std::max(start, parts_[p].first);
+    const int64_t hi = std::min(start + b, parts_[p].first + parts_[p].count);
+    if (lo < hi) fn(p, lo - start, hi - lo);
+  }
+}
+
+void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data) {
+  TORCH_CHECK(data.size() == names_.size(), "GenOutput::write: ", data.size(), " tensors for ",
+              names_.size(), " datasets");
+  const int64_t b = data.at(0).size(0);
+  for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
+    // Sample by sample, so that the chunks lie in the file in the same order
+    // whatever the batch size: equal data give equal bytes.
+    for (int64_t i = offset; i < offset + count; ++i) {
+      for (size_t d = 0; d < names_.size(); ++d) {
+        writers_[p]->write(names_[d], start + i - parts_[p].first, data[d].narrow(0, i, 1));
+      }
+    }
+  });
+}
+
+void GenOutput::commit(const std::function<std::vector<Attribute>(size_t)>& attributes) {
+  std::vector<std::string> committed;
+  try {
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      writers_[p]->commit(attributes(p));
+      committed.push_back(parts_[p].path);
+    }
+  } catch (...) {
+    for (const auto& path : committed) std::remove(path.c_str());  // all files or none
+    throw;
+  }
+}
+
+}  // namespace fno::data::gen

@@ -1,0 +1,278 @@
+// The periodic 3D Poisson generator (see fno_data/poisson3d_gen.h): white
+// noise, the GRF and the exact solution by real FFTs, streamed into HDF5 files
+// by the machinery the Darcy generator uses (gen_common.h).
+#include <fno_data/poisson3d_gen.h>
+
+#include <fno_data/darcy.h>
+
+#include "gen_common.h"
+
+#include <c10/util/Exception.h>
+#include <torch/fft.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace fno::data {
+namespace {
+
+using gen::kPi;
+/// Bumped whenever the same options would give different data.
+constexpr int kGeneratorVersion = 1;
+/// At most this many samples and points per side: the datasets' byte counts
+/// stay inside 64 bits (10^9 x 1024^3 x 4 bytes < 2^62).
+constexpr int64_t kMaxSamples = 1000000000;
+constexpr int64_t kMaxResolution = 1024;
+
+const std::vector<int64_t> kSpatialDims{1, 2, 3};
+
+void check_field(const torch::Tensor& t, const char* fn, const char* name) {
+  TORCH_CHECK(t.defined() && t.dim() == 4 && t.size(1) >= 1 && t.size(2) >= 1 && t.size(3) >= 1, fn,
+              ": ", name, " must be [B, R1, R2, R3], got shape ",
+              t.defined() ? t.sizes() : torch::IntArrayRef{});
+  TORCH_CHECK(t.is_floating_point(), fn, ": ", name, " must be a float tensor, got ",
+              t.scalar_type());
+}
+
+/// 4 pi^2 |k|^2 on the real-FFT half grid of `grid` (integer frequencies k).
+// -> [R1, R2, R3 / 2 + 1] float64
+torch::Tensor laplacian_symbol(torch::IntArrayRef grid, const torch::TensorOptions& options) {
+  const auto opts = options.dtype(torch::kDouble);
+  const auto k1 = torch::fft::fftfreq(grid[0], 1.0 / static_cast<double>(grid[0]), opts);
+  const auto k2 = torch::fft::fftfreq(grid[1], 1.0 / static_cast<double>(grid[1]), opts);
+  const auto k3 = torch::fft::rfftfreq(grid[2], 1.0 / static_cast<double>(grid[2]), opts);
+  const auto k_sq =
+      k1.square().view({-1, 1, 1}) + k2.square().view({1, -1, 1}) + k3.square().view({1, 1, -1});
+  return (4.0 * kPi * kPi) * k_sq;
+}
+
+torch::IntArrayRef grid_of(const torch::Tensor& t) { return t.sizes().slice(1); }
+
+/// The real field of the half-grid spectrum `c` (unnormalized inverse FFT).
+// c: [B, R1, R2, R3/2+1] complex -> [B, *grid] float64
+torch::Tensor synthesize(const torch::Tensor& c, torch::IntArrayRef grid) {
+  return torch::fft::irfftn(c, grid, kSpatialDims, "forward");
+}
+
+/// ||a - b|| / ||b|| per sample, one reduction each (the same in any batch).
+// a, b: [B, ...] -> [B] float64, CPU
+torch::Tensor relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  std::vector<double> out;
+  for (int64_t s = 0; s < a.size(0); ++s) {
+    const double nb = b[s].norm().item<double>();
+    const double nd = (a[s] - b[s]).norm().item<double>();
+    out.push_back(nb > 0 ? nd / nb : nd);
+  }
+  return torch::tensor(out, torch::kDouble);
+}
+
+struct Fields {
+  torch::Tensor f;         // [B, R, R, R] float64
+  torch::Tensor u;         // [B, R, R, R] float64
+  torch::Tensor residual;  // [B] float64, CPU
+};
+
+/// f and u of white noise w [B, R, R, R] on its device, from one spectrum.
+Fields fields_of_noise(const torch::Tensor& w, double alpha, double tau) {
+  const auto grid = grid_of(w);
+  const auto opts = w.options().dtype(torch::kDouble);
+  const torch::Tensor zeta = torch::fft::rfftn(w, c10::nullopt, kSpatialDims, "ortho");
+  const torch::Tensor f_hat = zeta * periodic_grf3d_spectrum(grid, alpha, tau, opts);
+  torch::Tensor inv_symbol = laplacian_symbol(grid, opts).reciprocal();
+  inv_symbol.index_put_({0, 0, 0}, 0.0);  // the zero mean
+  Fields out;
+  out.f = synthesize(f_hat, grid);
+  out.u = synthesize(f_hat * inv_symbol, grid);
+  out.residual = relative_error(periodic_neg_laplacian(out.u), out.f);
+  return out;
+}
+
+// x: [B, R, R, R] -> x[:, ::k, ::k, ::k]
+torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
+  if (k == 1) return x;
+  return x.slice(1, 0, x.size(1), k).slice(2, 0, x.size(2), k).slice(3, 0, x.size(3), k);
+}
+
+}  // namespace
+
+torch::Tensor white_noise3d(uint64_t seed, int64_t index, int64_t resolution) {
+  TORCH_CHECK(resolution >= 1, "white_noise3d: resolution must be >= 1, got ", resolution);
+  TORCH_CHECK(index >= 0, "white_noise3d: index must be >= 0, got ", index);
+  gen::StandardNormals normal(seed, index);
+  torch::Tensor w = torch::empty({resolution, resolution, resolution}, torch::kDouble);
+  double* p = w.data_ptr<double>();
+  const int64_t n = w.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = normal();
+  return w;
+}
+
+torch::Tensor periodic_grf3d_spectrum(torch::IntArrayRef grid, double alpha, double tau,
+                                      const torch::TensorOptions& options) {
+  TORCH_CHECK(grid.size() == 3 && grid[0] >= 1 && grid[1] >= 1 && grid[2] >= 1,
+              "periodic_grf3d_spectrum: grid must be (R1, R2, R3), got ", grid);
+  TORCH_CHECK(alpha > 0 && tau > 0,
+              "periodic_grf3d_spectrum: alpha and tau must be > 0, got alpha=", alpha,
+              " tau=", tau);
+  torch::Tensor s =
+      std::pow(tau, alpha - 1.5) * (laplacian_symbol(grid, options) + tau * tau).pow(-alpha / 2.0);
+  s.index_put_({0, 0, 0}, 0.0);  // zero mean
+  return s;
+}
+
+torch::Tensor periodic_grf3d(const torch::Tensor& w, double alpha, double tau) {
+  check_field(w, "periodic_grf3d", "w");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor wd = w.to(torch::kDouble);
+  const torch::Tensor zeta = torch::fft::rfftn(wd, c10::nullopt, kSpatialDims, "ortho");
+  return synthesize(zeta * periodic_grf3d_spectrum(grid_of(wd), alpha, tau, wd.options()),
+                    grid_of(wd));
+}
+
+torch::Tensor periodic_neg_laplacian(const torch::Tensor& u) {
+  check_field(u, "periodic_neg_laplacian", "u");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor ud = u.to(torch::kDouble);
+  const torch::Tensor u_hat = torch::fft::rfftn(ud, c10::nullopt, kSpatialDims);
+  return torch::fft::irfftn(u_hat * laplacian_symbol(grid_of(ud), ud.options()), grid_of(ud),
+                            kSpatialDims);
+}
+
+torch::Tensor periodic_poisson_solve(const torch::Tensor& f) {
+  check_field(f, "periodic_poisson_solve", "f");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor fd = f.to(torch::kDouble);
+  torch::Tensor inv_symbol = laplacian_symbol(grid_of(fd), fd.options()).reciprocal();
+  inv_symbol.index_put_({0, 0, 0}, 0.0);
+  const torch::Tensor f_hat = torch::fft::rfftn(fd, c10::nullopt, kSpatialDims);
+  return torch::fft::irfftn(f_hat * inv_symbol, grid_of(fd), kSpatialDims);
+}
+
+void validate_poisson3d_options(const Poisson3dGenOptions& o) {
+  TORCH_CHECK_VALUE(o.resolution() >= 4, "resolution must be >= 4, got ", o.resolution());
+  TORCH_CHECK_VALUE(o.resolution() <= kMaxResolution, "resolution must be <= ", kMaxResolution,
+                    ", got ", o.resolution());
+  TORCH_CHECK_VALUE(o.samples() >= 1, "samples must be >= 1, got ", o.samples());
+  TORCH_CHECK_VALUE(o.samples() <= kMaxSamples, "samples must be <= ", kMaxSamples, ", got ",
+                    o.samples());
+  TORCH_CHECK_VALUE(o.test_samples() >= 0 && o.test_samples() < o.samples(),
+                    "test_samples must be in [0, samples - 1] = [0, ", o.samples() - 1, "], got ",
+                    o.test_samples());
+  TORCH_CHECK_VALUE(o.subsample() >= 1, "subsample must be >= 1, got ", o.subsample());
+  TORCH_CHECK_VALUE(o.resolution() % o.subsample() == 0, "subsample ", o.subsample(),
+                    " does not divide resolution = ", o.resolution(),
+                    " (the periodic grid must stay uniform)");
+  TORCH_CHECK_VALUE(std::isfinite(o.alpha()) && o.alpha() > 0, "alpha must be > 0, got ",
+                    o.alpha());
+  TORCH_CHECK_VALUE(std::isfinite(o.tau()) && o.tau() > 0, "tau must be > 0, got ", o.tau());
+  TORCH_CHECK_VALUE(o.batch_size() >= 0, "batch_size must be >= 0 (0: automatic), got ",
+                    o.batch_size());
+  gen::check_output_paths(o.out(), poisson3d_output_paths(o));
+  gen::resolve_device(o.device());
+}
+
+std::vector<std::string> poisson3d_output_paths(const Poisson3dGenOptions& o) {
+  return gen::output_paths(o.out(), o.test_samples());
+}
+
+DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenHooks& hooks) {
+  validate_poisson3d_options(o);
+  torch::NoGradGuard no_grad;
+  const auto t0 = std::chrono::steady_clock::now();
+  const torch::Device device = gen::resolve_device(o.device());
+  const std::vector<std::string> paths = poisson3d_output_paths(o);
+  const int64_t r = o.resolution();
+  const int64_t k = o.subsample();
+  const int64_t stored = r / k;
+  const int64_t total = o.samples();
+
+  gen::GenOutput output(paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored, stored});
+  std::vector<double> max_residual(output.parts().size(), 0.0);
+
+  DarcyGenSummary summary;
+  summary.device = device.str();
+  const int64_t auto_batch = std::clamp<int64_t>((int64_t{1} << 24) / (r * r * r), 1, 32);
+  const int64_t batch_size =
+      o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
+  for (int64_t start = 0; start < total; start += batch_size) {
+    gen::check_stop(hooks, start, total);  // before each batch
+    const int64_t b = std::min(batch_size, total - start);
+    std::vector<torch::Tensor> noise;
+    noise.reserve(static_cast<size_t>(b));
+    for (int64_t i = 0; i < b; ++i) noise.push_back(white_noise3d(o.seed(), start + i, r));
+    const torch::Tensor w = torch::stack(noise).to(device);
+    Fields fields;
+    if (device.is_cpu()) {
+      // One sample at a time: its numbers are then its own whatever the batch.
+      std::vector<torch::Tensor> fs, us, res;
+      for (int64_t i = 0; i < b; ++i) {
+        Fields one = fields_of_noise(w.narrow(0, i, 1), o.alpha(), o.tau());
+        fs.push_back(one.f);
+        us.push_back(one.u);
+        res.push_back(one.residual);
+      }
+      fields = {torch::cat(fs), torch::cat(us), torch::cat(res)};
+    } else {
+      fields = fields_of_noise(w, o.alpha(), o.tau());
+    }
+    const torch::Tensor f = every_kth(fields.f, k).to(torch::kCPU, torch::kFloat);
+    const torch::Tensor u = every_kth(fields.u, k).to(torch::kCPU, torch::kFloat);
+    TORCH_CHECK(torch::isfinite(f).all().item<bool>() && torch::isfinite(u).all().item<bool>(),
+                "samples ", start, "..", start + b - 1, ": the fields are not finite");
+
+    output.write(start, {f, u});
+    output.for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
+      max_residual[p] =
+          std::max(max_residual[p], fields.residual.narrow(0, offset, count).max().item<double>());
+    });
+    if (hooks.progress) hooks.progress(start + b, total);
+  }
+  gen::check_stop(hooks, total, total);  // before the files appear
+
+  using gen::number_attr;
+  using gen::text_attr;
+  output.commit([&](size_t p) {
+    const gen::GenOutput::Part& part = output.parts()[p];
+    return std::vector<Attribute>{
+        text_attr("generator",
+                  "fno_datagen --problem poisson3d: periodic 3D Poisson equation "
+                  "with a Gaussian random source"),
+        number_attr("generator_version", kGeneratorVersion),
+        text_attr("problem", "poisson3d"),
+        text_attr("equation",
+                  "-Laplace(u) = f on the periodic unit cube [0,1)^3, f and u with zero mean"),
+        text_attr("layout",
+                  "coeff = f, sol = u: (sample, i, j, l) at (x_i, y_j, z_l) = (i, j, l) / R"),
+        number_attr("resolution", static_cast<double>(r)),
+        number_attr("subsample", static_cast<double>(k)),
+        number_attr("stored_resolution", static_cast<double>(stored)),
+        number_attr("seed", static_cast<double>(o.seed())),
+        text_attr("seed_text", std::to_string(o.seed())),
+        text_attr("split", part.split),
+        number_attr("samples", static_cast<double>(part.count)),
+        number_attr("first_sample", static_cast<double>(part.first)),
+        number_attr("total_samples", static_cast<double>(total)),
+        text_attr("grf",
+                  "f = sum_(k != 0) tau^(alpha-3/2) (4 pi^2 |k|^2 + tau^2)^(-alpha/2) zeta_k "
+                  "exp(2 pi i k.x), zeta the orthonormal FFT of white noise at the grid points, "
+                  "k the grid's FFT frequencies"),
+        number_attr("alpha", o.alpha()),
+        number_attr("tau", o.tau()),
+        text_attr("solver",
+                  "spectral, float64: u_hat(k) = f_hat(k) / (4 pi^2 |k|^2), u_hat(0) = 0"),
+        number_attr("max_residual", max_residual[p]),
+        text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
+        text_attr("command_line", o.command_line()),
+    };
+  });
+  for (double m : max_residual) summary.max_residual = std::max(summary.max_residual, m);
+  summary.files = paths;
+  summary.samples = total;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return summary;
+}
+
+}  // namespace fno::data
