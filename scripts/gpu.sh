@@ -47,6 +47,9 @@
 #                at 2048^2 and 4096^2 (fp32, bf16, bf16 host storage)
 #   ooc          issue 26's rows: fno_bench none and auto under small budgets at 2048^2 (b8),
 #                4096^2 (b2 fp32/bf16, b8), 8192^2 (b1)
+#   ooccurve     auto's step time against the budget: 2048^2 b8 at 1, 4, 8, 16 GiB; 4096^2 b2 at
+#                2, 8, 16 GiB (with ooc's rows: the out-of-core curve)
+#   tiledtests   the tiled step's GPU tests alone
 #   ooc3d        the 3D FNO (configs/poisson3d.yaml, modes 16^3) at 256^3: none, auto 8 GiB
 #   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
@@ -111,6 +114,18 @@ memcheck_fused() {
     "$build/tests/fno_gpu_tests" -tc='fused*' -tce='*64-bit offsets*' \
     > "$out/memcheck_fused.log" 2>&1
   say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
+}
+
+# One fno_bench run of issue 26's: name, then fno_bench arguments; its JSON,
+# CSV and log go to $out/ooc/.
+ooc_row() {
+  local name=$1
+  shift
+  mkdir -p "$out/ooc"
+  timeout 400 "$bench" --warmup 1 --steps "$steps" "$@" --json "$out/ooc/$name.json" \
+    --csv "$out/ooc/$name.csv" > /dev/null 2> "$out/ooc/$name.log"
+  say "ooc $name: exit $? $(grep '^fno_bench: ' "$out/ooc/$name.log" | cut -c1-330)"
+  grep -h 'over budget\|offload auto: budget' "$out/ooc/$name.log" | cut -c1-300 | tee -a "$summary"
 }
 
 run_suite() {
@@ -582,21 +597,13 @@ run_suite() {
         for f in "$out/$tag".*.json; do
           say "== $f"
           python3 bench/trace_kernels.py "$f" --top 30 | tee -a "$summary"
-          gzip "$f"
+          rm -f "$f"  # (tens of MiB: the packed results must stay under 16 MiB)
         done
       done
       ;;
     ooc)
       # issue 26's rows, each ratio within this call: fno_bench none and auto under
-      # small budgets (fp32 unless named), 3D, and the whole fno_train run under 4 GiB
-      ooc_row() {  # name, then fno_bench arguments
-        local name=$1
-        shift
-        timeout 400 "$bench" --warmup 1 --steps "$steps" "$@" --json "$out/ooc_$name.json" \
-          --csv "$out/ooc_$name.csv" > /dev/null 2> "$out/ooc_$name.log"
-        say "ooc $name: exit $? $(grep '^fno_bench: ' "$out/ooc_$name.log" | cut -c1-330)"
-        grep -h 'over budget\|offload auto: budget' "$out/ooc_$name.log" | cut -c1-300 | tee -a "$summary"
-      }
+      # small budgets (fp32 unless named)
       ooc_row 2048_none --resolutions 2048 --batches 8 --policies none
       ooc_row 2048_auto2 --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit 2GiB
       ooc_row 4096_none --resolutions 4096 --batches 2 --policies none --precision fp32,bf16
@@ -605,6 +612,25 @@ run_suite() {
         --gpu-memory-limit 4GiB --precision bf16
       ooc_row 4096b8_auto16 --resolutions 4096 --batches 8 --policies auto --gpu-memory-limit 16GiB
       ooc_row 8192_auto16 --resolutions 8192 --batches 1 --policies auto --gpu-memory-limit 16GiB
+      ;;
+    ooccurve)
+      # issue 26's out-of-core curve: auto's step time against the GPU budget at 2048^2
+      # (b8) and 4096^2 (b2), beside ooc's rows (which hold the none rows and the
+      # 2 / 4 GiB points); notebooks/out_of_core.ipynb draws both
+      ooc_row 2048_auto1 --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit 1GiB
+      for g in 4 8 16; do
+        ooc_row 2048_auto$g --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit ${g}GiB
+      done
+      for g in 2 8 16; do
+        ooc_row 4096_auto$g --resolutions 4096 --batches 2 --policies auto --gpu-memory-limit ${g}GiB
+      done
+      ;;
+    tiledtests)
+      timeout 400 "$build/tests/fno_gpu_tests" -tc='*tiled*' > "$out/gpu_tests_tiled.log" 2>&1
+      say "tiled tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/gpu_tests_tiled.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests_tiled.log" | head -60
+      grep -h 'auto under' "$out/gpu_tests_tiled.log" | cut -c1-300 | tee -a "$summary"
       ;;
     ooc3d)
       # the 3D FNO of configs/poisson3d.yaml with modes 16^3 at 256^3, batch 1
@@ -647,7 +673,7 @@ run_suite() {
 # returns what it finished; checkpoints stay behind (16 MiB a file comes back).
 pack() {
   [ -n "${OUT:-}" ] || return 0
-  tar -C "$OUT" --exclude='checkpoint_*.pt' --exclude='model.pt' -czf "$OUT/results.tgz.part" \
+  tar -C "$OUT" --exclude='checkpoint_*.pt' --exclude='model.pt' --exclude='*.h5' -czf "$OUT/results.tgz.part" \
     results && mv "$OUT/results.tgz.part" "$OUT/results.tgz" && cp "$summary" "$OUT/summary.txt"
 }
 for suite in "$@"; do

@@ -200,6 +200,14 @@ TEST_CASE("tiled plans for a budget: estimates, candidates within it, the least 
   const auto least = fno::least_memory_tiled(model, shape, ctx);
   CHECK(least.peak_bytes < 2 * gib);  // mostly the loss's full-size temporaries (1 channel)
   CHECK(fno::tiled_candidates(model, shape, least.peak_bytes / 2, 0, ctx).empty());
+  // The least-memory plan is a candidate: a budget that holds it has plans, on
+  // small grids too (tiles of a few rows).
+  for (const std::vector<int64_t> s : {shape, std::vector<int64_t>{2, 1, 512, 512}}) {
+    const auto l = fno::least_memory_tiled(model, s, ctx);
+    const auto fit = fno::tiled_candidates(model, s, l.peak_bytes, 0, ctx);
+    REQUIRE(!fit.empty());
+    CHECK(fit.front().peak_bytes <= l.peak_bytes);
+  }
   // A model that cannot run tiled has no candidates.
   fno::FNO one_d(fno::FNOOptions({16}, 1, 1, 32));
   CHECK(fno::tiled_candidates(one_d, {2, 1, 4096}, 40 * gib, 0, ctx).empty());

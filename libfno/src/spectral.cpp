@@ -210,8 +210,12 @@ torch::Tensor vjp(const std::function<torch::Tensor(const torch::Tensor&)>& f,
 
 }  // namespace
 
-torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
-                                    int64_t n, c10::ScalarType dtype) {
+namespace {
+
+// The adjoint of the first and middle dims' transforms: dx: [B, C, *K]
+// complex -> [B, C, n, *S'', k_last] complex (S'': the middle dims, whole).
+torch::Tensor adjoint_to_last_dim(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
+                                  int64_t n) {
   // The first dim: [n, k0] x [B, C, k0, R] -> [B, C, n, R]
   const auto f = first_dim_dft(m.spatial[0], m.kept[0], dx.device(), dx.scalar_type())
                      .analysis_adjoint.narrow(0, r0, n);
@@ -234,16 +238,42 @@ torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor&
     parts.push_back(g.narrow(dim, 0, neg));
     g = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "backward");
   }
+  return g;
+}
+
+// The last dim's GEMM input: g: [..., k] complex -> [..., 2k] in `dtype`.
+torch::Tensor last_dim_adjoint_input(const SpectralModes& m, const torch::Tensor& g,
+                                     c10::ScalarType dtype) {
+  auto re = torch::view_as_real(g.contiguous()).flatten(-2);
+  if (m.reduced) re = (re * m.dft.analysis_scale).to(dtype);
+  return re;
+}
+
+}  // namespace
+
+torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
+                                    int64_t n, c10::ScalarType dtype) {
+  const auto g = adjoint_to_last_dim(m, dx, r0, n);
   // The last dim: the GEMM's transpose, or autograd's for rfft.
-  auto out_shape = shape;
-  out_shape.back() = m.spatial.back();
   if (!m.gemm) {
+    auto out_shape = g.sizes().vec();
+    out_shape.back() = m.spatial.back();
     const auto like = torch::empty(out_shape, g.options().dtype(dtype));
     return vjp([&](const torch::Tensor& t) { return last_dim_forward(m, t); }, like, g);
   }
-  auto re = torch::view_as_real(g.contiguous()).flatten(-2);  // [..., 2k]
-  if (m.reduced) re = (re * m.dft.analysis_scale).to(dtype);
-  return torch::matmul(re, m.dft.analysis.t());
+  return torch::matmul(last_dim_adjoint_input(m, g, dtype), m.dft.analysis.t());
+}
+
+void analysis_tile_adjoint_add(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
+                               torch::Tensor& g) {
+  if (!m.gemm || !g.is_contiguous()) {
+    g.add_(analysis_tile_adjoint(m, dx, r0, g.size(2), g.scalar_type()));
+    return;
+  }
+  const auto re = last_dim_adjoint_input(m, adjoint_to_last_dim(m, dx, r0, g.size(2)),
+                                         g.scalar_type());  // [..., 2k]
+  const int64_t len = m.spatial.back();
+  g.view({-1, len}).addmm_(re.reshape({-1, re.size(-1)}), m.dft.analysis.t());
 }
 
 torch::Tensor synthesis_tile_adjoint(const SpectralModes& m, const torch::Tensor& ds, int64_t r0) {

@@ -99,6 +99,11 @@ torch::Tensor synthesis_tile(const SpectralModes& m, const torch::Tensor& y, int
 /// dx: [B, C, *K] complex64 -> [B, C, n, *S'] in `dtype`
 torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
                                     int64_t n, c10::ScalarType dtype);
+/// g += analysis_tile_adjoint(m, dx, r0, g.size(2), g's dtype), in place: with
+/// the last dim's GEMMs, the transpose adds into g (beta = 1) without a
+/// tile-sized temporary. g: [B, C, n, *S'] contiguous
+void analysis_tile_adjoint_add(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
+                               torch::Tensor& g);
 /// ds: [B, C, n, *S'] in the activations' dtype -> [B, C, *K] complex64
 torch::Tensor synthesis_tile_adjoint(const SpectralModes& m, const torch::Tensor& ds, int64_t r0);
 

@@ -513,8 +513,8 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
     std::vector<at::Tensor> sums(6);  // the tail's weight gradients over the tiles
     at::Tensor dy;                    // the mixed spectrum's gradient
     for (int64_t t = 0; t < count; ++t) {
-      const auto a = input(x, j, t);
-      const auto s = spectral(j, Y[static_cast<size_t>(j)], t);
+      auto a = input(x, j, t);
+      auto s = spectral(j, Y[static_cast<size_t>(j)], t);
       at::Tensor g;
       if (last) {
         // The projection with gradients, from z remade.
@@ -523,12 +523,18 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
         torch::autograd::backward({project(z, t)}, {rows_of(d_out, t)});
         g = z.grad();
       } else {
+        // The tile is ours (a fresh reload, or the device store's, which da
+        // replaces): the spectral part adds into it.
         g = g_read->get(t);
-        g = g.add(detail::analysis_tile_adjoint(modes[static_cast<size_t>(j + 1)], d_next, r0(t),
-                                                rows(t), dtype));
+        detail::analysis_tile_adjoint_add(modes[static_cast<size_t>(j + 1)], d_next, r0(t), g);
       }
       auto [da, ds] = tail_backward(j, g, a, s, sums);
+      // Only da and ds are needed from here: the tile's other tensors go first.
+      a = at::Tensor();
+      s = at::Tensor();
+      g = at::Tensor();
       g_out.put(t, da);
+      da = at::Tensor();
       const auto part = detail::synthesis_tile_adjoint(modes[static_cast<size_t>(j)], ds, r0(t));
       dy = dy.defined() ? dy.add_(part) : part;
     }
@@ -549,8 +555,8 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
   g_read->expect(all_tiles(count));
   torch::AutoGradMode grad_mode(true);
   for (int64_t t = 0; t < count; ++t) {
-    const auto g =
-        g_read->get(t).add(detail::analysis_tile_adjoint(modes[0], d_next, r0(t), rows(t), dtype));
+    auto g = g_read->get(t);
+    detail::analysis_tile_adjoint_add(modes[0], d_next, r0(t), g);
     torch::autograd::backward({lift(x, t)}, {g});
   }
 }

@@ -400,10 +400,12 @@ struct OffloadedStep::Impl {
       if (fitting.empty() && !refusal.empty()) throw offload::BudgetError(refusal);
     }
     if (fitting.empty()) {
+      const bool tried = !candidates.empty();
       throw offload::BudgetError(
           "offload auto: no plan keeps a step of batch " + c10::str(b.x.sizes()) + " within " +
           offload::format_bytes(budget) +
-          (least.text.empty() ? std::string(": every trial ran out of memory")
+          (least.text.empty() ? std::string(tried ? ": every trial ran out of memory"
+                                                  : ": no plan is estimated to fit")
                               : ": the least peak measured is " +
                                     offload::format_bytes(least.peak) + " (" + least.text + ")") +
           tile_floor(b) +
@@ -490,7 +492,7 @@ struct OffloadedStep::Impl {
     if (!tiled_unsupported(model).empty() || !b.can_split() || b.x.dim() < 4) return out;
     const auto ctx = tiled_context(b);
     const int64_t host = pinnable_host_bytes(settings.options.host_memory_limit());
-    for (auto& t : tiled_candidates(model, b.x.sizes(), budget, host, ctx, kTiledRanked)) {
+    const auto add = [&](TiledChoice t) {
       Candidate c;
       c.estimate.peak_bytes = t.peak_bytes;
       c.estimate.step_ms = t.step_ms;
@@ -498,6 +500,24 @@ struct OffloadedStep::Impl {
       c.score = t.step_ms;
       c.tiled = std::move(t);
       out.push_back(std::move(c));
+    };
+    for (auto& t : tiled_candidates(model, b.x.sizes(), budget, host, ctx, kTiledRanked)) add(t);
+    // The memory model counts every tile-sized temporary as live at once, so
+    // it overestimates: the fastest placement also with larger tiles (fewer,
+    // faster sweeps) that it puts within kTileSlack of the budget. The
+    // measured peak decides, as for every plan.
+    if (!out.empty()) {
+      auto plan = out.front().tiled->plan;
+      const int64_t k = out.front().tiled->micro_batches;
+      for (int i = 0; i < 2 && plan.tile_rows < b.x.size(2); ++i) {
+        plan.tile_rows = std::min(plan.tile_rows * 2, b.x.size(2));
+        auto e = estimate_tiled(model, b.x.sizes(), plan, k, ctx);
+        if (static_cast<double>(e.peak_bytes) > kTileSlack * static_cast<double>(budget) ||
+            e.host_bytes > host) {
+          break;
+        }
+        add(std::move(e));
+      }
     }
     if (out.empty()) {
       const auto gpu_only = tiled_candidates(model, b.x.sizes(), budget, 0, ctx, 16);
@@ -660,6 +680,7 @@ struct OffloadedStep::Impl {
   // Tiled plans are measured when the best whole-grid plan that fits is
   // slower than this times the plain step's estimate (or none fits).
   static constexpr double kTileAbove = 1.2;
+  static constexpr double kTileSlack = 1.3;  // larger tiles measured up to this x the budget
   static constexpr double kMargin = 0.02;     // of the budget
   static constexpr double kSkipAbove = 1.25;  // estimated ms over the best measured
 };

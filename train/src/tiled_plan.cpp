@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -92,6 +93,11 @@ Walk walk(const std::vector<TilePlace>& places, const TiledPlan& plan) {
 // step of the seed FNO on an H100 (85 ms for 8 x 1024^2: docs/performance.md)
 // over its ~27 units; it only ranks plans, which auto then measures.
 constexpr double kMsPerPointUnit = 3.7e-7;
+// The fixed cost of one tile in one sweep (its launches and cuFFT calls):
+// what makes many small tiles slower than a few large ones.
+constexpr double kMsPerTileSweep = 0.12;
+// Tiles per sweep at most (the least-memory plan uses this many).
+constexpr int64_t kMaxTiles = 256;
 
 }  // namespace
 
@@ -142,7 +148,10 @@ TiledChoice estimate_tiled(FNO model, at::IntArrayRef x_shape, TiledPlan plan,
   const double link_ms = hidden * f / (c.link_gbps * 1e6);
   const double fwd = std::max(forward_ms, std::max(w.d2h_forward, w.h2d_forward) * link_ms);
   const double bwd = std::max(backward_ms, std::max(w.d2h_backward, w.h2d_backward) * link_ms);
-  out.step_ms = static_cast<double>(micro_batches) * (fwd + bwd);
+  const double tiles = std::ceil(static_cast<double>(sz.rows) /
+                                 static_cast<double>(std::max<int64_t>(plan.tile_rows, 1)));
+  const double sweeps = static_cast<double>(2 * layers + 2);
+  out.step_ms = static_cast<double>(micro_batches) * (fwd + bwd + tiles * sweeps * kMsPerTileSweep);
   return out;
 }
 
@@ -183,17 +192,17 @@ std::vector<TiledChoice> tiled_candidates(FNO model, at::IntArrayRef x_shape, in
   std::vector<TiledChoice> all;
   if (!tiled_unsupported(model).empty() || x_shape.size() < 4) return all;
   const int64_t batch = x_shape[0], rows = x_shape[2];
-  int64_t per_row = 1;
-  for (size_t i = 3; i < x_shape.size(); ++i) per_row *= x_shape[i];
   const int64_t layers = model->options.n_layers();
   for (int64_t k = 1; k <= batch; k *= 2) {
     if (k > 1 && !c.can_split) break;
     const int64_t b = (batch + k - 1) / k;
-    for (int64_t parts = 2; parts <= 64; parts *= 2) {
+    // Halving the tiles down to one row (or kMaxTiles of them): the estimate's
+    // per-tile cost weighs small tiles' launches against their memory.
+    int64_t last_rows = -1;
+    for (int64_t parts = 2; parts <= kMaxTiles; parts *= 2) {
       const int64_t tile_rows = (rows + parts - 1) / parts;
-      // Tiles of at least 2^18 points, where the grid has them: fewer
-      // launches than work.
-      if (tile_rows * per_row * b < (int64_t{1} << 18) && parts > 2) break;
+      if (tile_rows == last_rows) break;
+      last_rows = tile_rows;
       for (const auto& places : placements(layers)) {
         for (const auto gradient : {TilePlace::kDevice, TilePlace::kHost}) {
           for (const bool latest : {true, false}) {
@@ -244,7 +253,8 @@ TiledChoice least_memory_tiled(FNO model, at::IntArrayRef x_shape, const TiledCo
   plan.inputs.assign(static_cast<size_t>(layers), TilePlace::kRecompute);
   plan.gradient = TilePlace::kHost;
   plan.keep_latest = false;
-  plan.tile_rows = std::max<int64_t>(1, x_shape.size() > 2 ? x_shape[2] / 64 : 1);
+  const int64_t rows = x_shape.size() > 2 ? x_shape[2] : 1;
+  plan.tile_rows = (rows + kMaxTiles - 1) / kMaxTiles;
   return estimate_tiled(model, x_shape, plan, c.can_split ? x_shape[0] : 1, c);
 }
 
