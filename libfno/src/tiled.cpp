@@ -412,7 +412,13 @@ void TiledStep::Impl::expect_inputs(int64_t j) {
 
 void TiledStep::Impl::keep(int64_t j, int64_t t, const at::Tensor& a,
                            std::vector<at::Tensor>& next_latest) {
-  if (stores[static_cast<size_t>(j)]) stores[static_cast<size_t>(j)]->put(t, a);
+  if (auto& store = stores[static_cast<size_t>(j)]) {
+    if (plan.keep_latest) {
+      store->put_held(t, a);
+    } else {
+      store->put(t, a);
+    }
+  }
   if (plan.keep_latest) next_latest[static_cast<size_t>(t)] = a;
 }
 

@@ -103,7 +103,7 @@ HostTiles::~HostTiles() {
   }
 }
 
-void HostTiles::put(int64_t t, const at::Tensor& tile) {
+void HostTiles::put(int64_t t, const at::Tensor& tile, bool held) {
   auto& p = *p_;
   const auto src = tile.contiguous();
   std::lock_guard<std::mutex> lock(p.s->mu);
@@ -143,7 +143,7 @@ void HostTiles::put(int64_t t, const at::Tensor& tile) {
   p.leaving.emplace_back(t, link);
   p.leaving_bytes += link;
   p.poll_locked();
-  if (p.leaving_bytes > p.s->window && p.leaving.size() > 1) {
+  if (!held && p.leaving_bytes > p.s->window && p.leaving.size() > 1) {
     const auto t0 = Clock::now();
     p.s->engine->host_wait_begins(src.device());
     while (p.leaving_bytes > p.s->window && p.leaving.size() > 1) {

@@ -195,7 +195,6 @@ std::vector<TiledChoice> tiled_candidates(FNO model, at::IntArrayRef x_shape, in
   const int64_t layers = model->options.n_layers();
   for (int64_t k = 1; k <= batch; k *= 2) {
     if (k > 1 && !c.can_split) break;
-    const int64_t b = (batch + k - 1) / k;
     // Halving the tiles down to one row (or kMaxTiles of them): the estimate's
     // per-tile cost weighs small tiles' launches against their memory.
     int64_t last_rows = -1;

@@ -55,6 +55,10 @@ class TileStore {
   /// Keeps tile t (a tensor on the compute device, which the caller may drop
   /// at once); replaces what tile t held.
   virtual void put(int64_t t, const at::Tensor& tile) = 0;
+  /// As put, when the caller keeps `tile` itself until the next sweep has
+  /// read it: a store may copy it out without holding the caller back, since
+  /// the copy costs no memory the caller does not hold anyway.
+  virtual void put_held(int64_t t, const at::Tensor& tile) { put(t, tile); }
   /// Tile t on the compute device, usable on the current stream.
   virtual at::Tensor get(int64_t t) = 0;
   /// The tiles the next gets will read, in order (a store may fetch them ahead).

@@ -5,7 +5,8 @@
 //   put(t, tile)   copies tile t to the host on the device-to-host stream,
 //                  after the compute that made it; the GPU copy is released
 //                  when the copy is done (forward waits when more than the
-//                  offloader's window is in flight)
+//                  offloader's window is in flight, unless the caller holds
+//                  the tile itself: `held`)
 //   expect(order)  names the tiles the next gets read, in order: they come
 //                  back on the host-to-device stream `prefetch_tiles` ahead
 //   get(t)         tile t on the GPU, the compute stream ordered after its
@@ -39,7 +40,10 @@ class HostTiles {
 
   /// Copies tile t out (replacing what it held). Throws BudgetError when the
   /// host memory limit (or the pinned memory to be had) cannot hold it.
-  void put(int64_t t, const at::Tensor& tile);
+  /// `held`: the caller keeps `tile` alive past the copy's likely end (a
+  /// tiled step's keep_latest), so forward is not held back for it; its
+  /// bytes still count in flight for the next puts.
+  void put(int64_t t, const at::Tensor& tile, bool held = false);
   /// Tile t on its device, usable on the current stream.
   at::Tensor get(int64_t t);
   /// The next gets, in order.

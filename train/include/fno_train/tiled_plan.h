@@ -27,6 +27,7 @@ class PinnedTileStore final : public TileStore {
                   int64_t prefetch_tiles = 2)
       : tiles_(offloader, name, prefetch_tiles) {}
   void put(int64_t t, const at::Tensor& tile) override { tiles_.put(t, tile); }
+  void put_held(int64_t t, const at::Tensor& tile) override { tiles_.put(t, tile, true); }
   at::Tensor get(int64_t t) override { return tiles_.get(t); }
   void expect(const std::vector<int64_t>& order) override { tiles_.expect(order); }
   void clear() override { tiles_.clear(); }
