@@ -1,13 +1,16 @@
 // fno_datagen: generates PDE data into HDF5 files that fno_train reads
 // directly: Darcy flow as in the FNO paper (Li et al. 2020, appendix A.3.2;
 // --problem darcy, the default; fno_data/darcy_gen.h describes the problem, the
-// scheme and the solver), or the periodic 3D Poisson problem for 3D models
-// (--problem poisson3d; fno_data/poisson3d_gen.h).
+// scheme and the solver), the periodic 3D Poisson problem for 3D models
+// (--problem poisson3d; fno_data/poisson3d_gen.h), or 2D Navier-Stokes as in
+// the FNO paper (--problem ns; fno_data/navier_stokes_gen.h).
 //
 // Exit codes: 0 done; 2 bad command line; 3 the run failed (output not
-// writable, solver failure); 130/143 stopped by SIGINT/SIGTERM. A run that
+// writable, solver failure, a Navier-Stokes run that blew up); 130/143 stopped
+// by SIGINT/SIGTERM. A run that
 // stops for any reason leaves no output file (temporary file + fsync + rename).
 #include <fno_data/darcy_gen.h>
+#include <fno_data/navier_stokes_gen.h>
 #include <fno_data/poisson3d_gen.h>
 
 #include <c10/util/Exception.h>
@@ -21,11 +24,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <system_error>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cli_error.h"
 
@@ -98,7 +103,8 @@ std::string command_line(int argc, char** argv) {
 /// (so that a run refused at the start prints one line only).
 class Progress {
  public:
-  Progress(const std::string& mode, std::string header) : header_(std::move(header)) {
+  Progress(const std::string& mode, std::string header, const char* unit = "samples")
+      : header_(std::move(header)), unit_(unit) {
     const bool tty = ::isatty(STDERR_FILENO) == 1;
     bar_ = mode == "bar" || (mode == "auto" && tty);
     plain_ = mode == "plain" || (mode == "auto" && !tty);
@@ -122,8 +128,8 @@ class Progress {
       if (done == total) std::fprintf(stderr, "\n");
       std::fflush(stderr);
     } else if (plain_ && (pct >= next_pct_ || done == total)) {
-      std::fprintf(stderr, "fno_datagen: %lld/%lld samples (%d%%), %.1fs\n",
-                   static_cast<long long>(done), static_cast<long long>(total), pct, secs);
+      std::fprintf(stderr, "fno_datagen: %lld/%lld %s (%d%%), %.1fs\n",
+                   static_cast<long long>(done), static_cast<long long>(total), unit_, pct, secs);
       next_pct_ = pct / 10 * 10 + 10;
     }
   }
@@ -133,6 +139,7 @@ class Progress {
 
  private:
   std::string header_;
+  const char* unit_;
   bool bar_ = false;
   bool plain_ = false;
   int next_pct_ = 10;
@@ -141,29 +148,58 @@ class Progress {
 
 }  // namespace
 
+namespace {
+
+/// What a run generates, once its options are valid: the header's grid text,
+/// the files, and the run itself.
+struct Job {
+  std::string grid;  // "16x16" / "16x16x16" ("... (stored 8x8)")
+  std::vector<std::string> paths;
+  std::function<fno::data::DarcyGenSummary(const fno::data::DarcyGenHooks&)> run;
+  const char* unit = "samples";  // what the progress counts
+};
+
+std::string grid_text(int64_t r, int dims) {
+  std::string text = std::to_string(r);
+  for (int i = 1; i < dims; ++i) text += "x" + std::to_string(r);
+  return text;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
-      "Generates PDE data into HDF5 datasets coeff and sol, float32, that fno_train reads "
-      "directly.\n"
+      "Generates PDE data into HDF5 files that fno_train reads directly.\n"
       "--problem darcy (default): Darcy flow as in the FNO paper (Li et al. 2020, appendix "
       "A.3.2):\n"
       "-div(a grad u) = 1 on the unit square, u = 0 on the boundary, a = 12 or 3 by the sign\n"
       "of a Gaussian random field with covariance 9 (-Laplacian + 9)^-2 (zero Neumann), solved\n"
-      "by second-order finite differences on the R x R node grid (boundary included); (N, R', "
-      "R').\n"
+      "by second-order finite differences on the R x R node grid (boundary included); datasets\n"
+      "coeff = a and sol = u, float32 (N, R', R').\n"
       "--problem poisson3d: -Laplace(u) = f on the periodic unit cube, f a zero-mean Gaussian\n"
       "random field with covariance 9 (-Laplacian + 9)^-2.5, u its exact spectral solution, on\n"
-      "the R x R x R grid x_i = i/R; coeff = f, sol = u, (N, R', R', R')."};
+      "the R x R x R grid x_i = i/R; coeff = f, sol = u, (N, R', R', R').\n"
+      "--problem ns: 2D incompressible Navier-Stokes in vorticity form on the unit torus as in\n"
+      "the FNO paper (appendix A.3.3): dw/dt + u.grad(w) = nu Laplace(w) + f, w0 a Gaussian\n"
+      "random field of covariance 7^1.5 (-Laplacian + 49)^-2.5, f = 0.1 (sin 2pi(x+y) + cos\n"
+      "2pi(x+y)); pseudo-spectral, 2/3 dealiasing, Crank-Nicolson diffusion, on the R x R grid\n"
+      "x_i = i/R; datasets a = w0 (N, R', R') and u (N, R', R', T), record r at (r+1) "
+      "record_every."};
   fno::data::DarcyGenOptions o;
+  fno::data::NavierStokesGenOptions ons;
   int64_t resolution = 0, samples = 0, test_samples = 0, subsample = 1, batch = 0;
   uint64_t seed = 0;
   double tolerance = o.tolerance();
-  std::string problem = "darcy", out, device = "auto", progress = "auto";
-  app.add_option("--problem", problem, "darcy (default) or poisson3d")
-      ->check(CLI::IsMember({"darcy", "poisson3d"}));
+  double viscosity = ons.viscosity(), dt = ons.dt(), t_final = ons.t_final(),
+         record_every = ons.record_every();
+  std::string problem = "darcy", out, device = "auto", progress = "auto", forcing = "paper",
+              initial;
+  app.add_option("--problem", problem, "darcy (default), poisson3d or ns")
+      ->check(CLI::IsMember({"darcy", "poisson3d", "ns"}));
   app.add_option("--resolution", resolution,
                  "grid points per side: darcy, nodes of the solve, boundary included (>= 3); "
-                 "poisson3d, points of the periodic grid (>= 4)")
+                 "poisson3d, points of the periodic grid (>= 4); ns, points of the periodic "
+                 "grid of the solve (even, >= 8; the paper: 256)")
       ->required()
       ->transform(decimal_integer<int64_t>());
   app.add_option("--samples", samples, "number of samples in all")
@@ -181,15 +217,27 @@ int main(int argc, char** argv) {
       ->transform(decimal_integer<int64_t>());
   app.add_option("--subsample", subsample,
                  "store every k-th node per side; darcy: k must divide resolution - 1 "
-                 "(421 with k = 5, 3, 2 gives 85, 141, 211); poisson3d: k must divide resolution")
+                 "(421 with k = 5, 3, 2 gives 85, 141, 211); poisson3d and ns: k must divide "
+                 "resolution (ns, the paper: 256 with k = 4 gives 64)")
       ->transform(decimal_integer<int64_t>());
   app.add_option("--batch", batch,
                  "samples solved together (default 1 on the CPU; on CUDA 32 for darcy, "
-                 "2^24 / R^3 within [1, 32] for poisson3d); the data do not depend on it")
+                 "2^24 / R^3 within [1, 32] for poisson3d, 2^22 / R^2 within [1, 64] for ns); "
+                 "on the CPU the data do not depend on it")
       ->transform(decimal_integer<int64_t>());
   app.add_option("--device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
   app.add_option("--tolerance", tolerance,
                  "darcy: relative residual at which CG stops (default 1e-10)");
+  app.add_option("--viscosity", viscosity, "ns: the viscosity nu, > 0 (default 1e-3)");
+  app.add_option("--dt", dt, "ns: the time step (default 1e-4)");
+  app.add_option("--t-final", t_final, "ns: the final time T, a whole number of records (default 50)");
+  app.add_option("--record-every", record_every,
+                 "ns: the time between records, a whole number of steps (default 1)");
+  app.add_option("--forcing", forcing, "ns: paper (default) or none")
+      ->check(CLI::IsMember({"paper", "none"}));
+  app.add_option("--initial", initial,
+                 "ns: an HDF5 file whose dataset w0 (N, R, R) gives the initial vorticity of "
+                 "the first N >= --samples samples (default: the paper's random field)");
   app.add_option("--progress", progress, "auto (a bar on a terminal, else lines), bar, plain, none")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
   try {
@@ -200,66 +248,102 @@ int main(int argc, char** argv) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
 
-  const bool poisson3d = problem == "poisson3d";
-  if (poisson3d && app.count("--tolerance") > 0) {
-    return fail(2, "--tolerance applies to --problem darcy only (poisson3d is solved exactly)");
+  if (problem != "darcy" && app.count("--tolerance") > 0) {
+    return fail(2, "--tolerance applies to --problem darcy only");
   }
-  o.resolution(resolution)
-      .samples(samples)
-      .seed(seed)
-      .test_samples(test_samples)
-      .subsample(subsample)
-      .tolerance(tolerance)
-      .batch_size(batch)
-      .device(device)
-      .out(out)
-      .command_line(command_line(argc, argv));
-  fno::data::Poisson3dGenOptions o3;
-  o3.resolution(resolution)
-      .samples(samples)
-      .seed(seed)
-      .test_samples(test_samples)
-      .subsample(subsample)
-      .batch_size(batch)
-      .device(device)
-      .out(out)
-      .command_line(o.command_line());
+  if (problem != "ns") {
+    for (const char* flag :
+         {"--viscosity", "--dt", "--t-final", "--record-every", "--forcing", "--initial"}) {
+      if (app.count(flag) > 0) return fail(2, std::string(flag) + " applies to --problem ns only");
+    }
+  }
+  const std::string line = command_line(argc, argv);
+  Job job;
   try {
-    if (poisson3d) {
-      fno::data::validate_poisson3d_options(o3);
-    } else {
+    if (problem == "darcy") {
+      o.resolution(resolution)
+          .samples(samples)
+          .seed(seed)
+          .test_samples(test_samples)
+          .subsample(subsample)
+          .tolerance(tolerance)
+          .batch_size(batch)
+          .device(device)
+          .out(out)
+          .command_line(line);
       fno::data::validate_darcy_options(o);
+      job.grid = grid_text(resolution, 2);
+      if (subsample > 1) job.grid += " (stored " + grid_text((resolution - 1) / subsample + 1, 2) + ")";
+      job.paths = fno::data::darcy_output_paths(o);
+      job.run = [&](const fno::data::DarcyGenHooks& h) { return fno::data::generate_darcy(o, h); };
+    } else if (problem == "poisson3d") {
+      fno::data::Poisson3dGenOptions o3;
+      o3.resolution(resolution)
+          .samples(samples)
+          .seed(seed)
+          .test_samples(test_samples)
+          .subsample(subsample)
+          .batch_size(batch)
+          .device(device)
+          .out(out)
+          .command_line(line);
+      fno::data::validate_poisson3d_options(o3);
+      job.grid = grid_text(resolution, 3);
+      if (subsample > 1) job.grid += " (stored " + grid_text(resolution / subsample, 3) + ")";
+      job.paths = fno::data::poisson3d_output_paths(o3);
+      job.run = [o3](const fno::data::DarcyGenHooks& h) {
+        return fno::data::generate_poisson3d(o3, h);
+      };
+    } else {
+      ons.resolution(resolution)
+          .samples(samples)
+          .seed(seed)
+          .test_samples(test_samples)
+          .subsample(subsample)
+          .viscosity(viscosity)
+          .dt(dt)
+          .t_final(t_final)
+          .record_every(record_every)
+          .forcing(forcing)
+          .initial(initial)
+          .batch_size(batch)
+          .device(device)
+          .out(out)
+          .command_line(line);
+      fno::data::validate_navier_stokes_options(ons);
+      job.grid = grid_text(resolution, 2);
+      if (subsample > 1) job.grid += " (stored " + grid_text(resolution / subsample, 2) + ")";
+      const auto records = fno::data::ns_schedule(ons).second;
+      job.grid += ", " + std::to_string(records) + " records";
+      job.paths = fno::data::navier_stokes_output_paths(ons);
+      job.run = [&](const fno::data::DarcyGenHooks& h) {
+        return fno::data::generate_navier_stokes(ons, h);
+      };
+      job.unit = "records";
     }
   } catch (const c10::Error& e) {
     return fail(2, e.what_without_backtrace());
   }
-  // "12 samples at 16x16x16 (stored 8x8x8), seed 0 -> FILES"
-  const auto grid = [&](int64_t r) {
-    std::string text = std::to_string(r) + "x" + std::to_string(r);
-    return poisson3d ? text + "x" + std::to_string(r) : text;
-  };
-  std::string header = std::to_string(samples) + " samples at " + grid(resolution);
-  if (subsample > 1) {
-    header += " (stored " +
-              grid(poisson3d ? resolution / subsample : (resolution - 1) / subsample + 1) + ")";
-  }
-  header += ", seed " + std::to_string(seed) + " ->";
-  const auto paths =
-      poisson3d ? fno::data::poisson3d_output_paths(o3) : fno::data::darcy_output_paths(o);
-  for (const auto& p : paths) header += " " + p;
-  Progress bar(progress, header);
+  // "12 samples at 16x16 (stored 8x8), seed 0 -> FILES"
+  std::string header = std::to_string(samples) + " samples at " + job.grid + ", seed " +
+                       std::to_string(seed) + " ->";
+  for (const auto& p : job.paths) header += " " + p;
+  Progress bar(progress, header, job.unit);
   install_stop_handlers();
   fno::data::DarcyGenHooks hooks;
   hooks.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
   hooks.stop_requested = [] { return static_cast<int>(g_stop_signal); };
   try {
-    const auto summary =
-        poisson3d ? fno::data::generate_poisson3d(o3, hooks) : fno::data::generate_darcy(o, hooks);
+    const auto summary = job.run(hooks);
     std::printf("device %s\n", summary.device.c_str());
     std::printf("samples %lld\n", static_cast<long long>(summary.samples));
     std::printf("seconds %.2f\n", summary.seconds);
-    std::printf("max_residual %.3g\n", summary.max_residual);
-    if (!poisson3d) {
+    if (problem == "ns") {
+      std::printf("max_abs_vorticity %.4g\n", summary.max_abs);
+    } else {
+      std::printf("max_residual %.3g\n", summary.max_residual);
+    }
+    if (problem == "darcy") {
       std::printf("cg_iterations mean %.1f max %lld\n", summary.mean_iterations,
                   static_cast<long long>(summary.max_iterations));
     }
@@ -268,6 +352,9 @@ int main(int argc, char** argv) {
   } catch (const fno::data::DatagenInterrupted& e) {
     bar.abandon();
     return fail(128 + e.signal(), e.what());
+  } catch (const fno::data::NsBlowUp& e) {
+    bar.abandon();
+    return fail(3, e.what());
   } catch (const c10::ValueError& e) {
     bar.abandon();
     return fail(2, e.what_without_backtrace());

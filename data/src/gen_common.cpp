@@ -119,19 +119,36 @@ void check_stop(const DarcyGenHooks& hooks, int64_t done, int64_t total) {
   }
 }
 
+namespace {
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> same_shape(
+    const std::vector<std::string>& names, const std::vector<int64_t>& sample_shape) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& name : names) out.emplace_back(name, sample_shape);
+  return out;
+}
+
+}  // namespace
+
 GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
                      const std::vector<std::string>& names,
                      const std::vector<int64_t>& sample_shape)
-    : names_(names) {
+    : GenOutput(paths, total, test_samples, same_shape(names, sample_shape)) {}
+
+GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets) {
+  for (const auto& d : datasets) names_.push_back(d.first);
   const int64_t n_train = total - test_samples;
   parts_.push_back({paths.at(0), test_samples == 0 ? "all" : "train", 0, n_train});
   if (test_samples > 0) parts_.push_back({paths.at(1), "test", n_train, test_samples});
   for (const auto& part : parts_) {
-    std::vector<int64_t> shape{part.count};
-    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-    std::vector<std::pair<std::string, std::vector<int64_t>>> datasets;
-    for (const auto& name : names_) datasets.emplace_back(name, shape);
-    writers_.push_back(std::make_unique<Hdf5SampleWriter>(part.path, datasets));
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shaped;
+    for (const auto& [name, sample_shape] : datasets) {
+      std::vector<int64_t> shape{part.count};
+      shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+      shaped.emplace_back(name, shape);
+    }
+    writers_.push_back(std::make_unique<Hdf5SampleWriter>(part.path, shaped));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fno::data::gen {
@@ -71,6 +72,9 @@ class GenOutput {
 
   GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
             const std::vector<std::string>& names, const std::vector<int64_t>& sample_shape);
+  /// Datasets of different sample shapes: (name, sample shape) each.
+  GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
+            const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets);
   ~GenOutput();
 
   const std::vector<Part>& parts() const { return parts_; }

@@ -35,6 +35,16 @@ expect 2 "resolution must be <= 1024, got 2048" -- "${p3[@]}" --resolution 2048 
 expect 2 "subsample 3 does not divide resolution = 16" -- "${p3[@]}" --resolution 16 --subsample 3 --out "$work/p.h5"
 expect 2 "tolerance applies to --problem darcy only" -- "${p3[@]}" --resolution 16 --tolerance 1e-8 --out "$work/p.h5"
 expect 2 "test_samples must be in \[0, samples - 1\]" -- "${p3[@]}" --resolution 16 --test-samples 4 --out "$work/p.h5"
+# (CLI11 refuses an option given twice: the variants below add what ns0 leaves out)
+ns0=(--problem ns --samples 2 --seed 1 --device cpu --t-final 0.2 --dt 0.01)
+ns=("${ns0[@]}" --resolution 16 --record-every 0.1 --progress none)
+expect 2 "viscosity must be > 0, got 0" -- "${ns[@]}" --viscosity 0 --out "$work/n.h5"
+expect 2 "viscosity must be > 0, got -0.001" -- "${ns[@]}" --viscosity -1e-3 --out "$work/n.h5"
+expect 2 "record_every (0.015) must be a whole number of steps of dt (0.01)" -- "${ns0[@]}" --resolution 16 --progress none --record-every 0.015 --out "$work/n.h5"
+expect 2 "resolution must be even and in \[8, 4096\], got 15" -- "${ns0[@]}" --record-every 0.1 --progress none --resolution 15 --out "$work/n.h5"
+expect 2 "forcing: kolmogorov not in" -- "${ns[@]}" --forcing kolmogorov --out "$work/n.h5"
+expect 2 "--viscosity applies to --problem ns only" -- "${base[@]}" --viscosity 1e-3 --out "$work/d.h5"
+expect 2 "initial: " -- "${ns[@]}" --initial "$work/no_such.h5" --out "$work/n.h5"
 [ -z "$(ls -A "$work" | grep -v '^out$\|^err$\|^help$')" ] && ok || bad "a refused run left files: $(ls -A "$work")"
 
 # Integers are decimal: "010" is ten (CLI11 alone would read octal 8).
@@ -94,5 +104,34 @@ elif "$train" --config "$src/configs/poisson3d.yaml" --out "$work/run3d" \
    [ "$(wc -l < "$work/run3d/metrics.jsonl")" -eq 1 ] && grep -q '"16_l2"' "$work/run3d/metrics.jsonl" &&
    [ -s "$work/run3d/predictions.h5" ] && [ -s "$work/run3d/summary.json" ]; then ok
 else bad "fno_train on the poisson3d set: $(tail -3 "$work/train_err") $(ls "$work/run3d" 2>&1)"; fi
+
+# --problem ns: a small run (datasets a and u), an initial file of the wrong shape (exit 2),
+# and a run that blows up (exit 3, naming the step, no file).
+if "$bin" "${ns0[@]}" --resolution 16 --record-every 0.1 --viscosity 1e-2 --subsample 2 --progress plain --out "$work/n.h5" \
+     > "$work/out" 2> "$work/err" && grep -q "wrote $work/n.h5" "$work/out" &&
+   grep -q "max_abs_vorticity" "$work/out" &&
+   grep -q "2 samples at 16x16 (stored 8x8), 2 records, seed 1 -> $work/n.h5" "$work/err" &&
+   grep -q "records" "$work/err"; then ok; else bad "ns run: $(cat "$work/out" "$work/err")"; fi
+py=${FNO_PYTHON:-python3}
+if "$py" -c 'import h5py' 2> /dev/null; then
+  "$py" - "$work" << 'EOF' && ok || bad "ns files"
+import sys, h5py, numpy as np
+work = sys.argv[1]
+with h5py.File(work + "/n.h5") as f:
+    assert f["a"].shape == (2, 8, 8) and f["u"].shape == (2, 8, 8, 2), (f["a"].shape, f["u"].shape)
+    assert f["u"].dtype == np.float32 and f.attrs["records"] == 2 and f.attrs["record_every"] == 0.1
+with h5py.File(work + "/w0_bad.h5", "w") as g:
+    g["w0"] = np.zeros((3, 16, 16), np.float32)  # the wrong grid for --resolution 32
+x = np.arange(16) / 16.0
+big = 1e3 * np.cos(2 * np.pi * x)[:, None] * np.cos(4 * np.pi * x)[None, :] + 1e3 * np.sin(2 * np.pi * x)[:, None]
+with h5py.File(work + "/w0_big.h5", "w") as g:
+    g["w0"] = big[None].astype(np.float32)
+EOF
+  expect 2 "holds w0 of shape \[16, 16\] for 3 samples; expected (2, 32, 32)" -- "${ns0[@]}" --record-every 0.1 --progress none --resolution 32 --initial "$work/w0_bad.h5" --out "$work/n2.h5"
+  expect 3 "the vorticity is not finite after step [0-9]* (t = .*): the run blew up; try a smaller --dt" -- \
+    --problem ns --resolution 16 --samples 1 --seed 1 --device cpu --progress none --viscosity 1e-5 \
+    --dt 0.5 --t-final 100 --record-every 100 --forcing none --initial "$work/w0_big.h5" --out "$work/blown.h5"
+  [ -z "$(ls "$work" | grep 'blown')" ] && ok || bad "a blown-up run left files: $(ls "$work")"
+fi
 
 finish "fno_datagen CLI"

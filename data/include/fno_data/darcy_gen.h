@@ -165,6 +165,7 @@ struct DarcyGenSummary {
   double max_residual = 0;  // largest true relative residual ||f - A u|| / ||f|| (float64)
   int64_t max_iterations = 0;
   double mean_iterations = 0;
+  double max_abs = 0;  // largest |value| stored (Navier-Stokes: the vorticity)
 };
 
 /// Checks the options; throws c10::ValueError naming the option and its value.

@@ -1,0 +1,135 @@
+// 2D Navier-Stokes data as in the FNO paper (Li et al. 2020, section 5.3 and
+// appendix A.3.3; fno_datagen --problem ns): the incompressible flow on the
+// unit torus in vorticity form,
+//   dw/dt + u . grad(w) = nu Laplace(w) + f,   u = (d psi/dy, -d psi/dx),
+//   -Laplace(psi) = w,                          w(0) = w0,
+// on [0,1)^2, periodic, with the paper's forcing
+//   f(x, y) = 0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))
+// and w0 a Gaussian random field of covariance 7^(3/2) (-Laplace + 49)^(-2.5).
+//
+// The scheme is the paper's (its data-generation script, ns_2d.py):
+// pseudo-spectral, the stream function and the derivatives in Fourier space,
+// the advection term u . grad(w) formed on the grid and its spectrum cut by
+// the 2/3 rule, then per step
+//   w_hat <- ((1 - dt nu |k|^2 / 2) w_hat - dt F_hat + dt f_hat) / (1 + dt nu |k|^2 / 2)
+// (|k|^2 meaning 4 pi^2 |k|^2): Crank-Nicolson for the diffusion, explicit
+// Euler for the advection and the forcing. Everything is float64 on the real
+// half spectrum (rfft2); derivatives drop the Nyquist modes, whose sign is
+// ambiguous (the paper's full spectrum keeps them at k = -R/2; the fields
+// there are ~1e-10 of the whole, and the 2/3 rule removes them from F).
+//
+// Grid and layout: x_i = i / R, y_j = j / R; fields [B, i, j] = (sample, x_i, y_j).
+// Records: record r (r = 0 .. T-1) is the field at time (r + 1) * record_every.
+#pragma once
+
+#include <fno_data/darcy_gen.h>
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fno::data {
+
+/// The paper's initial vorticity for sample `index` under `seed`: the GRF of
+/// covariance sigma^2 (-Laplace + tau^2)^(-alpha) with sigma = tau^(alpha - 1)
+/// (the paper's GaussianRF(2, R, alpha, tau)): Re of the inverse FFT of
+/// sqrt(2) sigma (4 pi^2 |k|^2 + tau^2)^(-alpha/2) (z1 + i z2)_k over the
+/// grid's FFT frequencies k, zero at k = 0, with z1, z2 standard normal numbers
+/// from a generator seeded by (seed, index) alone (2 R^2 of them, row-major,
+/// z1 and z2 of a frequency together), so they do not depend on the batch, the
+/// device or LibTorch's RNG.
+// -> [R, R] float64, CPU
+torch::Tensor ns_initial_vorticity(uint64_t seed, int64_t index, int64_t resolution,
+                                   double alpha = 2.5, double tau = 7.0);
+
+/// The paper's forcing 0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y))) on the grid.
+// -> [R, R] float64 on `options`' device
+torch::Tensor ns_paper_forcing(int64_t resolution, const torch::TensorOptions& options);
+
+/// A run that stopped because the vorticity stopped being finite.
+class NsBlowUp : public std::runtime_error {
+ public:
+  NsBlowUp(int64_t step, const std::string& what) : std::runtime_error(what), step_(step) {}
+  /// The time step (1-based) after which the field was not finite.
+  int64_t step() const { return step_; }
+
+ private:
+  int64_t step_;
+};
+
+/// Solves from w0 [B, R, R] (any float type, any device; computed in float64
+/// there) for `records` x `steps_per_record` steps of `dt`, with forcing f
+/// ([R, R], or undefined for none), and returns the records [B, R, R, records]
+/// float64. `on_record(r)` is called after record r is made (progress,
+/// interruption: it may throw). Throws NsBlowUp naming the step when the field
+/// is not finite at a record.
+torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity,
+                       double dt, int64_t steps_per_record, int64_t records,
+                       const std::function<void(int64_t)>& on_record = {});
+
+struct NavierStokesGenOptions {
+  /// Grid points per side of the solve (x_i = i / R), 8 to 4096, even.
+  TORCH_ARG(int64_t, resolution) = 256;
+  /// Samples in all (1 to 10^9); sample i depends only on (seed, i) (or on
+  /// the initial file's sample i).
+  TORCH_ARG(int64_t, samples) = 1;
+  /// Seed of the initial fields.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// The last test_samples samples go to a separate test file (0: one file).
+  TORCH_ARG(int64_t, test_samples) = 0;
+  /// Store every k-th grid point per side (the paper: 256 -> 64, k = 4); k must divide resolution.
+  TORCH_ARG(int64_t, subsample) = 1;
+  /// Kinematic viscosity nu (> 0; the paper: 1e-3, 1e-4, 1e-5).
+  TORCH_ARG(double, viscosity) = 1e-3;
+  /// Time step (the paper: 1e-4).
+  TORCH_ARG(double, dt) = 1e-4;
+  /// Final time T: records at record_every, 2 record_every, ..., T.
+  TORCH_ARG(double, t_final) = 50.0;
+  /// Time between records; a whole number of steps, and T a whole number of records.
+  TORCH_ARG(double, record_every) = 1.0;
+  /// "paper" (0.1 (sin 2 pi (x+y) + cos 2 pi (x+y))) or "none".
+  TORCH_ARG(std::string, forcing) = "paper";
+  /// An HDF5 file whose dataset `w0` (N, R, R), N >= samples, gives the
+  /// initial fields instead of the GRF ("": the GRF).
+  TORCH_ARG(std::string, initial) = "";
+  /// The initial GRF's exponent and inverse length scale.
+  TORCH_ARG(double, alpha) = 2.5;
+  TORCH_ARG(double, tau) = 7.0;
+  /// Samples solved together, 0: 1 on the CPU, 2^22 / R^2 within [1, 64] on
+  /// CUDA. On the CPU every sample is solved alone, so the data do not depend
+  /// on it; on CUDA cuFFT's batching is not ours.
+  TORCH_ARG(int64_t, batch_size) = 0;
+  /// "cpu", "cuda", "cuda:N" or "auto" (CUDA when available).
+  TORCH_ARG(std::string, device) = "auto";
+  /// Output file (.h5); with test_samples > 0, STEM_train.EXT and STEM_test.EXT instead.
+  TORCH_ARG(std::string, out) = "";
+  /// Stored in the files' command_line attribute.
+  TORCH_ARG(std::string, command_line) = "";
+};
+
+/// Checks the options (and the initial file's shape, when given); throws
+/// c10::ValueError naming the option (or the file) and its value.
+void validate_navier_stokes_options(const NavierStokesGenOptions& options);
+
+/// Steps per record and records of valid options: {record_every / dt, t_final / record_every}.
+std::pair<int64_t, int64_t> ns_schedule(const NavierStokesGenOptions& options);
+
+/// The files a run writes: {out}, or {STEM_train.EXT, STEM_test.EXT} with a test split.
+std::vector<std::string> navier_stokes_output_paths(const NavierStokesGenOptions& options);
+
+/// Generates the samples batch by batch into HDF5 files: `a` (N, R', R'), the
+/// initial vorticity, and `u` (N, R', R', T), the records, float32, R' =
+/// resolution / subsample, with the settings as root attributes (record r is
+/// at time (r + 1) record_every). Atomic, interruptible and with the errors of
+/// generate_darcy; NsBlowUp (no file written) when the vorticity is not
+/// finite. hooks.progress counts records of samples: (done, samples x T). The
+/// summary's max_abs is the largest |w| stored; its residual and CG fields are 0.
+DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& options,
+                                       const DarcyGenHooks& hooks = {});
+
+}  // namespace fno::data

@@ -1,0 +1,237 @@
+// Navier-Stokes data generation (fno_data/navier_stokes_gen.h, fno_datagen
+// --problem ns): exact solutions (fields whose advection vanishes decay as
+// exp(-nu 4 pi^2 |k|^2 t)), first-order convergence in dt and spectral
+// convergence in the resolution of a nonlinear flow, the initial field's
+// variance against the paper's covariance, blow-up, and the files: records at
+// (r + 1) record_every, subsampling, determinism whatever the batch, initial
+// files, option errors.
+#include <fno_data/darcy.h>
+#include <fno_data/navier_stokes_gen.h>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "golden.h"
+
+using fno::data::NavierStokesGenOptions;
+using fno::test::out_path;
+using fno::test::read_bytes;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// The grid x_i = i / R as [R, 1] and [1, R] (float64).
+std::pair<torch::Tensor, torch::Tensor> grid(int64_t r) {
+  const auto t = torch::arange(r, torch::kDouble) / static_cast<double>(r);
+  return {t.view({-1, 1}), t.view({1, -1})};
+}
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).norm() / b.norm()).item<double>();
+}
+
+// A smooth nonlinear flow: a few low modes, no single |k|.
+torch::Tensor smooth_field(int64_t r) {
+  const auto [x, y] = grid(r);
+  return torch::cos(2 * kPi * x) * torch::cos(2 * kPi * y) + 0.5 * torch::sin(4 * kPi * x) +
+         0.3 * torch::cos(2 * kPi * (x + 2 * y)) + 0.2 * torch::sin(2 * kPi * (3 * y - x));
+}
+
+NavierStokesGenOptions small(const std::string& out) {
+  return NavierStokesGenOptions()
+      .resolution(16)
+      .samples(3)
+      .seed(5)
+      .viscosity(1e-2)
+      .dt(1e-2)
+      .t_final(0.3)
+      .record_every(0.1)
+      .device("cpu")
+      .out(out);
+}
+
+void refused(const NavierStokesGenOptions& o, const std::string& text) {
+  INFO(text);
+  CHECK_THROWS_WITH_AS(fno::data::validate_navier_stokes_options(o), doctest::Contains(text.c_str()),
+                       c10::ValueError);
+}
+
+}  // namespace
+
+TEST_CASE("Navier-Stokes: fields without advection decay exactly as exp(-nu 4 pi^2 |k|^2 t)") {
+  const int64_t r = 32;
+  const auto [x, y] = grid(r);
+  const double nu = 1e-2, dt = 1e-3;
+  // cos 2pi x cos 2pi y (|k|^2 = 2) and two modes of |k|^2 = 5: psi is w / (4 pi^2 |k|^2),
+  // so u . grad(w) = 0.
+  const std::vector<std::pair<torch::Tensor, double>> cases{
+      {torch::cos(2 * kPi * x) * torch::cos(2 * kPi * y), 2.0},
+      {torch::cos(2 * kPi * (x + 2 * y)) + torch::sin(2 * kPi * (2 * x - y)), 5.0}};
+  for (const auto& [w0, k_sq] : cases) {
+    const auto w = fno::data::ns_solve(w0.unsqueeze(0), torch::Tensor(), nu, dt, 100, 5);
+    REQUIRE(w.sizes() == torch::IntArrayRef({1, r, r, 5}));
+    // Crank-Nicolson's factor per step, (1 - x/2) / (1 + x/2) with x = dt nu 4 pi^2 |k|^2:
+    // the scheme's own solution to rounding, and exp(-x) per step to its O(x^3) error.
+    const double x_step = dt * nu * 4 * kPi * kPi * k_sq;
+    const double cn = (1 - x_step / 2) / (1 + x_step / 2);
+    for (int64_t rec = 0; rec < 5; ++rec) {
+      const int64_t steps = (rec + 1) * 100;
+      const double t = static_cast<double>(steps) * dt;
+      INFO("|k|^2 = " << k_sq << ", t = " << t);
+      CHECK(rel(w[0].select(2, rec), w0 * std::pow(cn, static_cast<double>(steps))) < 1e-12);
+      const auto exact = w0 * std::exp(-nu * 4 * kPi * kPi * k_sq * t);
+      CHECK(rel(w[0].select(2, rec), exact) <
+            static_cast<double>(steps) * std::pow(x_step, 3) / 12 * 1.01 + 1e-12);
+    }
+  }
+}
+
+TEST_CASE("Navier-Stokes: first order in dt, spectral in the resolution (a nonlinear flow)") {
+  const double nu = 1e-3;
+  // dt: the scheme is explicit Euler in the advection, so the error halves with dt.
+  const auto w0 = fno::data::ns_initial_vorticity(3, 0, 32).unsqueeze(0);
+  const auto f = fno::data::ns_paper_forcing(32, torch::TensorOptions());
+  const auto at = [&](double dt) {
+    const auto steps = static_cast<int64_t>(std::llround(0.5 / dt));
+    return fno::data::ns_solve(w0, f, nu, dt, steps, 1).select(3, 0);
+  };
+  const auto reference = at(1.25e-4);
+  const double e1 = rel(at(4e-3), reference), e2 = rel(at(2e-3), reference),
+               e3 = rel(at(1e-3), reference);
+  MESSAGE("dt 4e-3, 2e-3, 1e-3: errors " << e1 << ", " << e2 << ", " << e3);
+  CHECK(e1 > 0);
+  CHECK(e1 / e2 > 1.6);
+  CHECK(e1 / e2 < 2.6);
+  CHECK(e2 / e3 > 1.6);
+  CHECK(e2 / e3 < 2.6);
+  // Resolution: the same smooth flow solved on 16^2, 32^2 and 64^2, compared on the 16^2 points.
+  const auto on = [&](int64_t r) {
+    const auto w =
+        fno::data::ns_solve(smooth_field(r).unsqueeze(0),
+                            fno::data::ns_paper_forcing(r, torch::TensorOptions()), 1e-2, 1e-3,
+                            500, 1)
+            .select(3, 0)[0];
+    const int64_t k = r / 16;
+    return w.slice(0, 0, r, k).slice(1, 0, r, k);
+  };
+  const auto fine = on(64);
+  const double c16 = rel(on(16), fine), c32 = rel(on(32), fine);
+  MESSAGE("16^2, 32^2 against 64^2: " << c16 << ", " << c32);
+  CHECK(c16 > 0);
+  CHECK(c32 < c16 / 100);
+}
+
+TEST_CASE("Navier-Stokes: the initial field has the paper's covariance, per (seed, sample)") {
+  const int64_t r = 32;
+  const double alpha = 2.5, tau = 7;
+  // Var w(x) = sum_k 2 sigma^2 (4 pi^2 |k|^2 + tau^2)^(-alpha), k != 0, sigma = tau^(alpha-1).
+  const auto k = torch::fft::fftfreq(r, 1.0 / r, torch::kDouble);
+  const auto k_sq = k.square().view({-1, 1}) + k.square().view({1, -1});
+  auto terms = 2 * std::pow(tau, 2 * (alpha - 1)) * (4 * kPi * kPi * k_sq + tau * tau).pow(-alpha);
+  terms.index_put_({0, 0}, 0.0);
+  const double expected = terms.sum().item<double>();
+  std::vector<torch::Tensor> fields;
+  for (int64_t i = 0; i < 200; ++i) fields.push_back(fno::data::ns_initial_vorticity(11, i, r));
+  const auto all = torch::stack(fields);
+  const double variance = all.square().mean().item<double>();
+  MESSAGE("variance " << variance << ", expected " << expected);
+  CHECK(std::abs(variance / expected - 1) < 0.08);
+  CHECK(std::abs(all.mean().item<double>()) < 0.05 * std::sqrt(expected));
+  // Sample i depends on (seed, i) only.
+  CHECK(torch::equal(fno::data::ns_initial_vorticity(11, 7, r), fields[7]));
+  CHECK(!torch::equal(fno::data::ns_initial_vorticity(12, 7, r), fields[7]));
+}
+
+TEST_CASE("Navier-Stokes: a run that blows up names the step and writes no file") {
+  const int64_t r = 16;
+  const auto w0 = 1e3 * smooth_field(r).unsqueeze(0);
+  try {
+    fno::data::ns_solve(w0, torch::Tensor(), 1e-5, 0.5, 200, 1);
+    FAIL("no blow-up");
+  } catch (const fno::data::NsBlowUp& e) {
+    CHECK(e.step() >= 1);
+    CHECK(e.step() <= 200);
+    CHECK(std::string(e.what()).find("smaller --dt") != std::string::npos);
+  }
+  // From a file: the same field blows up in generate_navier_stokes, and no file appears.
+  const auto init = out_path("ns_blowup_init.h5"), out = out_path("ns_blowup.h5");
+  std::filesystem::remove(out);
+  fno::data::write_hdf5(init, {{"w0", w0.to(torch::kFloat)}});
+  CHECK_THROWS_AS(fno::data::generate_navier_stokes(NavierStokesGenOptions()
+                                                        .resolution(r)
+                                                        .samples(1)
+                                                        .viscosity(1e-5)
+                                                        .dt(0.5)
+                                                        .t_final(100)
+                                                        .record_every(100)
+                                                        .forcing("none")
+                                                        .initial(init)
+                                                        .device("cpu")
+                                                        .out(out)),
+                  fno::data::NsBlowUp);
+  CHECK(!std::filesystem::exists(out));
+}
+
+TEST_CASE("Navier-Stokes files: records at (r + 1) record_every, subsampled, whatever the batch") {
+  // From an initial file whose fields decay exactly: the records are known.
+  const int64_t r = 16;
+  const auto [x, y] = grid(r);
+  const auto w0 = torch::cos(2 * kPi * x) * torch::cos(2 * kPi * y);
+  const auto init = out_path("ns_init.h5");
+  fno::data::write_hdf5(init, {{"w0", torch::stack({w0, 2 * w0}).to(torch::kFloat)}});
+  const auto out = out_path("ns_decay.h5");
+  fno::data::generate_navier_stokes(
+      small(out).samples(2).forcing("none").initial(init).subsample(2).dt(1e-3));
+  const auto u = fno::data::load_hdf5(out, fno::data::LoadOptions().x_key("u").y_key("u")).x;
+  REQUIRE(u.sizes() == torch::IntArrayRef({2, 1, 8, 8, 3}));
+  const auto a = fno::data::load_hdf5(out, fno::data::LoadOptions().x_key("a").y_key("a")).x;
+  REQUIRE(a.sizes() == torch::IntArrayRef({2, 1, 8, 8}));
+  const auto w0s = w0.slice(0, 0, r, 2).slice(1, 0, r, 2);
+  CHECK(rel(a[1][0].to(torch::kDouble), 2 * w0s) < 1e-7);
+  for (int64_t rec = 0; rec < 3; ++rec) {
+    const double t = 0.1 * static_cast<double>(rec + 1);
+    const auto exact = 2 * w0s * std::exp(-1e-2 * 8 * kPi * kPi * t);
+    INFO("record " << rec);
+    CHECK(rel(u[1][0].select(2, rec).to(torch::kDouble), exact) < 1e-6);
+  }
+  // The GRF's samples: the same bytes whatever the batch (CPU), and a test split.
+  const auto one = out_path("ns_b1.h5"), three = out_path("ns_b3.h5");
+  fno::data::generate_navier_stokes(small(one).batch_size(1));
+  fno::data::generate_navier_stokes(small(three).batch_size(3));
+  CHECK(read_bytes(one) == read_bytes(three));
+  const auto split = out_path("ns_split.h5");
+  const auto summary = fno::data::generate_navier_stokes(small(split).test_samples(1));
+  REQUIRE(summary.files.size() == 2);
+  const auto all = fno::data::load_hdf5(one, fno::data::LoadOptions().x_key("u").y_key("u")).x;
+  const auto test =
+      fno::data::load_hdf5(summary.files[1], fno::data::LoadOptions().x_key("u").y_key("u")).x;
+  CHECK(torch::equal(test[0], all[2]));
+  CHECK(summary.max_abs > 0);
+}
+
+TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
+  const auto out = out_path("ns_refused.h5");
+  refused(small(out).viscosity(0), "viscosity must be > 0, got 0");
+  refused(small(out).viscosity(-1e-3), "viscosity must be > 0");
+  refused(small(out).dt(0), "dt must be > 0");
+  refused(small(out).record_every(0.015), "record_every (0.015) must be a whole number of steps");
+  refused(small(out).t_final(0.25), "t_final (0.25) must be a whole number of records");
+  refused(small(out).resolution(15), "resolution must be even");
+  refused(small(out).subsample(3), "subsample 3 does not divide resolution = 16");
+  refused(small(out).forcing("kolmogorov"), "forcing must be paper or none, got 'kolmogorov'");
+  refused(small(out).test_samples(3), "test_samples must be in [0, samples - 1]");
+  // An initial file of the wrong shape, or too few samples, or none.
+  const auto init = out_path("ns_init_bad.h5");
+  fno::data::write_hdf5(init, {{"w0", torch::zeros({3, 8, 8})}});
+  refused(small(out).initial(init), "holds w0 of shape [8, 8] for 3 samples; expected (3, 16, 16)");
+  const auto init2 = out_path("ns_init_few.h5");
+  fno::data::write_hdf5(init2, {{"w0", torch::zeros({2, 16, 16})}});
+  refused(small(out).initial(init2), "for 2 samples; expected (3, 16, 16)");
+  refused(small(out).initial(out_path("ns_no_such_file.h5")), "initial: ");
+}
