@@ -9,11 +9,11 @@
 //
 // Exit codes: 0 done; 2 bad command line or config; 3 unwritable output; 4 the
 // benchmark failed; 5 several processes: a rank died or hung.
+#include <fno/precision.h>
+#include <fno_offload/planner.h>
 #include <fno_train/bench.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
-#include <fno/precision.h>
-#include <fno_offload/planner.h>
 
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
@@ -52,16 +52,17 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
-  app.add_option("--policies", o.policies,
+  std::vector<std::string> policies;
+  app.add_option("--policies", policies,
                  "offload policies: none, slim, all, blocks:K, recompute, recompute+offload, auto")
       ->delimiter(',');
   app.add_option("--warmup", o.warmup, "untimed steps per configuration")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--steps", o.steps, "timed steps per configuration (median reported)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--chunks", o.chunks, "batch chunks per stage for the fixed policies")
+  app.add_option("--chunks", o.offload.chunks, "batch chunks per stage for the fixed policies")
       ->check(CLI::PositiveNumber);
-  app.add_option("--micro-batches", o.micro_batches,
+  app.add_option("--micro-batches", o.offload.micro_batches,
                  "run each step as this many micro-batches for the fixed policies")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--gpu-memory-limit", budget, "budget for auto, e.g. 8GiB (default: free memory)");
@@ -72,18 +73,20 @@ int main(int argc, char** argv) {
   app.add_option("--grid-step", o.grid_step, "granularity of that search")
       ->check(CLI::PositiveNumber);
   app.add_option("--grid-max", o.grid_max, "upper end of that search")->check(CLI::PositiveNumber);
-  app.add_option("--prefetch-depth", o.prefetch_depth, "stages prefetched ahead in backward")
+  app.add_option("--prefetch-depth", o.offload.prefetch_depth,
+                 "stages prefetched ahead in backward")
       ->check(CLI::NonNegativeNumber);
   std::string inflight_mib = "auto";
   app.add_option("--max-inflight-mib", inflight_mib,
                  "device-to-host MiB in flight before forward waits (back-pressure), or auto: "
                  "1024, grown after steps whose forward waited (the fixed policies)");
-  app.add_option("--min-bytes", o.min_bytes, "saved tensors smaller than this stay")
+  app.add_option("--min-bytes", o.offload.min_bytes, "saved tensors smaller than this stay")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--compress", o.compress,
+  std::string compress = "none";
+  app.add_option("--compress", compress,
                  "host storage of offloaded float32 activations: none (lossless) or bf16");
   app.add_option(
-      "--plan-cache", o.plan_cache_dir,
+      "--plan-cache", o.offload.plan_cache,
       "auto reuses (and keeps) its plans in this directory (default: search every time)");
   app.add_option("--timeline-dir", o.timeline_dir,
                  "write one step's memory timeline per configuration here");
@@ -104,23 +107,28 @@ int main(int argc, char** argv) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
   try {
-    for (const auto& p : o.policies) fno::offload::parse_policy(p);
-    fno::offload::parse_compress(o.compress);
+    if (app.count("--policies") > 0) {
+      o.policies.clear();
+      for (const auto& p : policies) o.policies.push_back(fno::offload::parse_policy(p));
+    }
+    o.offload.compress = fno::offload::parse_compress(compress);
     try {
-      o.max_inflight_bytes = fno::parse_inflight_mib(inflight_mib) << 20;
+      o.offload.max_inflight_mib = fno::parse_inflight_mib(inflight_mib);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--max-inflight-mib: ") + e.what());
     }
     if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
-    if (!budget.empty()) o.gpu_memory_limit = fno::offload::parse_bytes(budget);
+    if (!budget.empty()) o.offload.gpu_memory_limit = fno::offload::parse_bytes(budget);
   } catch (const std::invalid_argument& e) {
     return fail(2, e.what());
   }
   if (!overrides.empty() && config_path.empty()) return fail(2, "--set needs --config FILE");
   try {
     if (!config_path.empty()) fno::use_config(o, config_path, overrides);
-    if (!precisions.empty()) o.precisions = precisions;
-    for (const auto& p : o.precisions) fno::parse_precision(p);
+    if (!precisions.empty()) {
+      o.precisions.clear();
+      for (const auto& p : precisions) o.precisions.push_back(fno::parse_precision(p));
+    }
   } catch (const fno::ConfigError& e) {
     return fail(2, e.what());
   } catch (const std::invalid_argument& e) {

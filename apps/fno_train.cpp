@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     const std::string cfg_file = resume ? resume_dir + "/config.yaml" : config_path;
     if (resume && !exists(cfg_file)) return fail(2, resume_dir + ": not a run directory (no config.yaml)");
     fno::RunConfig cfg = fno::load_config(cfg_file, overrides);
-    const std::string run_dir = resume ? resume_dir : (out_dir.empty() ? cfg.out_dir : out_dir);
+    const std::string run_dir = resume ? resume_dir : (out_dir.empty() ? cfg.output.dir : out_dir);
     if (!resume && !dry_run && exists(run_dir + "/checkpoint_latest.pt")) {
       return fail(2, run_dir + " already holds a run; continue it with --resume " + run_dir +
                          " or choose another --out");

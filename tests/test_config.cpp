@@ -42,28 +42,28 @@ TEST_CASE("the seed config resolves to the Darcy example's settings") {
   CHECK(cfg.model.n_modes() == std::vector<int64_t>{16, 16});
   CHECK(cfg.model.hidden_channels() == 32);
   CHECK(cfg.model.projection_channel_ratio() == 2.0);
-  CHECK(cfg.n_train == 1000);
-  CHECK(cfg.batch_size == 32);
-  REQUIRE(cfg.tests.size() == 2);
-  CHECK(cfg.tests[0].n_samples == 100);
-  CHECK(cfg.tests[1].n_samples == 50);
-  CHECK(cfg.lr == doctest::Approx(8e-3));
-  CHECK(cfg.weight_decay == doctest::Approx(1e-4));
-  CHECK(cfg.scheduler == "cosine");
-  CHECK(cfg.t_max == 30);
-  CHECK(cfg.epochs == 20);
-  CHECK(cfg.train_loss == "h1");
-  CHECK(cfg.eval_losses == std::vector<std::string>{"h1", "l2"});
+  CHECK(cfg.data.n_train == 1000);
+  CHECK(cfg.data.batch_size == 32);
+  REQUIRE(cfg.data.tests.size() == 2);
+  CHECK(cfg.data.tests[0].n_samples == 100);
+  CHECK(cfg.data.tests[1].n_samples == 50);
+  CHECK(cfg.optimizer.lr == doctest::Approx(8e-3));
+  CHECK(cfg.optimizer.weight_decay == doctest::Approx(1e-4));
+  CHECK(cfg.scheduler.name == fno::SchedulerName::kCosine);
+  CHECK(cfg.scheduler.t_max == 30);
+  CHECK(cfg.training.epochs == 20);
+  CHECK(cfg.training.loss == fno::LossName::kH1);
+  CHECK((cfg.training.eval_losses == std::vector<fno::LossName>{fno::LossName::kH1, fno::LossName::kL2}));
   // Data paths resolve against the config file's directory.
-  CHECK(cfg.train_file.find("configs/../data/darcy/darcy_train_16.pt") != std::string::npos);
+  CHECK(cfg.data.train_file.find("configs/../data/darcy/darcy_train_16.pt") != std::string::npos);
   CHECK(cfg.resolved_yaml.find("epochs: 20") != std::string::npos);
 }
 
 TEST_CASE("--set overrides any value by its dotted path") {
   const auto cfg = fno::parse_config(kValid, "cfg.yaml",
                                      {"training.epochs=7", "optimizer.lr=0.5", "model.n_modes=[8]"});
-  CHECK(cfg.epochs == 7);
-  CHECK(cfg.lr == 0.5);
+  CHECK(cfg.training.epochs == 7);
+  CHECK(cfg.optimizer.lr == 0.5);
   CHECK(cfg.model.n_modes() == std::vector<int64_t>{8});
   CHECK(cfg.resolved_yaml.find("epochs: 7") != std::string::npos);
 }
@@ -107,10 +107,10 @@ TEST_CASE("bad configs name the file, the line and the key") {
 }
 
 TEST_CASE("offload.max_inflight_mib is auto (0) by default, or a number of MiB") {
-  CHECK(fno::parse_config(kValid, "cfg.yaml").max_inflight_mib == 0);
-  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=2048"}).max_inflight_mib ==
+  CHECK(fno::parse_config(kValid, "cfg.yaml").offload.max_inflight_mib == 0);
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=2048"}).offload.max_inflight_mib ==
         2048);
-  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=auto"}).max_inflight_mib ==
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=auto"}).offload.max_inflight_mib ==
         0);
   CHECK(fno::parse_inflight_mib("16384") == 16384);
   for (const std::string bad : {"", "1.5", "-3", "12MiB", "2000000000"}) {

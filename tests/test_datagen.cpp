@@ -486,20 +486,20 @@ TEST_CASE("datagen: the paper configs load and name the files fno_datagen writes
       return text.size() >= tail.size() &&
              text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
     };
-    CHECK(ends_with(cfg.train_file, paths[0]));
-    REQUIRE(cfg.tests.size() == 1);
-    CHECK(ends_with(cfg.tests[0].file, paths[1]));
-    CHECK(cfg.tests[0].name == std::to_string(s));
-    CHECK(cfg.tests[0].n_samples == 200);
-    CHECK(cfg.n_train == 1000);
-    CHECK(cfg.subsample == 1);  // the files are stored at s already
-    CHECK(cfg.batch_size == 20);
-    CHECK(cfg.epochs == 500);
-    CHECK(cfg.lr == doctest::Approx(1e-3));
-    CHECK(cfg.scheduler == "step");
-    CHECK(cfg.step_size == 100);
-    CHECK(cfg.gamma == doctest::Approx(0.5));
-    CHECK(cfg.train_loss == "l2");
+    CHECK(ends_with(cfg.data.train_file, paths[0]));
+    REQUIRE(cfg.data.tests.size() == 1);
+    CHECK(ends_with(cfg.data.tests[0].file, paths[1]));
+    CHECK(cfg.data.tests[0].name == std::to_string(s));
+    CHECK(cfg.data.tests[0].n_samples == 200);
+    CHECK(cfg.data.n_train == 1000);
+    CHECK(cfg.data.subsample == 1);  // the files are stored at s already
+    CHECK(cfg.data.batch_size == 20);
+    CHECK(cfg.training.epochs == 500);
+    CHECK(cfg.optimizer.lr == doctest::Approx(1e-3));
+    CHECK(cfg.scheduler.name == fno::SchedulerName::kStep);
+    CHECK(cfg.scheduler.step_size == 100);
+    CHECK(cfg.scheduler.gamma == doctest::Approx(0.5));
+    CHECK(cfg.training.loss == fno::LossName::kL2);
     CHECK(cfg.model.n_layers() == 4);
     CHECK(cfg.model.hidden_channels() == 32);
   }
@@ -744,11 +744,11 @@ TEST_CASE(
     return text.size() >= tail.size() &&
            text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
   };
-  CHECK(ends_with(cfg.train_file, paths[0]));
-  REQUIRE(cfg.tests.size() == 1);
-  CHECK(ends_with(cfg.tests[0].file, paths[1]));
-  CHECK(cfg.n_train == 1000);
-  CHECK(cfg.tests[0].n_samples == 200);
+  CHECK(ends_with(cfg.data.train_file, paths[0]));
+  REQUIRE(cfg.data.tests.size() == 1);
+  CHECK(ends_with(cfg.data.tests[0].file, paths[1]));
+  CHECK(cfg.data.n_train == 1000);
+  CHECK(cfg.data.tests[0].n_samples == 200);
 }
 
 // Runs where CUDA is (the GPU machine runs fno_tests too); passes trivially elsewhere.

@@ -61,7 +61,7 @@ void two_ranks(const std::function<void(int64_t, std::shared_ptr<fno::dist::Grou
         env.master_addr = "127.0.0.1";
         env.master_port = port;
         fno::dist::GroupOptions o;
-        o.backend = "gloo";
+        o.backend = fno::dist::Backend::kGloo;
         o.timeout = timeout;
         fn(r, fno::dist::Group::create(env, torch::kCPU, o));
       } catch (const std::exception& e) {
@@ -166,7 +166,7 @@ TEST_CASE(
       // Small buckets: several of them, some started during backward.
       fno::dist::GradientSync sync(g, model->parameters(), fno::dist::GradientSyncOptions{4096});
       fno::OffloadSettings settings;
-      settings.policy = st.policy;
+      settings.policy = fno::offload::parse_policy(st.policy);
       settings.chunks = st.chunks;
       settings.micro_batches = st.micro_batches;
       settings.options = fno::offload::OffloadOptions().simulate_on_cpu(true).min_bytes(0);
@@ -221,7 +221,7 @@ TEST_CASE("a rank that does not join a collective makes the other fail within th
     env.world_size = 2;
     env.master_port = port;
     fno::dist::GroupOptions o;
-    o.backend = "gloo";
+    o.backend = fno::dist::Backend::kGloo;
     o.timeout = std::chrono::seconds(2);
     auto g = fno::dist::Group::create(env, torch::kCPU, o);
     if (r == 0) {

@@ -190,7 +190,7 @@ TEST_CASE("GPU: a tiled step over a block input of more than 2^31 elements") {
   const fno::H1Loss h1(fno::H1LossOptions().d(2));
   const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
   fno::OffloadSettings settings;
-  settings.policy = "recompute+offload";
+  settings.policy = fno::offload::parse_policy("recompute+offload");
   Grads ref;
   {
     fno::OffloadedStep whole(model, settings);
@@ -233,7 +233,7 @@ TEST_CASE("GPU: offload auto takes tiles where no whole-grid plan fits, within t
   // One whole-grid stage of one entry needs about 7 block inputs (32 MiB each) on top.
   const int64_t budget = held + (int64_t{128} << 20);
   fno::OffloadSettings settings;
-  settings.policy = "auto";
+  settings.policy = fno::offload::parse_policy("auto");
   settings.gpu_memory_limit = budget;
   fno::OffloadedStep step(model, settings);
   const auto got = run(model, [&] { return step.forward_backward(x, y, loss, false); });

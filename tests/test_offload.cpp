@@ -492,7 +492,7 @@ TEST_CASE("micro-batches give the gradients of the whole batch (sum and mean los
       for (int64_t k : {2, 3, 8}) {
         INFO("mean ", mean, ", policy ", policy, ", micro-batches ", k);
         fno::OffloadSettings settings;
-        settings.policy = policy;
+        settings.policy = fno::offload::parse_policy(policy);
         settings.micro_batches = k;
         fno::OffloadedStep step(model, settings);
         model->zero_grad(true);

@@ -50,21 +50,22 @@ struct Runner {
     }
   }
 
-  OffloadedStep& step_for(const std::string& policy, const std::string& precision) {
-    auto& s = steps[policy + " " + precision];
+  OffloadedStep& step_for(const offload::Policy& policy, Precision precision) {
+    auto& s = steps[policy.text + " " + to_string(precision)];
     if (!s) {
+      const auto& c = o.offload;
       OffloadSettings st;
       st.policy = policy;
-      st.chunks = o.chunks;
-      st.micro_batches = o.micro_batches;
-      st.gpu_memory_limit = o.gpu_memory_limit;
-      st.options.min_bytes(o.min_bytes)
-          .prefetch_depth(o.prefetch_depth)
-          .max_inflight_bytes(o.max_inflight_bytes > 0 ? o.max_inflight_bytes : int64_t{1} << 30)
-          .max_prefetch_bytes(o.max_prefetch_bytes)
-          .compress(offload::parse_compress(o.compress));
-      st.learn_inflight = o.max_inflight_bytes == 0;
-      st.plan_cache_dir = o.plan_cache_dir;
+      st.chunks = c.chunks;
+      st.micro_batches = c.micro_batches;
+      st.gpu_memory_limit = c.gpu_memory_limit;
+      st.options.min_bytes(c.min_bytes)
+          .prefetch_depth(c.prefetch_depth)
+          .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20 : int64_t{1} << 30)
+          .max_prefetch_bytes(c.max_prefetch_mib << 20)
+          .compress(c.compress);
+      st.learn_inflight = c.max_inflight_mib == 0;
+      st.plan_cache_dir = c.plan_cache;
       s = std::make_unique<OffloadedStep>(model, st);
     }
     if (grad_sync) {
@@ -82,12 +83,11 @@ struct Runner {
     c10::cuda::CUDACachingAllocator::emptyCache();
   }
 
-  BenchRow run(const std::string& policy, const std::string& precision_name, int64_t res,
-               int64_t batch, int64_t warmup, int64_t timed) {
+  BenchRow run(const offload::Policy& policy, Precision precision, int64_t res, int64_t batch,
+               int64_t warmup, int64_t timed) {
     BenchRow row;
-    row.policy = policy;
-    row.precision = precision_name;
-    const auto precision = parse_precision(precision_name);
+    row.policy = policy.text;
+    row.precision = to_string(precision);
     const MatmulPrecisionGuard matmul(precision);
     model->options.compute_dtype(compute_dtype(precision));
     // fp16 steps as fno_train's do: scaled loss, unscale and check, update.
@@ -96,7 +96,7 @@ struct Runner {
     row.resolution = res;
     row.batch = batch;
     try {
-      auto& step = step_for(policy, precision_name);
+      auto& step = step_for(policy, precision);
       torch::manual_seed(1);
       // [batch, channels, res, ...]: one res per spatial dim of the model.
       std::vector<int64_t> x_shape{batch, o.model.in_channels()},
@@ -170,7 +170,7 @@ struct Runner {
         sum.link_overlap_ms += st.link_overlap_ms;
         floor_ms += st.link_floor_ms();
         row.inflight_window = st.inflight_window;
-        if (record) write_timeline(step, policy, res, batch);
+        if (record) write_timeline(step, policy.text, res, batch);
       }
       if (!o.trace_path.empty() && !traced) {
         // One more step under the Kineto profiler: CPU ops and CUDA kernels.
@@ -293,13 +293,21 @@ std::string join(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+std::vector<offload::Policy> default_bench_policies() {
+  std::vector<offload::Policy> policies;
+  for (const char* name : {"none", "all", "recompute+offload", "auto"}) {
+    policies.push_back(offload::parse_policy(name));
+  }
+  return policies;
+}
+
 FNOOptions seed_model() { return FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2); }
 
 void use_config(BenchOptions& o, const std::string& config_path,
                 const std::vector<std::string>& overrides) {
   const auto cfg = load_config(config_path, overrides);
   o.model = cfg.model;
-  o.precisions = {cfg.precision};
+  o.precisions = {cfg.training.precision};
   o.model_source = config_path;
 }
 
@@ -317,19 +325,21 @@ std::string describe_bench(const BenchOptions& o) {
   s << "resolutions " << join(o.resolutions) << "\n";
   s << "batches " << join(o.batches) << "\n";
   std::string policies;
-  for (const auto& p : o.policies) policies += (policies.empty() ? "" : ", ") + p;
+  for (const auto& p : o.policies) policies += (policies.empty() ? "" : ", ") + p.text;
   s << "policies " << policies << "\n";
   std::string precisions;
-  for (const auto& p : o.precisions) precisions += (precisions.empty() ? "" : ", ") + p;
+  for (const auto p : o.precisions) precisions += (precisions.empty() ? "" : ", ") + to_string(p);
   s << "precisions " << precisions << "\n";
-  s << "steps " << o.warmup << " warm-up, " << o.steps << " timed (median); chunks " << o.chunks
-    << "\n";
+  s << "steps " << o.warmup << " warm-up, " << o.steps << " timed (median); chunks "
+    << o.offload.chunks << "\n";
   s << "in-flight window "
-    << (o.max_inflight_bytes > 0 ? offload::format_bytes(o.max_inflight_bytes)
-                                 : std::string("auto (1 GiB, learning)"))
+    << (o.offload.max_inflight_mib > 0 ? offload::format_bytes(o.offload.max_inflight_mib << 20)
+                                       : std::string("auto (1 GiB, learning)"))
     << "\n";
   s << "auto budget "
-    << (o.gpu_memory_limit > 0 ? offload::format_bytes(o.gpu_memory_limit) : "free memory") << "\n";
+    << (o.offload.gpu_memory_limit > 0 ? offload::format_bytes(o.offload.gpu_memory_limit)
+                                       : "free memory")
+    << "\n";
   s << "memory cap " << (o.memory_cap > 0 ? offload::format_bytes(o.memory_cap) : "none") << "\n";
   if (o.find_largest) {
     s << "find largest grid: steps of " << o.grid_step << " up to " << o.grid_max << "\n";
@@ -362,7 +372,7 @@ BenchResult run_bench(const BenchOptions& o) {
   Runner runner(o, group);
   result.world_size = group ? group->size() : 1;
   result.rank = group ? group->rank() : 0;
-  for (const auto& precision : o.precisions) {
+  for (const auto precision : o.precisions) {
     for (const auto& policy : o.policies) {
       for (auto res : o.resolutions) {
         for (auto batch : o.batches) {
@@ -374,7 +384,7 @@ BenchResult run_bench(const BenchOptions& o) {
   }
   if (o.find_largest) {
     const int64_t batch = o.batches.front();
-    const auto& precision = o.precisions.front();
+    const auto precision = o.precisions.front();
     for (const auto& policy : o.policies) {
       // Binary search over multiples of grid_step: lo trains, hi does not.
       int64_t lo = 0, hi = o.grid_max / o.grid_step + 1;
@@ -386,8 +396,8 @@ BenchResult run_bench(const BenchOptions& o) {
         result.rows.push_back(row);
         (row.status == "ok" ? lo : hi) = mid;
       }
-      result.largest.emplace_back(policy, lo * o.grid_step);
-      std::cerr << "fno_bench: largest grid for " << policy << " under "
+      result.largest.emplace_back(policy.text, lo * o.grid_step);
+      std::cerr << "fno_bench: largest grid for " << policy.text << " under "
                 << offload::format_bytes(o.memory_cap) << ": " << lo * o.grid_step << "^2 (batch "
                 << batch << ")" << std::endl;
     }

@@ -37,7 +37,82 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
+std::string to_string(OptimizerName name) {
+  switch (name) {
+    case OptimizerName::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+std::string to_string(SchedulerName name) {
+  switch (name) {
+    case SchedulerName::kCosine:
+      return "cosine";
+    case SchedulerName::kStep:
+      return "step";
+    case SchedulerName::kPlateau:
+      return "plateau";
+    case SchedulerName::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::string to_string(LossName name) {
+  switch (name) {
+    case LossName::kH1:
+      return "h1";
+    case LossName::kL2:
+      return "l2";
+  }
+  return "?";
+}
+
+std::string to_string(Progress progress) {
+  switch (progress) {
+    case Progress::kAuto:
+      return "auto";
+    case Progress::kBar:
+      return "bar";
+    case Progress::kPlain:
+      return "plain";
+    case Progress::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 namespace {
+
+// The values of each choice, in the order the schema lists them; their names
+// are to_string's, so that a name is written once.
+const std::vector<OptimizerName> kOptimizers{OptimizerName::kAdamW};
+const std::vector<SchedulerName> kSchedulers{SchedulerName::kCosine, SchedulerName::kStep,
+                                             SchedulerName::kPlateau, SchedulerName::kNone};
+const std::vector<LossName> kLosses{LossName::kH1, LossName::kL2};
+const std::vector<Precision> kPrecisions{Precision::kFP32, Precision::kTF32, Precision::kBF16,
+                                         Precision::kFP16};
+const std::vector<dist::Backend> kBackends{dist::Backend::kAuto, dist::Backend::kNccl,
+                                           dist::Backend::kGloo};
+const std::vector<Progress> kProgress{Progress::kAuto, Progress::kBar, Progress::kPlain,
+                                      Progress::kNone};
+
+template <typename E>
+std::vector<std::string> names(const std::vector<E>& values) {
+  std::vector<std::string> out;
+  for (const auto v : values) out.push_back(to_string(v));
+  return out;
+}
+
+// The value named `text`; the schema has checked that it is one of them.
+template <typename E>
+E choice(const std::vector<E>& values, const std::string& text) {
+  for (const auto v : values) {
+    if (to_string(v) == text) return v;
+  }
+  throw std::logic_error("config: '" + text + "' passed the schema but names no value");
+}
 
 enum class Kind { kInt, kFloat, kBool, kString, kIntList, kFloatList, kStringList, kTests };
 
@@ -45,11 +120,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // One key of the schema.
 struct Entry {
-  const char* key;           // "section.name"
+  const char* key;  // "section.name"
   Kind kind;
   const char* default_yaml;  // the default, as YAML text
   const char* doc;
-  double min = -kInf;        // numeric range (inclusive unless *_open)
+  double min = -kInf;  // numeric range (inclusive unless *_open)
   double max = kInf;
   bool min_open = false;
   bool max_open = false;
@@ -58,7 +133,8 @@ struct Entry {
   int max_len = 1 << 20;
 };
 
-// Keys of one data.test entry.
+// Keys of one data.test entry. (One line per key.)
+// clang-format off
 const std::vector<Entry>& test_entries() {
   static const std::vector<Entry> kEntries = {
       {"file", Kind::kString, "''", "data file of the set (.pt, .h5, .mat), relative to the config file"},
@@ -95,13 +171,13 @@ const std::vector<Entry>& schema() {
       {"data.test", Kind::kTests, "[]", "evaluation sets: a list of {file, name, n_samples, batch_size}"},
       {"data.n_predictions", Kind::kInt, "4", "test samples per set saved to predictions.h5", 0},
       // optimizer
-      {"optimizer.name", Kind::kString, "adamw", "optimizer (neuraloperator's AdamW)", -kInf, kInf, false, false, {"adamw"}},
+      {"optimizer.name", Kind::kString, "adamw", "optimizer (neuraloperator's AdamW)", -kInf, kInf, false, false, names(kOptimizers)},
       {"optimizer.lr", Kind::kFloat, "1.0e-3", "learning rate", 0, kInf, true},
       {"optimizer.weight_decay", Kind::kFloat, "0", "decoupled weight decay", 0},
       {"optimizer.betas", Kind::kFloatList, "[0.9, 0.999]", "moment decay rates", 0, 1, false, true, {}, 2, 2},
       {"optimizer.eps", Kind::kFloat, "1.0e-6", "added to sqrt(second moment)", 0},
       // scheduler
-      {"scheduler.name", Kind::kString, "cosine", "lr schedule, stepped once per epoch", -kInf, kInf, false, false, {"cosine", "step", "plateau", "none"}},
+      {"scheduler.name", Kind::kString, "cosine", "lr schedule, stepped once per epoch", -kInf, kInf, false, false, names(kSchedulers)},
       {"scheduler.T_max", Kind::kInt, "30", "cosine: epochs of a half period", 1},
       {"scheduler.eta_min", Kind::kFloat, "0", "cosine: lowest lr", 0},
       {"scheduler.step_size", Kind::kInt, "100", "step: epochs between decays", 1},
@@ -110,16 +186,16 @@ const std::vector<Entry>& schema() {
       {"scheduler.patience", Kind::kInt, "5", "plateau: epochs without improvement before decaying", 0},
       // training
       {"training.epochs", Kind::kInt, "20", "number of epochs", 1},
-      {"training.loss", Kind::kString, "h1", "training loss (relative, summed over the batch)", -kInf, kInf, false, false, {"h1", "l2"}},
-      {"training.eval_losses", Kind::kStringList, "[h1, l2]", "evaluation metrics (mean per-sample relative error)", -kInf, kInf, false, false, {"h1", "l2"}, 1, 2},
+      {"training.loss", Kind::kString, "h1", "training loss (relative, summed over the batch)", -kInf, kInf, false, false, names(kLosses)},
+      {"training.eval_losses", Kind::kStringList, "[h1, l2]", "evaluation metrics (mean per-sample relative error)", -kInf, kInf, false, false, names(kLosses), 1, 2},
       {"training.eval_every", Kind::kInt, "1", "evaluate every n epochs (and after the last)", 1},
       {"training.checkpoint_every", Kind::kInt, "1", "write the latest checkpoint every n epochs (and after the last)", 1},
       {"training.seed", Kind::kInt, "0", "seed of the model initialization and the shuffling", 0},
-      {"training.precision", Kind::kString, "fp32", "compute precision: fp32, tf32 (fp32 GEMMs on TF32 tensor cores), bf16 or fp16 (activations, saved tensors and GEMM inputs in that type, fp32 accumulation; fp16 adds a dynamic loss scaler that skips steps with non-finite gradients). Weights, optimizer state, losses and state dicts stay fp32. One step against fp32, relative: bf16 output 4e-3, gradients 1e-2; fp16 5e-4 and 8e-4", -kInf, kInf, false, false, {"fp32", "tf32", "bf16", "fp16"}},
+      {"training.precision", Kind::kString, "fp32", "compute precision: fp32, tf32 (fp32 GEMMs on TF32 tensor cores), bf16 or fp16 (activations, saved tensors and GEMM inputs in that type, fp32 accumulation; fp16 adds a dynamic loss scaler that skips steps with non-finite gradients). Weights, optimizer state, losses and state dicts stay fp32. One step against fp32, relative: bf16 output 4e-3, gradients 1e-2; fp16 5e-4 and 8e-4", -kInf, kInf, false, false, names(kPrecisions)},
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
       // distributed (several processes under torchrun; README "Several GPUs")
-      {"distributed.backend", Kind::kString, "auto", "c10d backend when launched by torchrun: auto (NCCL on CUDA, Gloo on the CPU), nccl or gloo", -kInf, kInf, false, false, {"auto", "nccl", "gloo"}},
+      {"distributed.backend", Kind::kString, "auto", "c10d backend when launched by torchrun: auto (NCCL on CUDA, Gloo on the CPU), nccl or gloo", -kInf, kInf, false, false, names(kBackends)},
       {"distributed.timeout_s", Kind::kFloat, "300", "seconds a rank waits for the others (rendezvous, each collective) before it stops with an error", 0, kInf, true},
       {"distributed.bucket_mib", Kind::kFloat, "4", "MiB of gradients per all-reduce bucket; a bucket is reduced as soon as backward has produced it", 0, kInf, true},
       // offload
@@ -137,10 +213,11 @@ const std::vector<Entry>& schema() {
       {"offload.plan_cache", Kind::kString, "''", "directory where auto keeps its chosen plans for reuse by later runs ('': $FNO_PLAN_CACHE, else ~/.cache/fno/plans; none: no cache)"},
       // output
       {"output.dir", Kind::kString, "runs/darcy", "run directory (relative to the working directory); --out overrides"},
-      {"output.progress", Kind::kString, "auto", "progress display: bar on a terminal, plain log lines, or none", -kInf, kInf, false, false, {"auto", "bar", "plain", "none"}},
+      {"output.progress", Kind::kString, "auto", "progress display: bar on a terminal, plain log lines, or none", -kInf, kInf, false, false, names(kProgress)},
   };
   return kSchema;
 }
+// clang-format on
 
 const Entry* find_entry(const std::string& key) {
   for (const auto& e : schema()) {
@@ -192,19 +269,23 @@ void check_range(const Entry& e, double v, const std::string& where, const std::
   if (bad) error(where, key, std::string("expected ") + what + range_text(e) + ", got " + text);
 }
 
-int64_t to_int(const Entry& e, const YAML::Node& n, const std::string& where, const std::string& key) {
+int64_t to_int(const Entry& e, const YAML::Node& n, const std::string& where,
+               const std::string& key) {
   int64_t v = 0;
   if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) {
-    error(where, key, std::string("expected an integer") + range_text(e) + ", got '" + scalar_text(n) + "'");
+    error(where, key,
+          std::string("expected an integer") + range_text(e) + ", got '" + scalar_text(n) + "'");
   }
   check_range(e, static_cast<double>(v), where, key, n.Scalar(), "an integer");
   return v;
 }
 
-double to_float(const Entry& e, const YAML::Node& n, const std::string& where, const std::string& key) {
+double to_float(const Entry& e, const YAML::Node& n, const std::string& where,
+                const std::string& key) {
   double v = 0;
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || std::isinf(v)) {
-    error(where, key, std::string("expected a number") + range_text(e) + ", got '" + scalar_text(n) + "'");
+    error(where, key,
+          std::string("expected a number") + range_text(e) + ", got '" + scalar_text(n) + "'");
   }
   check_range(e, v, where, key, n.Scalar(), "a number");
   return v;
@@ -268,19 +349,23 @@ std::string key_name(const YAML::Node& key, const std::string& origin, const std
 
 Values read_document(const YAML::Node& root, const std::string& origin) {
   Values values;
-  if (root.IsNull()) throw ConfigError(origin + ": empty config (expected sections model, data, ...)");
-  if (!root.IsMap()) throw ConfigError(where_of(origin, root) + ": expected a mapping of sections, got " + scalar_text(root));
+  if (root.IsNull())
+    throw ConfigError(origin + ": empty config (expected sections model, data, ...)");
+  if (!root.IsMap())
+    throw ConfigError(where_of(origin, root) + ": expected a mapping of sections, got " +
+                      scalar_text(root));
   for (const auto& section : root) {
     const std::string name = key_name(section.first, origin, "(top level)");
     bool known = false;
     for (const auto& e : schema()) known = known || std::string(e.key).rfind(name + ".", 0) == 0;
     if (!known) {
       throw ConfigError(where_of(origin, section.first) + ": " + name +
-                        ": unknown section (expected model, data, optimizer, scheduler, training, device, offload, output)");
+                        ": unknown section (expected model, data, optimizer, scheduler, training, "
+                        "device, offload, output)");
     }
     if (!section.second.IsMap()) {
-      throw ConfigError(where_of(origin, section.second) + ": " + name + ": expected a mapping of keys, got " +
-                        scalar_text(section.second));
+      throw ConfigError(where_of(origin, section.second) + ": " + name +
+                        ": expected a mapping of keys, got " + scalar_text(section.second));
     }
     for (const auto& item : section.second) {
       const std::string key = name + "." + key_name(item.first, origin, name);
@@ -330,191 +415,290 @@ std::string absolute_dir(const std::string& path) {
   return dir == "." ? std::string(buf) : std::string(buf) + "/" + dir;
 }
 
-// Builds the RunConfig and the resolved YAML from validated values; data file
-// paths are resolved against base_dir.
-RunConfig build(const Values& given, const std::string& origin, const std::string& base_dir) {
-  RunConfig cfg;
-  YAML::Node resolved;
-  auto value = [&](const Entry& e) -> Located {
-    auto it = given.find(e.key);
-    if (it != given.end()) return it->second;
-    return {YAML::Load(e.default_yaml), origin + " (default)"};
-  };
-  for (const auto& e : schema()) {
-    const Located v = value(e);
-    const std::string key = e.key;
-    const auto dot = key.find('.');
-    YAML::Node out;
-    switch (e.kind) {
-      case Kind::kInt: out = to_int(e, v.node, v.where, key); break;
-      case Kind::kFloat: out = to_float(e, v.node, v.where, key); break;
-      case Kind::kBool: out = to_bool(v.node, v.where, key); break;
-      case Kind::kString:
-        out = to_string(e, v.node, v.where, key);
-        if (key == "data.train_file") out = resolve(base_dir, out.as<std::string>());
-        break;
-      case Kind::kIntList:
-        out = YAML::Node(YAML::NodeType::Sequence);
-        for (const auto& item : check_list(e, v.node, v.where, key)) out.push_back(to_int(e, item, item_where(v, origin, item), key));
-        break;
-      case Kind::kFloatList:
-        out = YAML::Node(YAML::NodeType::Sequence);
-        for (const auto& item : check_list(e, v.node, v.where, key)) out.push_back(to_float(e, item, item_where(v, origin, item), key));
-        break;
-      case Kind::kStringList:
-        out = YAML::Node(YAML::NodeType::Sequence);
-        for (const auto& item : check_list(e, v.node, v.where, key)) out.push_back(to_string(e, item, item_where(v, origin, item), key));
-        break;
-      case Kind::kTests: {
-        out = YAML::Node(YAML::NodeType::Sequence);
-        const auto& list = check_list(e, v.node, v.where, key);
-        for (size_t i = 0; i < list.size(); ++i) {
-          const auto& item = list[i];
-          const std::string item_key = key + "[" + std::to_string(i) + "]";
-          const std::string iw = item_where(v, origin, item);
-          if (!item.IsMap()) error(iw, item_key, "expected a mapping {file, name, n_samples, batch_size}");
-          YAML::Node test;
-          for (const auto& kv : item) {
-            const std::string k = key_name(kv.first, origin, item_key);
-            bool known = false;
-            for (const auto& te : test_entries()) known = known || k == te.key;
-            if (!known) error(iw, item_key + "." + k, "unknown key (expected file, name, n_samples, batch_size)");
-          }
-          for (const auto& te : test_entries()) {
-            const YAML::Node n = item[te.key] ? item[te.key] : YAML::Load(te.default_yaml);
-            const std::string k = item_key + "." + te.key;
-            if (te.kind == Kind::kInt) {
-              test[te.key] = to_int(te, n, iw, k);
-            } else if (std::string(te.key) == "file") {
-              test[te.key] = resolve(base_dir, to_string(te, n, iw, k));
-            } else {
-              test[te.key] = to_string(te, n, iw, k);
-            }
-          }
-          if (test["file"].as<std::string>().empty()) error(iw, item_key + ".file", "missing (every test set needs a file)");
-          if (test["n_samples"].as<int64_t>() == 0) error(iw, item_key + ".n_samples", "expected -1 (all) or >= 1, got 0");
-          out.push_back(test);
-        }
-        break;
+// A key's value (from the file, --set, or the default).
+Located value_of(const Values& given, const Entry& e, const std::string& origin) {
+  auto it = given.find(e.key);
+  if (it != given.end()) return it->second;
+  return {YAML::Load(e.default_yaml), origin + " (default)"};
+}
+
+// The resolved entries of data.test, each checked against test_entries().
+YAML::Node resolve_tests(const Entry& e, const Located& v, const std::string& origin,
+                         const std::string& base_dir) {
+  YAML::Node out(YAML::NodeType::Sequence);
+  const std::string key = e.key;
+  const auto& list = check_list(e, v.node, v.where, key);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& item = list[i];
+    const std::string item_key = key + "[" + std::to_string(i) + "]";
+    const std::string iw = item_where(v, origin, item);
+    if (!item.IsMap())
+      error(iw, item_key, "expected a mapping {file, name, n_samples, batch_size}");
+    YAML::Node test;
+    for (const auto& kv : item) {
+      const std::string k = key_name(kv.first, origin, item_key);
+      bool known = false;
+      for (const auto& te : test_entries()) known = known || k == te.key;
+      if (!known) {
+        error(iw, item_key + "." + k, "unknown key (expected file, name, n_samples, batch_size)");
       }
     }
-    resolved[key.substr(0, dot)][key.substr(dot + 1)] = out;
-  }
-
-  const auto r = [&](const char* k) { return resolved[std::string(k).substr(0, std::string(k).find('.'))][std::string(k).substr(std::string(k).find('.') + 1)]; };
-  // model
-  cfg.model = FNOOptions(r("model.n_modes").as<std::vector<int64_t>>(), r("model.in_channels").as<int64_t>(),
-                         r("model.out_channels").as<int64_t>(), r("model.hidden_channels").as<int64_t>())
-                  .n_layers(r("model.n_layers").as<int64_t>())
-                  .lifting_channel_ratio(r("model.lifting_channel_ratio").as<double>())
-                  .projection_channel_ratio(r("model.projection_channel_ratio").as<double>())
-                  .positional_embedding(r("model.positional_embedding").as<bool>())
-                  .channel_mlp_expansion(r("model.channel_mlp_expansion").as<double>())
-                  .domain_padding(r("model.domain_padding").as<std::vector<double>>());
-  const auto pad = cfg.model.domain_padding();
-  if (!pad.empty() && pad.size() != 1 && pad.size() != cfg.model.n_modes().size()) {
-    const auto v = value(*find_entry("model.domain_padding"));
-    error(v.where, "model.domain_padding", "needs 0, 1 or " + std::to_string(cfg.model.n_modes().size()) +
-                                                " entries (one per spatial dim), got " + std::to_string(pad.size()));
-  }
-  // data
-  cfg.train_file = r("data.train_file").as<std::string>();
-  if (cfg.train_file.empty()) error(value(*find_entry("data.train_file")).where, "data.train_file", "missing (the training data file)");
-  cfg.n_train = r("data.n_train").as<int64_t>();
-  if (cfg.n_train == 0) error(value(*find_entry("data.n_train")).where, "data.n_train", "expected -1 (all) or >= 1, got 0");
-  cfg.batch_size = r("data.batch_size").as<int64_t>();
-  cfg.shuffle = r("data.shuffle").as<bool>();
-  cfg.subsample = r("data.subsample").as<int64_t>();
-  cfg.x_key = r("data.x_key").as<std::string>();
-  cfg.y_key = r("data.y_key").as<std::string>();
-  cfg.encode_input = r("data.encode_input").as<bool>();
-  cfg.encode_output = r("data.encode_output").as<bool>();
-  for (const auto& t : r("data.test")) {
-    cfg.tests.push_back({t["file"].as<std::string>(), t["name"].as<std::string>(), t["n_samples"].as<int64_t>(),
-                         t["batch_size"].as<int64_t>()});
-  }
-  cfg.n_predictions = r("data.n_predictions").as<int64_t>();
-  // optimizer
-  cfg.optimizer = r("optimizer.name").as<std::string>();
-  cfg.lr = r("optimizer.lr").as<double>();
-  cfg.weight_decay = r("optimizer.weight_decay").as<double>();
-  const auto betas = r("optimizer.betas").as<std::vector<double>>();
-  cfg.beta1 = betas[0];
-  cfg.beta2 = betas[1];
-  cfg.eps = r("optimizer.eps").as<double>();
-  // scheduler
-  cfg.scheduler = r("scheduler.name").as<std::string>();
-  cfg.t_max = r("scheduler.T_max").as<int64_t>();
-  cfg.eta_min = r("scheduler.eta_min").as<double>();
-  cfg.step_size = r("scheduler.step_size").as<int64_t>();
-  cfg.gamma = r("scheduler.gamma").as<double>();
-  cfg.plateau_factor = r("scheduler.factor").as<double>();
-  cfg.plateau_patience = r("scheduler.patience").as<int64_t>();
-  // training
-  cfg.epochs = r("training.epochs").as<int64_t>();
-  cfg.train_loss = r("training.loss").as<std::string>();
-  cfg.eval_losses = r("training.eval_losses").as<std::vector<std::string>>();
-  cfg.eval_every = r("training.eval_every").as<int64_t>();
-  cfg.checkpoint_every = r("training.checkpoint_every").as<int64_t>();
-  cfg.seed = r("training.seed").as<int64_t>();
-  cfg.precision = r("training.precision").as<std::string>();
-  // device, output
-  cfg.device = r("device.name").as<std::string>();
-  if (!(cfg.device == "auto" || cfg.device == "cpu" || cfg.device == "cuda" ||
-        (cfg.device.rfind("cuda:", 0) == 0 && cfg.device.size() > 5 &&
-         cfg.device.find_first_not_of("0123456789", 5) == std::string::npos))) {
-    error(value(*find_entry("device.name")).where, "device.name",
-          "unknown value '" + cfg.device + "' (expected auto, cpu, cuda or cuda:N)");
-  }
-  cfg.out_dir = r("output.dir").as<std::string>();
-  if (cfg.out_dir.empty()) error(value(*find_entry("output.dir")).where, "output.dir", "must not be empty");
-  cfg.progress = r("output.progress").as<std::string>();
-  // offload
-  cfg.offload_policy = r("offload.policy").as<std::string>();
-  try {
-    fno::offload::parse_policy(cfg.offload_policy);
-  } catch (const std::invalid_argument& e) {
-    error(value(*find_entry("offload.policy")).where, "offload.policy", e.what());
-  }
-  const auto bytes_key = [&](const char* key) -> int64_t {
-    const auto text = r(key).as<std::string>();
-    if (text.empty()) return 0;
-    try {
-      return fno::offload::parse_bytes(text);
-    } catch (const std::invalid_argument& e) {
-      error(value(*find_entry(key)).where, key, e.what());
+    for (const auto& te : test_entries()) {
+      const YAML::Node n = item[te.key] ? item[te.key] : YAML::Load(te.default_yaml);
+      const std::string k = item_key + "." + te.key;
+      if (te.kind == Kind::kInt) {
+        test[te.key] = to_int(te, n, iw, k);
+      } else if (std::string(te.key) == "file") {
+        test[te.key] = resolve(base_dir, to_string(te, n, iw, k));
+      } else {
+        test[te.key] = to_string(te, n, iw, k);
+      }
     }
-    return 0;
+    if (test["file"].as<std::string>().empty()) {
+      error(iw, item_key + ".file", "missing (every test set needs a file)");
+    }
+    if (test["n_samples"].as<int64_t>() == 0) {
+      error(iw, item_key + ".n_samples", "expected -1 (all) or >= 1, got 0");
+    }
+    out.push_back(test);
+  }
+  return out;
+}
+
+// One key's value, checked against its entry, as the resolved YAML holds it.
+YAML::Node resolve_entry(const Entry& e, const Located& v, const std::string& origin,
+                         const std::string& base_dir) {
+  const std::string key = e.key;
+  YAML::Node out;
+  const auto list = [&](const auto& convert) {
+    out = YAML::Node(YAML::NodeType::Sequence);
+    for (const auto& item : check_list(e, v.node, v.where, key)) {
+      out.push_back(convert(e, item, item_where(v, origin, item), key));
+    }
   };
-  cfg.gpu_memory_limit = bytes_key("offload.gpu_memory_limit");
-  cfg.host_memory_limit = bytes_key("offload.host_memory_limit");
-  cfg.offload_chunks = r("offload.chunks").as<int64_t>();
-  cfg.micro_batches = r("offload.micro_batches").as<int64_t>();
-  cfg.offload_min_bytes = r("offload.min_bytes").as<int64_t>();
-  cfg.prefetch_depth = r("offload.prefetch_depth").as<int64_t>();
-  {
-    const char* key = "offload.max_inflight_mib";
-    try {
-      cfg.max_inflight_mib = parse_inflight_mib(r(key).as<std::string>());
-    } catch (const std::invalid_argument& e) {
-      error(value(*find_entry(key)).where, key, e.what());
-    }
+  switch (e.kind) {
+    case Kind::kInt:
+      out = to_int(e, v.node, v.where, key);
+      break;
+    case Kind::kFloat:
+      out = to_float(e, v.node, v.where, key);
+      break;
+    case Kind::kBool:
+      out = to_bool(v.node, v.where, key);
+      break;
+    case Kind::kString:
+      out = to_string(e, v.node, v.where, key);
+      if (key == "data.train_file") out = resolve(base_dir, out.as<std::string>());
+      break;
+    case Kind::kIntList:
+      list(to_int);
+      break;
+    case Kind::kFloatList:
+      list(to_float);
+      break;
+    case Kind::kStringList:
+      list([](const Entry& en, const YAML::Node& n, const std::string& w, const std::string& k) {
+        return to_string(en, n, w, k);
+      });
+      break;
+    case Kind::kTests:
+      out = resolve_tests(e, v, origin, base_dir);
+      break;
   }
-  cfg.max_prefetch_mib = r("offload.max_prefetch_mib").as<int64_t>();
-  cfg.offload_timeline = r("offload.timeline").as<bool>();
-  cfg.offload_compress = r("offload.compress").as<std::string>();
-  try {
-    fno::offload::parse_compress(cfg.offload_compress);
-  } catch (const std::invalid_argument& e) {
-    error(value(*find_entry("offload.compress")).where, "offload.compress", e.what());
-  }
-  cfg.plan_cache = r("offload.plan_cache").as<std::string>();
-  cfg.dist_backend = r("distributed.backend").as<std::string>();
-  cfg.dist_timeout_s = r("distributed.timeout_s").as<double>();
-  cfg.dist_bucket_mib = r("distributed.bucket_mib").as<double>();
+  return out;
+}
 
+// The resolved configuration: every key's checked value (defaults filled in),
+// by section and name, and where each came from for the checks that follow.
+struct Resolved {
+  YAML::Node yaml;
+  const Values& given;
+  std::string origin;
+
+  YAML::Node operator()(const std::string& key) const {
+    const auto dot = key.find('.');
+    YAML::Node section = yaml[key.substr(0, dot)];
+    return section[key.substr(dot + 1)];
+  }
+  template <typename T>
+  T as(const std::string& key) const {
+    return (*this)(key).as<T>();
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
+    error(value_of(given, *find_entry(key), origin).where, key, msg);
+  }
+};
+
+FNOOptions read_model(const Resolved& r) {
+  auto model =
+      FNOOptions(r.as<std::vector<int64_t>>("model.n_modes"), r.as<int64_t>("model.in_channels"),
+                 r.as<int64_t>("model.out_channels"), r.as<int64_t>("model.hidden_channels"))
+          .n_layers(r.as<int64_t>("model.n_layers"))
+          .lifting_channel_ratio(r.as<double>("model.lifting_channel_ratio"))
+          .projection_channel_ratio(r.as<double>("model.projection_channel_ratio"))
+          .positional_embedding(r.as<bool>("model.positional_embedding"))
+          .channel_mlp_expansion(r.as<double>("model.channel_mlp_expansion"))
+          .domain_padding(r.as<std::vector<double>>("model.domain_padding"));
+  const auto pad = model.domain_padding();
+  if (!pad.empty() && pad.size() != 1 && pad.size() != model.n_modes().size()) {
+    r.fail("model.domain_padding", "needs 0, 1 or " + std::to_string(model.n_modes().size()) +
+                                       " entries (one per spatial dim), got " +
+                                       std::to_string(pad.size()));
+  }
+  return model;
+}
+
+DataConfig read_data(const Resolved& r) {
+  DataConfig d;
+  d.train_file = r.as<std::string>("data.train_file");
+  if (d.train_file.empty()) r.fail("data.train_file", "missing (the training data file)");
+  d.n_train = r.as<int64_t>("data.n_train");
+  if (d.n_train == 0) r.fail("data.n_train", "expected -1 (all) or >= 1, got 0");
+  d.batch_size = r.as<int64_t>("data.batch_size");
+  d.shuffle = r.as<bool>("data.shuffle");
+  d.subsample = r.as<int64_t>("data.subsample");
+  d.x_key = r.as<std::string>("data.x_key");
+  d.y_key = r.as<std::string>("data.y_key");
+  d.encode_input = r.as<bool>("data.encode_input");
+  d.encode_output = r.as<bool>("data.encode_output");
+  for (const auto& t : r("data.test")) {
+    d.tests.push_back({t["file"].as<std::string>(), t["name"].as<std::string>(),
+                       t["n_samples"].as<int64_t>(), t["batch_size"].as<int64_t>()});
+  }
+  d.n_predictions = r.as<int64_t>("data.n_predictions");
+  return d;
+}
+
+OptimizerConfig read_optimizer(const Resolved& r) {
+  OptimizerConfig o;
+  o.name = choice(kOptimizers, r.as<std::string>("optimizer.name"));
+  o.lr = r.as<double>("optimizer.lr");
+  o.weight_decay = r.as<double>("optimizer.weight_decay");
+  const auto betas = r.as<std::vector<double>>("optimizer.betas");
+  o.beta1 = betas[0];
+  o.beta2 = betas[1];
+  o.eps = r.as<double>("optimizer.eps");
+  return o;
+}
+
+SchedulerConfig read_scheduler(const Resolved& r) {
+  SchedulerConfig s;
+  s.name = choice(kSchedulers, r.as<std::string>("scheduler.name"));
+  s.t_max = r.as<int64_t>("scheduler.T_max");
+  s.eta_min = r.as<double>("scheduler.eta_min");
+  s.step_size = r.as<int64_t>("scheduler.step_size");
+  s.gamma = r.as<double>("scheduler.gamma");
+  s.plateau_factor = r.as<double>("scheduler.factor");
+  s.plateau_patience = r.as<int64_t>("scheduler.patience");
+  return s;
+}
+
+TrainingConfig read_training(const Resolved& r) {
+  TrainingConfig t;
+  t.epochs = r.as<int64_t>("training.epochs");
+  t.loss = choice(kLosses, r.as<std::string>("training.loss"));
+  t.eval_losses.clear();
+  for (const auto& name : r.as<std::vector<std::string>>("training.eval_losses")) {
+    t.eval_losses.push_back(choice(kLosses, name));
+  }
+  t.eval_every = r.as<int64_t>("training.eval_every");
+  t.checkpoint_every = r.as<int64_t>("training.checkpoint_every");
+  t.seed = r.as<int64_t>("training.seed");
+  t.precision = choice(kPrecisions, r.as<std::string>("training.precision"));
+  return t;
+}
+
+DeviceConfig read_device(const Resolved& r) {
+  DeviceConfig d;
+  d.name = r.as<std::string>("device.name");
+  const auto& n = d.name;
+  if (!(n == "auto" || n == "cpu" || n == "cuda" ||
+        (n.rfind("cuda:", 0) == 0 && n.size() > 5 &&
+         n.find_first_not_of("0123456789", 5) == std::string::npos))) {
+    r.fail("device.name", "unknown value '" + n + "' (expected auto, cpu, cuda or cuda:N)");
+  }
+  return d;
+}
+
+OutputConfig read_output(const Resolved& r) {
+  OutputConfig o;
+  o.dir = r.as<std::string>("output.dir");
+  if (o.dir.empty()) r.fail("output.dir", "must not be empty");
+  o.progress = choice(kProgress, r.as<std::string>("output.progress"));
+  return o;
+}
+
+// A memory size ("16GiB"); '' gives 0.
+int64_t read_bytes(const Resolved& r, const std::string& key) {
+  const auto text = r.as<std::string>(key);
+  if (text.empty()) return 0;
+  try {
+    return offload::parse_bytes(text);
+  } catch (const std::invalid_argument& e) {
+    r.fail(key, e.what());
+  }
+}
+
+OffloadConfig read_offload(const Resolved& r) {
+  OffloadConfig o;
+  try {
+    o.policy = offload::parse_policy(r.as<std::string>("offload.policy"));
+  } catch (const std::invalid_argument& e) {
+    r.fail("offload.policy", e.what());
+  }
+  o.gpu_memory_limit = read_bytes(r, "offload.gpu_memory_limit");
+  o.host_memory_limit = read_bytes(r, "offload.host_memory_limit");
+  o.chunks = r.as<int64_t>("offload.chunks");
+  o.micro_batches = r.as<int64_t>("offload.micro_batches");
+  o.min_bytes = r.as<int64_t>("offload.min_bytes");
+  o.prefetch_depth = r.as<int64_t>("offload.prefetch_depth");
+  try {
+    o.max_inflight_mib = parse_inflight_mib(r.as<std::string>("offload.max_inflight_mib"));
+  } catch (const std::invalid_argument& e) {
+    r.fail("offload.max_inflight_mib", e.what());
+  }
+  o.max_prefetch_mib = r.as<int64_t>("offload.max_prefetch_mib");
+  o.timeline = r.as<bool>("offload.timeline");
+  try {
+    o.compress = offload::parse_compress(r.as<std::string>("offload.compress"));
+  } catch (const std::invalid_argument& e) {
+    r.fail("offload.compress", e.what());
+  }
+  o.plan_cache = r.as<std::string>("offload.plan_cache");
+  return o;
+}
+
+DistributedConfig read_distributed(const Resolved& r) {
+  DistributedConfig d;
+  d.backend = choice(kBackends, r.as<std::string>("distributed.backend"));
+  d.timeout_s = r.as<double>("distributed.timeout_s");
+  d.bucket_mib = r.as<double>("distributed.bucket_mib");
+  return d;
+}
+
+// Builds the RunConfig and the resolved YAML from validated values; data file
+// paths are resolved against base_dir. Every key is checked in the schema's
+// order first, then each section's cross-key checks, in section order.
+RunConfig build(const Values& given, const std::string& origin, const std::string& base_dir) {
+  Resolved r{YAML::Node(), given, origin};
+  for (const auto& e : schema()) {
+    const std::string key = e.key;
+    const auto dot = key.find('.');
+    r.yaml[key.substr(0, dot)][key.substr(dot + 1)] =
+        resolve_entry(e, value_of(given, e, origin), origin, base_dir);
+  }
+  RunConfig cfg;
+  cfg.model = read_model(r);
+  cfg.data = read_data(r);
+  cfg.optimizer = read_optimizer(r);
+  cfg.scheduler = read_scheduler(r);
+  cfg.training = read_training(r);
+  cfg.device = read_device(r);
+  cfg.output = read_output(r);
+  cfg.offload = read_offload(r);
+  cfg.distributed = read_distributed(r);
   YAML::Emitter emitter;
-  emitter << resolved;
+  emitter << r.yaml;
   cfg.resolved_yaml = std::string(emitter.c_str()) + "\n";
   return cfg;
 }
@@ -562,7 +746,8 @@ RunConfig parse_config(const std::string& yaml, const std::string& origin,
   try {
     root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
-    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+    throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) +
+                      ": malformed YAML: " + e.msg);
   }
   return parse_node(root, origin, overrides, /*base_dir=*/"");
 }
@@ -571,7 +756,8 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     throw ConfigError(path + ": cannot read the config file (" +
-                      (::stat(path.c_str(), &st) != 0 ? "no such file" : "not a regular file") + ")");
+                      (::stat(path.c_str(), &st) != 0 ? "no such file" : "not a regular file") +
+                      ")");
   }
   YAML::Node root;
   try {
@@ -584,17 +770,33 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
   return parse_node(root, path, overrides, absolute_dir(path));
 }
 
+std::vector<std::pair<std::string, std::string>> config_keys() {
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const auto& e : schema()) keys.emplace_back(e.key, e.doc);
+  for (const auto& e : test_entries())
+    keys.emplace_back(std::string("data.test[].") + e.key, e.doc);
+  return keys;
+}
+
 std::string config_schema_markdown() {
   auto kind_name = [](Kind k) {
     switch (k) {
-      case Kind::kInt: return "int";
-      case Kind::kFloat: return "float";
-      case Kind::kBool: return "bool";
-      case Kind::kString: return "string";
-      case Kind::kIntList: return "list of int";
-      case Kind::kFloatList: return "list of float";
-      case Kind::kStringList: return "list of string";
-      case Kind::kTests: return "list of test sets";
+      case Kind::kInt:
+        return "int";
+      case Kind::kFloat:
+        return "float";
+      case Kind::kBool:
+        return "bool";
+      case Kind::kString:
+        return "string";
+      case Kind::kIntList:
+        return "list of int";
+      case Kind::kFloatList:
+        return "list of float";
+      case Kind::kStringList:
+        return "list of string";
+      case Kind::kTests:
+        return "list of test sets";
     }
     return "";
   };
@@ -613,7 +815,8 @@ std::string config_schema_markdown() {
     s << "| `" << e.key << "` | " << kind_name(e.kind) << " | `" << e.default_yaml << "` | "
       << constraint(e) << " | " << e.doc << " |\n";
   }
-  s << "\nEach entry of `data.test`:\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+  s << "\nEach entry of `data.test`:\n\n| key | type | default | allowed | meaning "
+       "|\n|---|---|---|---|---|\n";
   for (const auto& e : test_entries()) {
     s << "| `" << e.key << "` | " << kind_name(e.kind) << " | `" << e.default_yaml << "` | "
       << constraint(e) << " | " << e.doc << " |\n";

@@ -181,18 +181,28 @@ struct Group::Impl {
   }
 };
 
+std::string to_string(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto:
+      return "auto";
+    case Backend::kNccl:
+      return "nccl";
+    case Backend::kGloo:
+      return "gloo";
+  }
+  return "?";
+}
+
 std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& device,
                                      const GroupOptions& options) {
   auto p = std::make_unique<Impl>();
   p->env = env;
   p->device = device;
   p->timeout = options.timeout;
-  std::string backend = options.backend;
-  if (backend == "auto") backend = device.is_cuda() ? "nccl" : "gloo";
-  if (backend != "nccl" && backend != "gloo") {
-    throw Error(p->who() + ": distributed.backend '" + options.backend +
-                "' is not one of auto, nccl, gloo");
-  }
+  const Backend chosen = options.backend != Backend::kAuto ? options.backend
+                         : device.is_cuda()                ? Backend::kNccl
+                                                           : Backend::kGloo;
+  const std::string backend = to_string(chosen);
   if (backend == "nccl" && !device.is_cuda()) {
     throw Error(p->who() + ": the NCCL backend needs a CUDA device; this rank trains on " +
                 device.str());

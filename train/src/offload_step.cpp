@@ -75,6 +75,25 @@ int64_t allocated_now() {
 
 }  // namespace
 
+int64_t resolve_gpu_budget(int64_t limit) {
+  return limit > 0 ? limit : offload::device_free_bytes();
+}
+
+int64_t inflight_memory_ceiling(int64_t limit) {
+  if (limit > 0) return limit;
+  if (offload::device_total_bytes() == 0) return 0;
+  // What this process can hold: what it holds now and what the device (or its
+  // cap) still gives.
+  const auto held = allocated_now();
+  return static_cast<int64_t>(0.9 * static_cast<double>(held + offload::device_free_bytes()));
+}
+
+int64_t oom_capacity(int64_t limit) { return limit > 0 ? limit : offload::device_total_bytes(); }
+
+int64_t resident_data_room(int64_t limit, int64_t device_total) {
+  return limit > 0 ? limit / 8 : device_total / 4;
+}
+
 std::string default_plan_cache_dir() {
   if (const char* d = std::getenv("FNO_PLAN_CACHE"); d != nullptr) return d;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d != nullptr && *d) {
@@ -313,8 +332,7 @@ struct OffloadedStep::Impl {
       plan.micro_batches = b.can_split() ? settings.micro_batches : 1;
       return;
     }
-    const int64_t budget =
-        settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
+    const int64_t budget = resolve_gpu_budget(settings.gpu_memory_limit);
     const auto key =
         // The budget as asked for: 0 (the free memory) stays 0, so that --resume
         // and later runs find the plan although the free memory moves a little.
@@ -680,7 +698,7 @@ struct OffloadedStep::Impl {
   // Tiled plans are measured when the best whole-grid plan that fits is
   // slower than this times the plain step's estimate (or none fits).
   static constexpr double kTileAbove = 1.2;
-  static constexpr double kTileSlack = 1.3;  // larger tiles measured up to this x the budget
+  static constexpr double kTileSlack = 1.3;   // larger tiles measured up to this x the budget
   static constexpr double kMargin = 0.02;     // of the budget
   static constexpr double kSkipAbove = 1.25;  // estimated ms over the best measured
 };
@@ -688,7 +706,7 @@ struct OffloadedStep::Impl {
 OffloadedStep::OffloadedStep(FNO model, OffloadSettings settings) : p_(std::make_unique<Impl>()) {
   p_->model = std::move(model);
   p_->settings = std::move(settings);
-  p_->policy = offload::parse_policy(p_->settings.policy);
+  p_->policy = p_->settings.policy;
   TORCH_CHECK(p_->settings.micro_batches >= 1, "offload: micro_batches must be >= 1, got ",
               p_->settings.micro_batches);
   const bool none = p_->policy.kind == offload::Policy::Kind::kNone;
@@ -698,18 +716,7 @@ OffloadedStep::OffloadedStep(FNO model, OffloadSettings settings) : p_(std::make
     auto options = p_->settings.options;
     if (p_->settings.learn_inflight && !none && p_->policy.kind != offload::Policy::Kind::kAuto &&
         offload::device_total_bytes() > 0) {
-      // What this process can hold: what it holds now and what the device (or
-      // its cap) still gives.
-      const auto held = static_cast<int64_t>(
-          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
-              .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-              .current);
-      const int64_t limit =
-          p_->settings.gpu_memory_limit > 0
-              ? p_->settings.gpu_memory_limit
-              : static_cast<int64_t>(0.9 *
-                                     static_cast<double>(held + offload::device_free_bytes()));
-      options.inflight_memory_limit(limit);
+      options.inflight_memory_limit(inflight_memory_ceiling(p_->settings.gpu_memory_limit));
     }
     p_->offloader = std::make_unique<offload::Offloader>(options);
     p_->offloader->exclude(*p_->model);
@@ -777,7 +784,7 @@ std::string OffloadedStep::describe() const {
   if (p_->policy.kind == offload::Policy::Kind::kNone || !p_->offloader) {
     return "offload: none";
   }
-  return "offload policy " + p_->settings.policy + "; " + p_->offloader->describe();
+  return "offload policy " + p_->settings.policy.text + "; " + p_->offloader->describe();
 }
 
 void OffloadedStep::set_before_final_backward(std::function<void(const std::string&)> fn) {
@@ -795,8 +802,7 @@ std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
   if (x.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
   const int64_t batch = x.size(0);
-  const int64_t capacity =
-      p.settings.gpu_memory_limit > 0 ? p.settings.gpu_memory_limit : offload::device_total_bytes();
+  const int64_t capacity = oom_capacity(p.settings.gpu_memory_limit);
   // What auto would do where no fixed policy fits: micro-batches or tiles.
   const auto with_auto = [&](const offload::Profile* profile) -> std::string {
     const auto budget = static_cast<int64_t>(0.9 * static_cast<double>(capacity));
@@ -823,8 +829,8 @@ std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   try {
     const auto stages = fno_stages(p.model, x.sizes().slice(2).vec());
     const auto profile = profile_batch(p.model, stages, x);
-    auto advice =
-        offload::out_of_memory_advice(profile, p.settings.policy, capacity, p.settings.options);
+    auto advice = offload::out_of_memory_advice(profile, p.settings.policy.text, capacity,
+                                                p.settings.options);
     const auto none = advice.find("no policy is estimated to fit");
     if (none != std::string::npos) {
       const auto a = with_auto(&profile);
@@ -856,8 +862,7 @@ std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSetti
     o << "  " << name << ": estimated peak " << offload::format_bytes(e.peak_bytes) << " ("
       << e.peak_at << "), " << e.step_ms << " ms/step\n";
   }
-  const int64_t budget =
-      settings.gpu_memory_limit > 0 ? settings.gpu_memory_limit : offload::device_free_bytes();
+  const int64_t budget = resolve_gpu_budget(settings.gpu_memory_limit);
   offload::Estimate e;
   bool fits = false;
   const auto plan = offload::plan_for_budget(profile, budget, settings.options, &e, &fits);

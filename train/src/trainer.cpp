@@ -121,18 +121,19 @@ struct EvalSet {
 
 }  // namespace
 
-static OffloadSettings offload_settings(const RunConfig& c) {
+static OffloadSettings offload_settings(const RunConfig& cfg) {
+  const auto& c = cfg.offload;
   OffloadSettings o;
-  o.policy = c.offload_policy;
+  o.policy = c.policy;
   o.gpu_memory_limit = c.gpu_memory_limit;
-  o.chunks = c.offload_chunks;
+  o.chunks = c.chunks;
   o.micro_batches = c.micro_batches;
-  o.options.min_bytes(c.offload_min_bytes)
+  o.options.min_bytes(c.min_bytes)
       .prefetch_depth(c.prefetch_depth)
       .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20 : int64_t{1} << 30)
       .max_prefetch_bytes(c.max_prefetch_mib << 20)
       .host_memory_limit(c.host_memory_limit)
-      .compress(offload::parse_compress(c.offload_compress));
+      .compress(c.compress);
   o.learn_inflight = c.max_inflight_mib == 0;
   o.plan_cache_dir = c.plan_cache == "none"  ? std::string()
                      : c.plan_cache.empty() ? default_plan_cache_dir()
@@ -182,36 +183,36 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   }
   // Rank 0 alone writes the run directory.
   if (s.main()) make_dirs(s.run_dir);
-  s.device = pick_device(c.device, s.world_size > 1 ? launch->local_rank : -1);
+  s.device = pick_device(c.device.name, s.world_size > 1 ? launch->local_rank : -1);
   if (s.world_size > 1) {
     dist::GroupOptions go;
-    go.backend = c.dist_backend;
-    go.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.dist_timeout_s * 1000.0));
+    go.backend = c.distributed.backend;
+    go.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.distributed.timeout_s * 1000.0));
     s.group = dist::Group::create(*launch, s.device, go);
   }
 
   // Data: validated at load; inputs normalized if configured, outputs normalized for training.
   data::LoadOptions lo;
-  lo.n_samples(c.n_train).subsample(c.subsample).x_key(c.x_key).y_key(c.y_key);
-  auto train = data::load_darcy(c.train_file, lo);
+  lo.n_samples(c.data.n_train).subsample(c.data.subsample).x_key(c.data.x_key).y_key(c.data.y_key);
+  auto train = data::load_darcy(c.data.train_file, lo);
   const int64_t n_dim = static_cast<int64_t>(c.model.n_modes().size());
   if (train.x.dim() != n_dim + 2) {
-    throw std::runtime_error(c.train_file + ": data has " + std::to_string(train.x.dim() - 2) +
+    throw std::runtime_error(c.data.train_file + ": data has " + std::to_string(train.x.dim() - 2) +
                              " spatial dims but model.n_modes has " + std::to_string(n_dim));
   }
   if (train.x.size(1) != c.model.in_channels() || train.y.size(1) != c.model.out_channels()) {
-    throw std::runtime_error(c.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
+    throw std::runtime_error(c.data.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
                              std::to_string(train.y.size(1)) + " output channels; the model expects " +
                              std::to_string(c.model.in_channels()) + " and " +
                              std::to_string(c.model.out_channels()));
   }
-  if (c.encode_input) s.in_norm.fit(train.x);
-  if (c.encode_output) s.out_norm.fit(train.y);
-  s.train_x = c.encode_input ? s.in_norm.transform(train.x) : train.x;
-  s.train_y = c.encode_output ? s.out_norm.transform(train.y) : train.y;
-  for (const auto& t : c.tests) {
+  if (c.data.encode_input) s.in_norm.fit(train.x);
+  if (c.data.encode_output) s.out_norm.fit(train.y);
+  s.train_x = c.data.encode_input ? s.in_norm.transform(train.x) : train.x;
+  s.train_y = c.data.encode_output ? s.out_norm.transform(train.y) : train.y;
+  for (const auto& t : c.data.tests) {
     data::LoadOptions tlo;
-    tlo.n_samples(t.n_samples).subsample(c.subsample).x_key(c.x_key).y_key(c.y_key);
+    tlo.n_samples(t.n_samples).subsample(c.data.subsample).x_key(c.data.x_key).y_key(c.data.y_key);
     auto pairs = data::load_darcy(t.file, tlo);
     if (pairs.x.dim() != train.x.dim() || pairs.x.size(1) != train.x.size(1) ||
         pairs.y.size(1) != train.y.size(1)) {
@@ -228,7 +229,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     }
     e.batch_size = t.batch_size;
     e.x_raw = pairs.x;
-    e.x = c.encode_input ? s.in_norm.transform(pairs.x) : pairs.x;
+    e.x = c.data.encode_input ? s.in_norm.transform(pairs.x) : pairs.x;
     e.y = pairs.y;
     s.tests.push_back(std::move(e));
   }
@@ -240,8 +241,8 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     int64_t bytes = s.train_x.nbytes() + s.train_y.nbytes();
     for (const auto& e : s.tests) bytes += e.x.nbytes() + e.y.nbytes();
     const auto* props = at::cuda::getDeviceProperties(s.device.index());
-    const int64_t room = c.gpu_memory_limit > 0 ? c.gpu_memory_limit / 8
-                                                : static_cast<int64_t>(props->totalGlobalMem / 4);
+    const int64_t room =
+        resident_data_room(c.offload.gpu_memory_limit, static_cast<int64_t>(props->totalGlobalMem));
     const bool fits = bytes < room;
     auto place = [&](torch::Tensor& t) { t = fits ? t.to(s.device) : t.pin_memory(); };
     place(s.train_x);
@@ -254,8 +255,8 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     s.out_norm.to(s.device);
   }
 
-  torch::manual_seed(static_cast<uint64_t>(c.seed));
-  s.precision = parse_precision(c.precision);
+  torch::manual_seed(static_cast<uint64_t>(c.training.seed));
+  s.precision = c.training.precision;
   s.matmul_precision = std::make_unique<MatmulPrecisionGuard>(s.precision);
   // The weights are created (and kept) in fp32 whatever the precision: the
   // same seed gives the same initial model in every precision.
@@ -267,7 +268,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     s.group->broadcast_from_main(s.model->parameters());
     s.grad_sync = std::make_unique<dist::GradientSync>(
         s.group, s.model->parameters(),
-        dist::GradientSyncOptions{static_cast<int64_t>(c.dist_bucket_mib * 1048576.0)});
+        dist::GradientSyncOptions{static_cast<int64_t>(c.distributed.bucket_mib * 1048576.0)});
   }
   if (needs_loss_scaling(s.precision)) s.scaler = std::make_unique<GradScaler>(GradScalerOptions(), s.device);
   {
@@ -279,10 +280,10 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
       const int64_t share = host_available_bytes() * 3 / 4 / s.group->local_size();
       if (share > 0) offload.options.host_memory_limit(share);
     }
-    if (offload.policy == "auto" && !s.device.is_cuda()) {
+    if (offload.policy.kind == offload::Policy::Kind::kAuto && !s.device.is_cuda()) {
       // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
       std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
-      offload.policy = "none";
+      offload.policy = offload::parse_policy("none");
     }
     // Each rank plans for its own GPU; rank 0 keeps its plan in the run directory.
     offload.plan_file = s.main() ? s.path("offload_plan.txt") : std::string();
@@ -293,16 +294,16 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   }
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),
-      AdamWOptions(c.lr).betas({c.beta1, c.beta2}).eps(c.eps).weight_decay(c.weight_decay));
-  if (c.scheduler == "cosine") {
-    s.scheduler = std::make_unique<CosineAnnealingLR>(*s.optimizer, c.t_max, c.eta_min);
-  } else if (c.scheduler == "step") {
-    s.scheduler = std::make_unique<StepLR>(*s.optimizer, c.step_size, c.gamma);
-  } else if (c.scheduler == "plateau") {
+      AdamWOptions(c.optimizer.lr).betas({c.optimizer.beta1, c.optimizer.beta2}).eps(c.optimizer.eps).weight_decay(c.optimizer.weight_decay));
+  if (c.scheduler.name == SchedulerName::kCosine) {
+    s.scheduler = std::make_unique<CosineAnnealingLR>(*s.optimizer, c.scheduler.t_max, c.scheduler.eta_min);
+  } else if (c.scheduler.name == SchedulerName::kStep) {
+    s.scheduler = std::make_unique<StepLR>(*s.optimizer, c.scheduler.step_size, c.scheduler.gamma);
+  } else if (c.scheduler.name == SchedulerName::kPlateau) {
     s.scheduler = std::make_unique<ReduceLROnPlateau>(
-        *s.optimizer, ReduceLROnPlateauOptions().factor(c.plateau_factor).patience(c.plateau_patience));
+        *s.optimizer, ReduceLROnPlateauOptions().factor(c.scheduler.plateau_factor).patience(c.scheduler.plateau_patience));
   }
-  if (!s.tests.empty()) s.best_key = s.tests.front().name + "_" + c.eval_losses.front();
+  if (!s.tests.empty()) s.best_key = s.tests.front().name + "_" + to_string(c.training.eval_losses.front());
 }
 
 Trainer::~Trainer() = default;
@@ -318,15 +319,15 @@ std::string Trainer::describe() const {
   std::ostringstream o;
   if (s.group) {
     o << "rank " << s.rank << " of " << s.world_size << " (" << s.group->backend_name() << ", batch "
-      << s.cfg.batch_size << " per rank) | ";
+      << s.cfg.data.batch_size << " per rank) | ";
   }
   o << "device " << s.device << " | precision " << to_string(s.precision) << " | ";
-  if (s.cfg.offload_policy != "none") o << s.step->describe() << " | ";
+  if (s.cfg.offload.policy.kind != offload::Policy::Kind::kNone) o << s.step->describe() << " | ";
   s.model->pretty_print(o);
   o << ", " << n_params() << " parameters | train "
     << s.train_x.sizes();
   for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
-  o << " | AdamW(lr=" << s.cfg.lr << ", weight_decay=" << s.cfg.weight_decay << ")";
+  o << " | AdamW(lr=" << s.cfg.optimizer.lr << ", weight_decay=" << s.cfg.optimizer.weight_decay << ")";
   if (s.scheduler) o << " | " << s.scheduler->describe();
   return o.str();
 }
@@ -448,7 +449,7 @@ int64_t Trainer::resume() {
     s.start_epoch = epoch->item<int64_t>();
     if (const auto* b = d.find(kBatchKey)) s.start_batch = b->item<int64_t>();
     if (const auto* l = d.find(kLossSumKey)) s.start_loss_sum = l->item<double>();
-    s.start_samples = s.start_batch * s.cfg.batch_size;  // (checkpoints before meta.samples)
+    s.start_samples = s.start_batch * s.cfg.data.batch_size;  // (checkpoints before meta.samples)
     if (const auto* n = d.find(kSamplesKey)) s.start_samples = n->item<int64_t>();
     const auto* w = d.find(kWorldKey);
     const int64_t old_world = w != nullptr ? w->item<int64_t>() : 1;
@@ -457,7 +458,7 @@ int64_t Trainer::resume() {
       // samples done (the first ones of the epoch's order, over all ranks)
       // become whole batches of the new global batch, rounded down; the
       // samples past that boundary are trained again.
-      const int64_t global = s.cfg.batch_size * s.world_size;
+      const int64_t global = s.cfg.data.batch_size * s.world_size;
       const int64_t done = s.start_samples / global * global;
       if (done != s.start_samples && s.main()) {
         std::fprintf(stderr,
@@ -497,7 +498,7 @@ std::string Trainer::dry_run() {
   if (s.main()) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
   std::string estimates;
   if (s.device.is_cuda()) {
-    const auto b = std::min<int64_t>(s.cfg.batch_size, s.train_x.size(0));
+    const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.train_x.size(0));
     const auto x = s.train_x.narrow(0, 0, b).to(s.device);
     estimates = "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
                 estimate_policies(s.model, x, offload_settings(s.cfg));
@@ -519,20 +520,23 @@ std::map<std::string, double> Trainer::train() {
   if (s.main()) write_text_atomic(s.path("config.yaml"), c.resolved_yaml);
   const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> train_loss;
-  if (c.train_loss == "h1") {
+  if (c.training.loss == LossName::kH1) {
     train_loss = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
   } else {
     train_loss = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
   }
   std::map<std::string, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>> eval_losses;
-  for (const auto& name : c.eval_losses) {
-    if (name == "h1") eval_losses[name] = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
-    if (name == "l2") eval_losses[name] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
+  for (const auto loss : c.training.eval_losses) {
+    const std::string name = to_string(loss);
+    if (loss == LossName::kH1) eval_losses[name] = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
+    if (loss == LossName::kL2) eval_losses[name] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
   }
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   // Progress: rank 0's.
-  const bool bar = s.main() && (c.progress == "bar" || (c.progress == "auto" && tty));
-  const bool plain = s.main() && (c.progress == "plain" || (c.progress == "auto" && !tty));
+  const auto progress = c.output.progress;
+  const bool bar = s.main() && (progress == Progress::kBar || (progress == Progress::kAuto && tty));
+  const bool plain =
+      s.main() && (progress == Progress::kPlain || (progress == Progress::kAuto && !tty));
 
   auto evaluate = [&]() {
     // Each metric's sum over its set (this rank's share) and the set's size.
@@ -601,23 +605,23 @@ std::map<std::string, double> Trainer::train() {
     if (!telemetry) throw std::runtime_error(s.path("telemetry.jsonl") + ": cannot open for writing");
   }
   int64_t global_step = 0;
-  const int64_t steps_per_epoch = (n + c.batch_size - 1) / c.batch_size;
+  const int64_t steps_per_epoch = (n + c.data.batch_size - 1) / c.data.batch_size;
   const int64_t timeline_step =
-      (c.offload_timeline && s.device.is_cuda() && s.main()) ? std::min<int64_t>(2, steps_per_epoch * c.epochs - 1) : -1;
+      (c.offload.timeline && s.device.is_cuda() && s.main()) ? std::min<int64_t>(2, steps_per_epoch * c.training.epochs - 1) : -1;
   auto write_timeline = [&](const std::vector<offload::MemorySample>& samples) {
     write_text_atomic(s.path("memory_timeline.csv"),
                       offload::timeline_csv(samples, "GPU memory of one training step; policy " +
-                                                         c.offload_policy + ", device " + s.device.str() +
-                                                         ", batch " + std::to_string(c.batch_size)));
+                                                         c.offload.policy.text + ", device " + s.device.str() +
+                                                         ", batch " + std::to_string(c.data.batch_size)));
   };
-  for (int64_t epoch = s.start_epoch + 1; epoch <= c.epochs; ++epoch) {
+  for (int64_t epoch = s.start_epoch + 1; epoch <= c.training.epochs; ++epoch) {
     const auto t0 = Clock::now();
     int64_t epoch_step_peak = 0;
     int64_t epoch_skipped_steps = 0;  // fp16: non-finite gradients
     if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
     s.model->train();
     const double lr = s.optimizer->param_groups()[0].options().get_lr();
-    auto batches = data::epoch_batches(n, c.batch_size, c.shuffle, static_cast<uint64_t>(c.seed), epoch,
+    auto batches = data::epoch_batches(n, c.data.batch_size, c.data.shuffle, static_cast<uint64_t>(c.training.seed), epoch,
                                        s.rank, s.world_size);
     // The epoch's sample order goes to the data's device once; each batch is a
     // slice of it. (A small index copied per batch from pageable memory would
@@ -722,7 +726,7 @@ std::map<std::string, double> Trainer::train() {
         const int width = 30;
         const int filled = static_cast<int>(width * (b + 1) / batches.size());
         std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %zu/%zu", static_cast<long long>(epoch),
-                     static_cast<long long>(c.epochs), std::string(filled, '#').c_str(),
+                     static_cast<long long>(c.training.epochs), std::string(filled, '#').c_str(),
                      std::string(width - filled, ' ').c_str(), b + 1, batches.size());
         std::fflush(stderr);
       }
@@ -742,7 +746,7 @@ std::map<std::string, double> Trainer::train() {
     if (s.scheduler) s.scheduler->step(train_loss_value);
 
     std::map<std::string, double> metrics;
-    if (epoch % c.eval_every == 0 || epoch == c.epochs) metrics = evaluate();
+    if (epoch % c.training.eval_every == 0 || epoch == c.training.epochs) metrics = evaluate();
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     int64_t peak = 0;
     if (s.device.is_cuda()) {
@@ -769,12 +773,12 @@ std::map<std::string, double> Trainer::train() {
         save_checkpoint("checkpoint_best.pt", epoch);
       }
     }
-    if (epoch % c.checkpoint_every == 0 || epoch == c.epochs) save_latest(epoch);
+    if (epoch % c.training.checkpoint_every == 0 || epoch == c.training.epochs) save_latest(epoch);
 
     if (bar) std::fprintf(stderr, "\r\033[K");
     if (bar || plain) {
       std::ostringstream msg;
-      msg << "epoch " << epoch << "/" << c.epochs << "  lr " << lr << "  train_" << c.train_loss << " "
+      msg << "epoch " << epoch << "/" << c.training.epochs << "  lr " << lr << "  train_" << to_string(c.training.loss) << " "
           << train_loss_value;
       for (const auto& [k, v] : metrics) msg << "  " << k << " " << v;
       if (s.scaler) msg << "  loss_scale " << s.scaler->scale_value() << "  skipped " << epoch_skipped_steps;
@@ -789,12 +793,12 @@ std::map<std::string, double> Trainer::train() {
   // Rank 0 alone writes the outputs.
   if (!s.main()) return last_metrics;
   // predictions.h5: the first few samples of each test set.
-  if (c.n_predictions > 0 && !s.tests.empty()) {
+  if (c.data.n_predictions > 0 && !s.tests.empty()) {
     torch::NoGradGuard no_grad;
     s.model->eval();
     std::vector<std::pair<std::string, torch::Tensor>> sets;
     for (const auto& e : s.tests) {
-      const int64_t k = std::min<int64_t>(c.n_predictions, e.x.size(0));
+      const int64_t k = std::min<int64_t>(c.data.n_predictions, e.x.size(0));
       auto out = s.step->forward(e.x.narrow(0, 0, k).to(s.device));
       if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
       sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
@@ -804,7 +808,7 @@ std::map<std::string, double> Trainer::train() {
     std::vector<data::Attribute> attrs;
     data::Attribute a;
     a.name = "epochs";
-    a.number = static_cast<double>(c.epochs);
+    a.number = static_cast<double>(c.training.epochs);
     a.is_number = true;
     attrs.push_back(a);
     data::Attribute cfg_attr;
@@ -824,7 +828,7 @@ std::map<std::string, double> Trainer::train() {
       .raw("metrics", metrics_json(last_metrics))
       .str("device", s.device.is_cuda() ? s.device.str() + " (" + at::cuda::getDeviceProperties(s.device.index())->name + ")"
                                         : std::string("cpu"))
-      .integer("epochs", c.epochs)
+      .integer("epochs", c.training.epochs)
       .integer("world_size", s.world_size)
       .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
   if (!s.best_key.empty()) summary.str("best_metric", s.best_key).num("best", s.best);

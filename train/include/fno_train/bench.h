@@ -5,6 +5,9 @@
 #pragma once
 
 #include <fno/fno.h>
+#include <fno/precision.h>
+#include <fno_offload/planner.h>
+#include <fno_train/config.h>
 
 #include <cstdint>
 #include <string>
@@ -15,31 +18,46 @@ namespace fno {
 /// The seed FNO, neuraloperator's Darcy example: modes 16x16, hidden 32, 1,192,801 parameters.
 FNOOptions seed_model();
 
+/// The policies fno_bench compares by default: none, all, recompute+offload, auto.
+std::vector<offload::Policy> default_bench_policies();
+
 struct BenchOptions {
+  /// --resolutions: grid sizes N (N x N for a 2D model).
   std::vector<int64_t> resolutions{256, 512, 1024};
+  /// --batches: batch sizes.
   std::vector<int64_t> batches{8};
-  std::vector<std::string> policies{"none", "all", "recompute+offload", "auto"};
-  std::vector<std::string> precisions{"fp32"};  // fp32 | tf32 | bf16 | fp16 (fno/precision.h)
-  int64_t warmup = 2;            // untimed steps per configuration (plans, pinned pool)
-  int64_t steps = 5;             // timed steps; the median is reported
-  int64_t chunks = 1;            // batch chunks for the fixed policies
-  int64_t micro_batches = 1;     // whole-step micro-batches for the fixed policies
-  int64_t gpu_memory_limit = 0;  // auto's budget (0: free memory)
-  int64_t memory_cap = 0;        // allocator cap in bytes (0: none)
-  int64_t min_bytes = int64_t{1} << 20;
-  int64_t prefetch_depth = 1;
-  int64_t max_inflight_bytes = 0;  // 0: auto (1 GiB, learning: OffloadSettings::learn_inflight)
-  int64_t max_prefetch_bytes = int64_t{3} << 30;
-  bool find_largest = false;  // search the largest grid per policy (needs a cap)
-  int64_t grid_step = 64;     // the search's granularity
+  /// --policies: the offload policy of each row (the offload section's policy is unused).
+  std::vector<offload::Policy> policies = default_bench_policies();
+  /// --precision: the compute precision of each row (fno/precision.h).
+  std::vector<Precision> precisions{Precision::kFP32};
+  /// --warmup: untimed steps per configuration (plans, pinned pool).
+  int64_t warmup = 2;
+  /// --steps: timed steps per configuration; the median is reported.
+  int64_t steps = 5;
+  /// The offload settings of every row, as the config's offload section holds
+  /// them, from the flags --chunks, --micro-batches, --gpu-memory-limit,
+  /// --min-bytes, --prefetch-depth, --max-inflight-mib, --compress and
+  /// --plan-cache. plan_cache names a directory here ('': no cache, every row
+  /// searches); host_memory_limit and max_prefetch_mib keep their defaults.
+  OffloadConfig offload;
+  /// --cap: the allocator's cap in bytes (emulates a smaller GPU); 0: none.
+  int64_t memory_cap = 0;
+  /// --find-largest: search the largest grid per policy (needs a cap).
+  bool find_largest = false;
+  /// --grid-step: the search's granularity.
+  int64_t grid_step = 64;
+  /// --grid-max: the search's upper end.
   int64_t grid_max = 4096;
-  FNOOptions model = seed_model();              // the benchmarked FNO; use_config() sets it
-  std::string model_source = "the seed model";  // where it came from (describe_bench)
-  std::string compress = "none";                // offload.compress: none | bf16
-  std::string plan_cache_dir;                   // auto reuses plans from here ("": always searches)
-  std::string timeline_dir;                     // write one step's memory timeline per row here
-  std::string trace_path;  // a Chrome trace (CPU ops and CUDA kernels) of one step of the first row
-  double dist_timeout_s = 300;  // under torchrun: how long a rank waits for the others
+  /// The benchmarked FNO; use_config() sets it.
+  FNOOptions model = seed_model();
+  /// Where the model came from (describe_bench).
+  std::string model_source = "the seed model";
+  /// --timeline-dir: write one step's memory timeline per row here.
+  std::string timeline_dir;
+  /// --trace: a Chrome trace (CPU ops and CUDA kernels) of one step of the first row.
+  std::string trace_path;
+  /// Under torchrun: how long a rank waits for the others.
+  double dist_timeout_s = 300;
 };
 
 struct BenchRow {

@@ -1,18 +1,29 @@
 // The run configuration: one schema, documented in one place (config_schema(),
-// rendered as configs/README.md by `fno_train --print-schema`).
+// rendered as configs/README.md by `fno_train --print-schema`), read into one
+// typed struct per YAML section. Choices (a scheduler, a loss, a precision, an
+// offload policy, ...) are parsed into enums here, once; the programs and the
+// trainer use the parsed values.
 //
 // A YAML file is checked against the schema: an unknown key, a wrong type or
 // an out-of-range value is a ConfigError whose one-line message names the
 // file, the line and the key ("configs/darcy.yaml:12: model.hidden_channels:
 // expected an integer >= 1, got 'abc'"). Overrides given as "section.key=value"
 // (fno_train --set) are checked the same way and named "--set ...".
+//
+// Each field's comment names its key; the schema's text (configs/README.md)
+// says more.
 #pragma once
 
 #include <fno/fno.h>
+#include <fno/precision.h>
+#include <fno_offload/offload.h>
+#include <fno_offload/planner.h>
+#include <fno_train/distributed.h>
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fno {
@@ -26,72 +37,186 @@ class ConfigError : public std::runtime_error {
   explicit ConfigError(const std::string& what) : std::runtime_error(one_line(what)) {}
 };
 
-/// One evaluation set.
+/// optimizer.name
+enum class OptimizerName { kAdamW };
+/// scheduler.name: the lr schedule, stepped once per epoch.
+enum class SchedulerName { kCosine, kStep, kPlateau, kNone };
+/// training.loss and training.eval_losses: relative H1 or L2 (fno/losses.h).
+enum class LossName { kH1, kL2 };
+/// output.progress: a bar on a terminal (auto), a bar, log lines, or nothing.
+enum class Progress { kAuto, kBar, kPlain, kNone };
+
+/// The names the config uses: "adamw"; "cosine", "step", "plateau", "none";
+/// "h1", "l2"; "auto", "bar", "plain", "none".
+std::string to_string(OptimizerName name);
+std::string to_string(SchedulerName name);
+std::string to_string(LossName name);
+std::string to_string(Progress progress);
+
+/// One entry of data.test: an evaluation set.
 struct TestSetConfig {
-  std::string file;        // data file (.pt, .h5, .mat)
-  std::string name;        // metric prefix, e.g. "32" -> "32_l2"; default: the grid size
-  int64_t n_samples = -1;  // -1: all
+  /// data.test[].file: the set's data file (.pt, .h5, .mat), resolved against the config's folder.
+  std::string file;
+  /// data.test[].name: the metric prefix ("32" gives 32_l2); '': the set's grid size.
+  std::string name;
+  /// data.test[].n_samples: the first n samples; -1: all.
+  int64_t n_samples = -1;
+  /// data.test[].batch_size: the evaluation batch size.
   int64_t batch_size = 32;
 };
 
-struct RunConfig {
-  // model
-  FNOOptions model{{16, 16}, 1, 1, 32};
-  // data
+/// The data section: the training set, the evaluation sets, normalization.
+struct DataConfig {
+  /// data.train_file: the training data file, resolved against the config's folder.
   std::string train_file;
+  /// data.n_train: the first n training samples; -1: all.
   int64_t n_train = 1000;
+  /// data.batch_size: the training batch size (per rank under torchrun).
   int64_t batch_size = 32;
+  /// data.shuffle: reshuffle the training set each epoch (seeded by training.seed).
   bool shuffle = true;
+  /// data.subsample: keep every k-th grid point of every set.
   int64_t subsample = 1;
-  std::string x_key, y_key;
+  /// data.x_key: the input array's name ('': x in .pt, coeff in HDF5).
+  std::string x_key;
+  /// data.y_key: the output array's name ('': y in .pt, sol in HDF5).
+  std::string y_key;
+  /// data.encode_input: normalize inputs channel-wise.
   bool encode_input = false;
+  /// data.encode_output: normalize outputs channel-wise for training (metrics decode).
   bool encode_output = true;
+  /// data.test: the evaluation sets, in order; the first set's first metric picks the best
+  /// checkpoint.
   std::vector<TestSetConfig> tests;
+  /// data.n_predictions: test samples per set written to predictions.h5.
   int64_t n_predictions = 4;
-  // optimizer
-  std::string optimizer = "adamw";
+};
+
+/// The optimizer section: neuraloperator's AdamW.
+struct OptimizerConfig {
+  /// optimizer.name: the optimizer (AdamW only).
+  OptimizerName name = OptimizerName::kAdamW;
+  /// optimizer.lr: the learning rate.
   double lr = 1e-3;
+  /// optimizer.weight_decay: decoupled weight decay.
   double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999;
+  /// optimizer.betas[0]: the first moment's decay rate.
+  double beta1 = 0.9;
+  /// optimizer.betas[1]: the second moment's decay rate.
+  double beta2 = 0.999;
+  /// optimizer.eps: added to sqrt(second moment).
   double eps = 1e-6;
-  // scheduler
-  std::string scheduler = "cosine";
+};
+
+/// The scheduler section: the lr schedule, stepped once per epoch.
+struct SchedulerConfig {
+  /// scheduler.name: which schedule (kNone: a constant lr).
+  SchedulerName name = SchedulerName::kCosine;
+  /// scheduler.T_max: cosine: epochs of a half period.
   int64_t t_max = 30;
+  /// scheduler.eta_min: cosine: the lowest lr.
   double eta_min = 0.0;
+  /// scheduler.step_size: step: epochs between decays.
   int64_t step_size = 100;
+  /// scheduler.gamma: step: the decay factor.
   double gamma = 0.5;
+  /// scheduler.factor: plateau: the decay factor when the training loss stalls.
   double plateau_factor = 0.5;
+  /// scheduler.patience: plateau: epochs without improvement before decaying.
   int64_t plateau_patience = 5;
-  // training
+};
+
+/// The training section: epochs, losses, evaluation and checkpoint cadence, precision.
+struct TrainingConfig {
+  /// training.epochs: the number of epochs.
   int64_t epochs = 20;
-  std::string train_loss = "h1";
-  std::vector<std::string> eval_losses{"h1", "l2"};
+  /// training.loss: the training loss (relative, summed over the batch).
+  LossName loss = LossName::kH1;
+  /// training.eval_losses: the evaluation metrics, in the config's order.
+  std::vector<LossName> eval_losses{LossName::kH1, LossName::kL2};
+  /// training.checkpoint_every: write the latest checkpoint every n epochs (and after the last).
   int64_t checkpoint_every = 1;
+  /// training.eval_every: evaluate every n epochs (and after the last).
   int64_t eval_every = 1;
+  /// training.seed: seeds the model initialization and the shuffling.
   int64_t seed = 0;
-  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (fno/precision.h)
-  // device
-  std::string device = "auto";
-  // output
-  std::string out_dir = "runs/darcy";
-  std::string progress = "auto";
-  // offload
-  std::string offload_policy = "none";
-  int64_t gpu_memory_limit = 0;   // bytes; 0: the device's free memory
-  int64_t host_memory_limit = 0;  // bytes; 0: no limit
-  int64_t offload_chunks = 1;
+  /// training.precision: the compute precision (fno/precision.h).
+  Precision precision = Precision::kFP32;
+};
+
+/// The device section.
+struct DeviceConfig {
+  /// device.name: "auto" (CUDA when available), "cpu", "cuda" or "cuda:N" (checked at parse).
+  std::string name = "auto";
+};
+
+/// The output section.
+struct OutputConfig {
+  /// output.dir: the run directory (relative to the working directory); fno_train --out overrides.
+  std::string dir = "runs/darcy";
+  /// output.progress: how epochs are shown on stderr (rank 0).
+  Progress progress = Progress::kAuto;
+};
+
+/// The offload section: where the activations saved for backward live, and
+/// auto's memory budget. fno_bench takes the same struct from its flags.
+struct OffloadConfig {
+  /// offload.policy: the activation memory policy (offload/planner.h), parsed; .text as given.
+  offload::Policy policy = offload::parse_policy("none");
+  /// offload.gpu_memory_limit: the GPU memory, in bytes, the run may take ('' in YAML: 0).
+  /// 0 means no limit was given; then each quantity drawn from it falls back to
+  /// the device's own figure, one function each (fno_train/offload_step.h):
+  /// auto's budget is the free memory (resolve_gpu_budget), the learning
+  /// back-pressure window stays within 90% of what the process can hold
+  /// (inflight_memory_ceiling), out-of-memory advice measures against the device's
+  /// total (oom_capacity), and the run's data stays on the GPU below a quarter of
+  /// the device's total, with a limit below an eighth of it (resident_data_room).
+  int64_t gpu_memory_limit = 0;
+  /// offload.host_memory_limit: pinned host bytes at most ('' in YAML: 0, no limit).
+  int64_t host_memory_limit = 0;
+  /// offload.chunks: batch chunks per stage for the fixed policies.
+  int64_t chunks = 1;
+  /// offload.micro_batches: micro-batches per step for the fixed policies.
   int64_t micro_batches = 1;
-  int64_t offload_min_bytes = 1 << 20;
+  /// offload.min_bytes: saved tensors smaller than this stay on the GPU.
+  int64_t min_bytes = 1 << 20;
+  /// offload.prefetch_depth: backward prefetches this many stages ahead.
   int64_t prefetch_depth = 1;
-  int64_t max_inflight_mib = 0;  // 0: auto (1024, learning: OffloadSettings::learn_inflight)
+  /// offload.max_inflight_mib: the back-pressure window in MiB; 0 (auto in YAML): 1024, learning.
+  int64_t max_inflight_mib = 0;
+  /// offload.max_prefetch_mib: prefetched, not yet used MiB at most.
   int64_t max_prefetch_mib = 3072;
-  bool offload_timeline = true;
-  std::string offload_compress = "none";  // none | bf16
-  std::string plan_cache = "";            // '': the default cache; 'none': no cache
-  // distributed (fno_train/distributed.h)
-  std::string dist_backend = "auto";  // auto | nccl | gloo
-  double dist_timeout_s = 300;
-  double dist_bucket_mib = 4;
+  /// offload.timeline: write memory_timeline.csv (one training step's GPU memory).
+  bool timeline = true;
+  /// offload.compress: host storage of offloaded float32 activations.
+  offload::Compress compress = offload::Compress::kNone;
+  /// offload.plan_cache: auto's plan cache ('': the default cache, 'none': no cache).
+  /// (fno_bench --plan-cache names a directory; '' there: no cache.)
+  std::string plan_cache;
+};
+
+/// The distributed section: several processes under torchrun (fno_train/distributed.h).
+struct DistributedConfig {
+  /// distributed.backend: the c10d backend (auto: NCCL on CUDA, Gloo on the CPU).
+  dist::Backend backend = dist::Backend::kAuto;
+  /// distributed.timeout_s: seconds a rank waits for the others before it stops with an error.
+  double timeout_s = 300;
+  /// distributed.bucket_mib: MiB of gradients per all-reduce bucket.
+  double bucket_mib = 4;
+};
+
+/// A run's configuration: one struct per YAML section.
+struct RunConfig {
+  /// The model section (model.n_modes, model.hidden_channels, ...), as the model takes it.
+  FNOOptions model{{16, 16}, 1, 1, 32};
+  DataConfig data;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  TrainingConfig training;
+  DeviceConfig device;
+  OutputConfig output;
+  OffloadConfig offload;
+  DistributedConfig distributed;
 
   /// Directory the config file was read from; relative data paths resolve against it.
   std::string base_dir = ".";
@@ -109,6 +234,11 @@ RunConfig parse_config(const std::string& yaml, const std::string& origin,
 
 /// The schema as a Markdown reference (every key, type, default and meaning).
 std::string config_schema_markdown();
+
+/// Every key of the schema with its documentation, in the schema's order: the
+/// sections' keys ("model.n_modes"), then those of a data.test entry
+/// ("data.test[].file").
+std::vector<std::pair<std::string, std::string>> config_keys();
 
 /// offload.max_inflight_mib (and fno_bench --max-inflight-mib): "auto" gives 0,
 /// a whole number of MiB in [1, 2^30] gives itself; else std::invalid_argument

@@ -60,9 +60,14 @@ struct LaunchEnv {
 /// outside 1..65535).
 std::optional<LaunchEnv> launch_env();
 
+/// The c10d backend (config distributed.backend): kAuto takes NCCL for a CUDA
+/// device and Gloo for the CPU.
+enum class Backend { kAuto, kNccl, kGloo };
+/// "auto" | "nccl" | "gloo".
+std::string to_string(Backend backend);
+
 struct GroupOptions {
-  /// "auto" (NCCL for a CUDA device, Gloo for the CPU) | "nccl" | "gloo".
-  std::string backend = "auto";
+  Backend backend = Backend::kAuto;
   /// Rendezvous and every collective: a peer silent for longer is an error.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };

@@ -14,10 +14,32 @@
 
 namespace fno {
 
+// offload.gpu_memory_limit (fno_bench --gpu-memory-limit) is the GPU memory,
+// in bytes, that a run may take; 0 means that none was given. The quantities
+// drawn from it fall back to different figures of the device without one, so
+// each has its function here, and every use goes through one of them. They
+// read the current CUDA device (0 without CUDA).
+
+/// The budget auto plans for (and estimate_policies reports): the limit, else
+/// the device's free memory plus what the caching allocator holds unused
+/// (offload::device_free_bytes).
+int64_t resolve_gpu_budget(int64_t limit);
+/// The ceiling of a learning back-pressure window (OffloadSettings::learn_inflight):
+/// the limit, else 90% of what this process can have: what it holds now plus
+/// what the device still gives.
+int64_t inflight_memory_ceiling(int64_t limit);
+/// The memory a step that ran out of it had (out_of_memory_advice): the limit,
+/// else the device's total memory.
+int64_t oom_capacity(int64_t limit);
+/// fno_train keeps the run's data on the GPU when it takes less than this: an
+/// eighth of the limit (the data count in the budget), else a quarter of
+/// `device_total`, the training device's memory.
+int64_t resident_data_room(int64_t limit, int64_t device_total);
+
 struct OffloadSettings {
-  /// none | all | blocks:K | recompute | recompute+offload | auto
-  std::string policy = "none";
-  /// Budget for auto, in bytes; 0: the device's free memory.
+  /// The policy (offload/planner.h); its text names it in messages.
+  offload::Policy policy = offload::parse_policy("none");
+  /// offload.gpu_memory_limit: auto's budget in bytes; 0: none (resolve_gpu_budget).
   int64_t gpu_memory_limit = 0;
   /// Batch chunks of every stage for the fixed policies (auto picks its own).
   int64_t chunks = 1;
@@ -28,8 +50,8 @@ struct OffloadSettings {
   offload::OffloadOptions options;
   /// The fixed policies: the back-pressure window (options.max_inflight_bytes)
   /// learns from the steps' waits (OffloadOptions::inflight_memory_limit), within
-  /// gpu_memory_limit, or 90% of the GPU memory this process can have. auto keeps
-  /// the window its plan was measured with.
+  /// inflight_memory_ceiling(gpu_memory_limit). auto keeps the window its plan
+  /// was measured with.
   bool learn_inflight = false;
   /// auto: the chosen plan is written here (a run directory's offload_plan.txt)
   /// and read back first when it holds the same key (--resume). "": not kept.
