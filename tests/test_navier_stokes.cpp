@@ -4,8 +4,10 @@
 // convergence in the resolution of a nonlinear flow, the initial field's
 // variance against the paper's covariance, blow-up, and the files: records at
 // (r + 1) record_every, subsampling, determinism whatever the batch, initial
-// files, option errors.
+// files, option errors; the records as training pairs (space-time and
+// recurrent).
 #include <fno_data/darcy.h>
+#include <fno_data/navier_stokes.h>
 #include <fno_data/navier_stokes_gen.h>
 
 #include <doctest/doctest.h>
@@ -234,4 +236,40 @@ TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
   fno::data::write_hdf5(init2, {{"w0", torch::zeros({2, 16, 16})}});
   refused(small(out).initial(init2), "for 2 samples; expected (3, 16, 16)");
   refused(small(out).initial(out_path("ns_no_such_file.h5")), "initial: ");
+}
+
+TEST_CASE("Navier-Stokes records as training pairs: space-time and recurrent") {
+  const auto out = out_path("ns_pairs.h5");
+  fno::data::generate_navier_stokes(small(out).t_final(0.5));  // 3 samples, 16^2, 5 records
+  const auto u = fno::data::load_ns_records(out, fno::data::NsLoadOptions().t_in(2).t_out(3));
+  REQUIRE(u.sizes() == torch::IntArrayRef({3, 16, 16, 5}));
+  CHECK((u.scalar_type() == torch::kFloat));
+  const auto half = fno::data::load_ns_records(
+      out, fno::data::NsLoadOptions().t_in(2).t_out(3).subsample(2).n_samples(2));
+  REQUIRE(half.sizes() == torch::IntArrayRef({2, 8, 8, 5}));  // time is not subsampled
+  CHECK(torch::equal(half, u.slice(0, 0, 2).slice(1, 0, 16, 2).slice(2, 0, 16, 2)));
+
+  const auto st = fno::data::ns_space_time_pairs(u, 2, 3);
+  REQUIRE(st.x.sizes() == torch::IntArrayRef({3, 2, 16, 16, 3}));
+  REQUIRE(st.y.sizes() == torch::IntArrayRef({3, 1, 16, 16, 3}));
+  for (int64_t t = 0; t < 3; ++t) {
+    CHECK(torch::equal(st.x.select(4, t).select(1, 1), u.select(3, 1)));  // input record 1
+    CHECK(torch::equal(st.y.select(4, t).select(1, 0), u.select(3, 2 + t)));
+  }
+  fno::data::validate(st, "space-time pairs");
+  const auto rec = fno::data::ns_recurrent_pairs(u, 2, 3);
+  REQUIRE(rec.x.sizes() == torch::IntArrayRef({3, 2, 16, 16}));
+  REQUIRE(rec.y.sizes() == torch::IntArrayRef({3, 3, 16, 16}));
+  CHECK(torch::equal(rec.x.select(1, 0), u.select(3, 0)));
+  CHECK(torch::equal(rec.y.select(1, 2), u.select(3, 4)));
+
+  // One-line errors naming the file.
+  CHECK_THROWS_WITH_AS(
+      fno::data::load_ns_records(out, fno::data::NsLoadOptions().t_in(4).t_out(3)),
+      doctest::Contains("ns_pairs.h5: dataset 'u' holds 5 records; t_in 4 and t_out 3 need 7"),
+      std::runtime_error);
+  CHECK_THROWS_WITH_AS(fno::data::load_ns_records(out, fno::data::NsLoadOptions().key("a")),
+                       doctest::Contains("dataset 'a' has rank 3, expected (N, R, R, T) records"),
+                       std::runtime_error);
+  CHECK_THROWS_AS(fno::data::ns_recurrent_pairs(u, 4, 2), c10::Error);
 }

@@ -525,8 +525,12 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   FieldPairs pairs;
   pairs.x = read_source(ctx, xs, n, k, matlab);
   check_finite(ctx, pairs.x, xs);
-  pairs.y = read_source(ctx, ys, n, k, matlab);
-  check_finite(ctx, pairs.y, ys);
+  if (y_key == x_key) {
+    pairs.y = pairs.x;  // one array as both (e.g. Navier-Stokes records): read once
+  } else {
+    pairs.y = read_source(ctx, ys, n, k, matlab);
+    check_finite(ctx, pairs.y, ys);
+  }
   pairs.x = pairs.x.unsqueeze(1);  // [N, 1, R1, R2[, R3]]
   pairs.y = pairs.y.unsqueeze(1);
 
