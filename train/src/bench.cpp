@@ -6,6 +6,7 @@
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
 #include <fno_train/offload_step.h>
+#include <fno_train/train_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -53,30 +54,13 @@ struct Runner {
   OffloadedStep& step_for(const offload::Policy& policy, Precision precision) {
     auto& s = steps[policy.text + " " + to_string(precision)];
     if (!s) {
-      const auto& c = o.offload;
-      OffloadSettings st;
-      st.policy = policy;
-      st.chunks = c.chunks;
-      st.micro_batches = c.micro_batches;
-      st.gpu_memory_limit = c.gpu_memory_limit;
-      st.options.min_bytes(c.min_bytes)
-          .prefetch_depth(c.prefetch_depth)
-          .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20 : int64_t{1} << 30)
-          .max_prefetch_bytes(c.max_prefetch_mib << 20)
-          .compress(c.compress);
-      st.learn_inflight = c.max_inflight_mib == 0;
-      st.plan_cache_dir = c.plan_cache;
-      s = std::make_unique<OffloadedStep>(model, st);
-    }
-    if (grad_sync) {
-      s->set_before_final_backward([this](const std::string& key) {
-        if (syncing) grad_sync->arm(key);
-      });
+      // --plan-cache names a directory ('': no cache).
+      auto settings = offload_settings(o.offload, PlanCacheText::kDirectory);
+      settings.policy = policy;
+      s = std::make_unique<OffloadedStep>(model, settings);
     }
     return *s;
   }
-
-  bool syncing = false;  // reduce gradients over ranks in this step
 
   void free_memory() {
     for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
@@ -90,7 +74,7 @@ struct Runner {
     row.precision = to_string(precision);
     const MatmulPrecisionGuard matmul(precision);
     model->options.compute_dtype(compute_dtype(precision));
-    // fp16 steps as fno_train's do: scaled loss, unscale and check, update.
+    // fp16 steps as fno_train's do (TrainStep): scaled loss, unscale and check, update.
     std::optional<GradScaler> scaler;
     if (needs_loss_scaling(precision)) scaler.emplace(GradScalerOptions(), torch::kCUDA);
     row.resolution = res;
@@ -107,16 +91,12 @@ struct Runner {
       }
       const auto x = torch::randn(x_shape, torch::kCUDA);
       const auto y = torch::randn(y_shape, torch::kCUDA);
-      auto one = [&] {
-        optimizer->zero_grad();
-        // H1Loss adds over batch entries: auto may use micro-batches.
-        step.forward_backward(x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) {
-          return scaler ? scaler->scale(loss(out, yy)) : loss(out, yy);
-        });
-        if (syncing) grad_sync->finish();
-        if (!scaler || scaler->unscale(model->parameters())) optimizer->step();
-        if (scaler) scaler->update();
-      };
+      // fno_train's step; H1Loss adds over batch entries: auto may use micro-batches.
+      TrainStep train(
+          step, *optimizer,
+          [this](const at::Tensor& out, const at::Tensor& yy) { return loss(out, yy); },
+          scaler ? &*scaler : nullptr);
+      const auto one = [&] { train.run(x, y); };
       // One step, timed from an idle GPU to an idle GPU, in ms.
       const auto timed_one = [&] {
         torch::cuda::synchronize();
@@ -134,7 +114,6 @@ struct Runner {
         // Several ranks: first one GPU alone (rank 0's steps without the
         // all-reduce, the other ranks waiting), the baseline of the scaling.
         row.world_size = group->size();
-        syncing = false;
         if (group->is_main()) {
           for (int64_t i = 0; i < warmup; ++i) one();
           std::vector<double> ms1;
@@ -144,7 +123,7 @@ struct Runner {
         group->barrier();
         row.ms_per_step_one_gpu =
             group->all_reduce_sum(std::vector<double>{row.ms_per_step_one_gpu})[0];
-        syncing = true;
+        train.set_gradient_sync(grad_sync.get());
       }
       for (int64_t i = 0; i < warmup; ++i) one();
       row.plan_seconds = step.plan_seconds();
@@ -196,7 +175,6 @@ struct Runner {
         row.scaling_efficiency = row.ms_per_step_one_gpu / row.ms_per_step;
       }
       row.samples_per_s = 1e3 * static_cast<double>(batch * row.world_size) / row.ms_per_step;
-      syncing = false;
       const auto stats =
           c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
       row.peak_allocated = stats.allocated_bytes[0].peak;
@@ -234,7 +212,6 @@ struct Runner {
     } catch (const std::exception& e) {
       row.status = std::string("error: ") + e.what();
     }
-    syncing = false;
     free_memory();
     model->options.compute_dtype(torch::kFloat);
     return row;

@@ -4,6 +4,7 @@
 #include <fno/fno.h>
 #include <fno/losses.h>
 #include <fno_train/offload_step.h>
+#include <fno_train/train_step.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
@@ -119,27 +120,16 @@ struct EvalSet {
   torch::Tensor y;      // raw truth
 };
 
-}  // namespace
-
-static OffloadSettings offload_settings(const RunConfig& cfg) {
-  const auto& c = cfg.offload;
-  OffloadSettings o;
-  o.policy = c.policy;
-  o.gpu_memory_limit = c.gpu_memory_limit;
-  o.chunks = c.chunks;
-  o.micro_batches = c.micro_batches;
-  o.options.min_bytes(c.min_bytes)
-      .prefetch_depth(c.prefetch_depth)
-      .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20 : int64_t{1} << 30)
-      .max_prefetch_bytes(c.max_prefetch_mib << 20)
-      .host_memory_limit(c.host_memory_limit)
-      .compress(c.compress);
-  o.learn_inflight = c.max_inflight_mib == 0;
-  o.plan_cache_dir = c.plan_cache == "none"  ? std::string()
-                     : c.plan_cache.empty() ? default_plan_cache_dir()
-                                            : c.plan_cache;
-  return o;
+// training.loss as a function of (output, target), summed over the batch.
+StepLoss training_loss(const RunConfig& c) {
+  const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
+  if (c.training.loss == LossName::kH1) {
+    return [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
+  }
+  return [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
 }
+
+}  // namespace
 
 struct Trainer::State {
   RunConfig cfg;
@@ -156,6 +146,8 @@ struct Trainer::State {
   // all-reduce; null in a single-process run.
   std::shared_ptr<dist::Group> group;
   std::unique_ptr<dist::GradientSync> grad_sync;
+  // The training step over the above: loss, backward, sync, scaler, optimizer.
+  std::unique_ptr<TrainStep> train_step;
   int64_t rank = 0, world_size = 1;
   bool main() const { return rank == 0; }
   data::UnitGaussianNormalizer in_norm, out_norm;
@@ -272,7 +264,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
   }
   if (needs_loss_scaling(s.precision)) s.scaler = std::make_unique<GradScaler>(GradScalerOptions(), s.device);
   {
-    OffloadSettings offload = offload_settings(c);
+    OffloadSettings offload = offload_settings(c.offload, PlanCacheText::kConfigKey);
     if (s.group && s.group->local_size() > 1 && offload.options.host_memory_limit() == 0) {
       // The ranks of a machine share its pinned host memory: without a limit
       // each takes an equal share of three quarters of what is available now
@@ -288,9 +280,6 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     // Each rank plans for its own GPU; rank 0 keeps its plan in the run directory.
     offload.plan_file = s.main() ? s.path("offload_plan.txt") : std::string();
     s.step = std::make_unique<OffloadedStep>(s.model, std::move(offload));
-    if (s.grad_sync) {
-      s.step->set_before_final_backward([sync = s.grad_sync.get()](const std::string& key) { sync->arm(key); });
-    }
   }
   s.optimizer = std::make_unique<AdamW>(
       s.model->parameters(),
@@ -303,6 +292,8 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     s.scheduler = std::make_unique<ReduceLROnPlateau>(
         *s.optimizer, ReduceLROnPlateauOptions().factor(c.scheduler.plateau_factor).patience(c.scheduler.plateau_patience));
   }
+  s.train_step = std::make_unique<TrainStep>(*s.step, *s.optimizer, training_loss(c),
+                                             s.scaler.get(), s.grad_sync.get());
   if (!s.tests.empty()) s.best_key = s.tests.front().name + "_" + to_string(c.training.eval_losses.front());
 }
 
@@ -501,7 +492,7 @@ std::string Trainer::dry_run() {
     const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.train_x.size(0));
     const auto x = s.train_x.narrow(0, 0, b).to(s.device);
     estimates = "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
-                estimate_policies(s.model, x, offload_settings(s.cfg));
+                estimate_policies(s.model, x, offload_settings(s.cfg.offload, PlanCacheText::kConfigKey));
     if (s.main()) write_text_atomic(s.path("offload_estimates.txt"), estimates);
   }
   JsonObject o;
@@ -519,12 +510,6 @@ std::map<std::string, double> Trainer::train() {
   const auto wall0 = Clock::now();
   if (s.main()) write_text_atomic(s.path("config.yaml"), c.resolved_yaml);
   const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
-  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> train_loss;
-  if (c.training.loss == LossName::kH1) {
-    train_loss = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
-  } else {
-    train_loss = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
-  }
   std::map<std::string, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>> eval_losses;
   for (const auto loss : c.training.eval_losses) {
     const std::string name = to_string(loss);
@@ -654,23 +639,12 @@ std::map<std::string, double> Trainer::train() {
       const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
       const auto x = s.train_x.index_select(0, i).to(s.device, true);
       const auto y = s.train_y.index_select(0, i).to(s.device, true);
-      s.optimizer->zero_grad();
       const bool record = timeline_step == global_step;
       if (record) s.step->record_next_timeline();
       const auto step_t0 = Clock::now();
       torch::Tensor loss;
       try {
-        // The training losses add over batch entries (reduction sum), so the
-        // step may run as micro-batches (offload auto).
-        // fp16: the loss is scaled before backward (GradScaler), so that small
-        // gradients survive fp16's range.
-        loss = s.step->forward_backward(x, y, [&](const torch::Tensor& out, const torch::Tensor& yy) {
-          auto l = train_loss(out, yy);
-          return s.scaler ? s.scaler->scale(l) : l;
-        });
-        // Several ranks: wait for the gradient buckets (started during
-        // backward) and take the sums over ranks.
-        if (s.grad_sync) s.grad_sync->finish();
+        loss = s.train_step->forward_backward(x, y);
       } catch (const offload::BudgetError& e) {
         if (bar) std::fprintf(stderr, "\n");
         throw TrainingError(e.what());
@@ -683,18 +657,11 @@ std::map<std::string, double> Trainer::train() {
                                  ? "; the last checkpoint is " + s.path("checkpoint_latest.pt")
                                  : std::string("")));
       }
-      bool stepped = true;
-      if (s.scaler) {
-        // Unscale (complex gradients through their real views) and skip the
-        // step when a gradient is not finite; the scale backs off or grows.
-        stepped = s.scaler->unscale(s.model->parameters());
-        if (stepped) s.optimizer->step();
-        loss = s.scaler->unscaled(loss);
-        s.scaler->update();
-        if (!stepped) ++epoch_skipped_steps;
-      } else {
-        s.optimizer->step();
-      }
+      // Outside the handlers above: an error of the update is not the step's out of memory.
+      const auto result = s.train_step->update(loss);
+      loss = result.loss;
+      const bool stepped = result.stepped;
+      if (!stepped) ++epoch_skipped_steps;
       if (s.step->offloading()) epoch_step_peak = std::max(epoch_step_peak, s.step->last_stats().peak_allocated);
       if (telemetry.is_open()) {
         JsonObject t;
