@@ -28,6 +28,54 @@
 namespace fno {
 namespace {
 
+// One step, timed from an idle GPU to an idle GPU, in ms.
+double timed_step(TrainStep& train, const at::Tensor& x, const at::Tensor& y) {
+  torch::cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  train.run(x, y);
+  torch::cuda::synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Adds a timed step's link statistics to `sum` (and its link floor to `floor_ms`).
+void add_stats(offload::StepStats& sum, double& floor_ms, const offload::StepStats& st) {
+  sum.bytes_offloaded += st.bytes_offloaded;
+  sum.bytes_prefetched += st.bytes_prefetched;
+  sum.bytes_fetched_on_demand += st.bytes_fetched_on_demand;
+  sum.bytes_reused_on_device += st.bytes_reused_on_device;
+  sum.d2h_seconds += st.d2h_seconds;
+  sum.h2d_seconds += st.h2d_seconds;
+  sum.forward_wait_ms += st.forward_wait_ms;
+  sum.forward_stall_ms += st.forward_stall_ms;
+  sum.backward_wait_ms += st.backward_wait_ms;
+  sum.link_overlap_ms += st.link_overlap_ms;
+  floor_ms += st.link_floor_ms();
+}
+
+// The row's per-step means of the link statistics summed over n timed steps.
+void set_link_stats(BenchRow& row, const offload::StepStats& sum, double floor_ms, double n) {
+  row.bytes_offloaded = static_cast<int64_t>(sum.bytes_offloaded / n);
+  row.bytes_prefetched = static_cast<int64_t>(sum.bytes_prefetched / n);
+  row.bytes_on_demand = static_cast<int64_t>(sum.bytes_fetched_on_demand / n);
+  row.bytes_reused_on_device = static_cast<int64_t>(sum.bytes_reused_on_device / n);
+  row.d2h_busy_ms = sum.d2h_seconds * 1e3 / n;
+  row.h2d_busy_ms = sum.h2d_seconds * 1e3 / n;
+  if (sum.d2h_seconds > 0) row.d2h_gbps = sum.bytes_offloaded / sum.d2h_seconds / 1e9;
+  if (sum.h2d_seconds > 0) {
+    row.h2d_gbps = (sum.bytes_prefetched + sum.bytes_fetched_on_demand) / sum.h2d_seconds / 1e9;
+  }
+  row.forward_wait_ms = sum.forward_wait_ms / n;
+  row.forward_stall_ms = sum.forward_stall_ms / n;
+  row.backward_wait_ms = sum.backward_wait_ms / n;
+  row.link_overlap_ms = sum.link_overlap_ms / n;
+  row.link_floor_ms = floor_ms / n;
+}
+
 struct Runner {
   const BenchOptions& o;
   FNO model{nullptr};
@@ -67,6 +115,8 @@ struct Runner {
     c10::cuda::CUDACachingAllocator::emptyCache();
   }
 
+  // One row: steps of `policy` in `precision` on a [batch, channels, res, ...]
+  // input. A step that does not fit, or fails, gives the row's status.
   BenchRow run(const offload::Policy& policy, Precision precision, int64_t res, int64_t batch,
                int64_t warmup, int64_t timed) {
     BenchRow row;
@@ -80,123 +130,7 @@ struct Runner {
     row.resolution = res;
     row.batch = batch;
     try {
-      auto& step = step_for(policy, precision);
-      torch::manual_seed(1);
-      // [batch, channels, res, ...]: one res per spatial dim of the model.
-      std::vector<int64_t> x_shape{batch, o.model.in_channels()},
-          y_shape{batch, o.model.out_channels()};
-      for (size_t d = 0; d < o.model.n_modes().size(); ++d) {
-        x_shape.push_back(res);
-        y_shape.push_back(res);
-      }
-      const auto x = torch::randn(x_shape, torch::kCUDA);
-      const auto y = torch::randn(y_shape, torch::kCUDA);
-      // fno_train's step; H1Loss adds over batch entries: auto may use micro-batches.
-      TrainStep train(
-          step, *optimizer,
-          [this](const at::Tensor& out, const at::Tensor& yy) { return loss(out, yy); },
-          scaler ? &*scaler : nullptr);
-      const auto one = [&] { train.run(x, y); };
-      // One step, timed from an idle GPU to an idle GPU, in ms.
-      const auto timed_one = [&] {
-        torch::cuda::synchronize();
-        const auto t0 = std::chrono::steady_clock::now();
-        one();
-        torch::cuda::synchronize();
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-            .count();
-      };
-      const auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
-      if (group) {
-        // Several ranks: first one GPU alone (rank 0's steps without the
-        // all-reduce, the other ranks waiting), the baseline of the scaling.
-        row.world_size = group->size();
-        if (group->is_main()) {
-          for (int64_t i = 0; i < warmup; ++i) one();
-          std::vector<double> ms1;
-          for (int64_t i = 0; i < timed; ++i) ms1.push_back(timed_one());
-          row.ms_per_step_one_gpu = median(ms1);
-        }
-        group->barrier();
-        row.ms_per_step_one_gpu =
-            group->all_reduce_sum(std::vector<double>{row.ms_per_step_one_gpu})[0];
-        train.set_gradient_sync(grad_sync.get());
-      }
-      for (int64_t i = 0; i < warmup; ++i) one();
-      row.plan_seconds = step.plan_seconds();
-      torch::cuda::synchronize();
-      c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
-      std::vector<double> ms;
-      offload::StepStats sum;
-      double floor_ms = 0;
-      for (int64_t i = 0; i < timed; ++i) {
-        const bool record = !o.timeline_dir.empty() && i == timed - 1;
-        if (record) step.record_next_timeline();
-        ms.push_back(timed_one());
-        const auto& st = step.last_stats();
-        sum.bytes_offloaded += st.bytes_offloaded;
-        sum.bytes_prefetched += st.bytes_prefetched;
-        sum.bytes_fetched_on_demand += st.bytes_fetched_on_demand;
-        sum.bytes_reused_on_device += st.bytes_reused_on_device;
-        sum.d2h_seconds += st.d2h_seconds;
-        sum.h2d_seconds += st.h2d_seconds;
-        sum.forward_wait_ms += st.forward_wait_ms;
-        sum.forward_stall_ms += st.forward_stall_ms;
-        sum.backward_wait_ms += st.backward_wait_ms;
-        sum.link_overlap_ms += st.link_overlap_ms;
-        floor_ms += st.link_floor_ms();
-        row.inflight_window = st.inflight_window;
-        if (record) write_timeline(step, policy.text, res, batch);
-      }
-      if (!o.trace_path.empty() && !traced) {
-        // One more step under the Kineto profiler: CPU ops and CUDA kernels.
-        namespace prof = torch::autograd::profiler;
-        const torch::profiler::impl::ProfilerConfig cfg(
-            torch::profiler::impl::ProfilerState::KINETO);
-        const std::set<torch::profiler::impl::ActivityType> acts{
-            torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
-        prof::prepareProfiler(cfg, acts);
-        prof::enableProfiler(cfg, acts);
-        one();
-        torch::cuda::synchronize();
-        prof::disableProfiler()->save(o.trace_path);
-        traced = true;
-      }
-      row.ms_per_step = median(ms);
-      if (group) {
-        // The ranks step together; the slowest rank's median counts.
-        std::vector<double> all(static_cast<size_t>(group->size()), 0.0);
-        all[static_cast<size_t>(group->rank())] = row.ms_per_step;
-        all = group->all_reduce_sum(all);
-        row.ms_per_step = *std::max_element(all.begin(), all.end());
-        row.scaling_efficiency = row.ms_per_step_one_gpu / row.ms_per_step;
-      }
-      row.samples_per_s = 1e3 * static_cast<double>(batch * row.world_size) / row.ms_per_step;
-      const auto stats =
-          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-      row.peak_allocated = stats.allocated_bytes[0].peak;
-      row.peak_reserved = stats.reserved_bytes[0].peak;
-      const double n = static_cast<double>(timed);
-      row.bytes_offloaded = static_cast<int64_t>(sum.bytes_offloaded / n);
-      row.bytes_prefetched = static_cast<int64_t>(sum.bytes_prefetched / n);
-      row.bytes_on_demand = static_cast<int64_t>(sum.bytes_fetched_on_demand / n);
-      row.bytes_reused_on_device = static_cast<int64_t>(sum.bytes_reused_on_device / n);
-      row.d2h_busy_ms = sum.d2h_seconds * 1e3 / n;
-      row.h2d_busy_ms = sum.h2d_seconds * 1e3 / n;
-      if (sum.d2h_seconds > 0) row.d2h_gbps = sum.bytes_offloaded / sum.d2h_seconds / 1e9;
-      if (sum.h2d_seconds > 0) {
-        row.h2d_gbps = (sum.bytes_prefetched + sum.bytes_fetched_on_demand) / sum.h2d_seconds / 1e9;
-      }
-      row.forward_wait_ms = sum.forward_wait_ms / n;
-      row.forward_stall_ms = sum.forward_stall_ms / n;
-      row.backward_wait_ms = sum.backward_wait_ms / n;
-      row.link_overlap_ms = sum.link_overlap_ms / n;
-      row.link_floor_ms = floor_ms / n;
-      row.plan = step.plan_text();
-      row.estimated_peak = step.estimate().peak_bytes;
+      measure(row, step_for(policy, precision), scaler ? &*scaler : nullptr, warmup, timed);
       row.status = "ok";
     } catch (const dist::Error&) {
       throw;  // the ranks can no longer step together
@@ -215,6 +149,92 @@ struct Runner {
     free_memory();
     model->options.compute_dtype(torch::kFloat);
     return row;
+  }
+
+  // The row's measurements: under torchrun one GPU's baseline first, then the
+  // warm-up, the timed steps (their median), a trace when asked for.
+  void measure(BenchRow& row, OffloadedStep& step, GradScaler* scaler, int64_t warmup,
+               int64_t timed) {
+    torch::manual_seed(1);
+    // [batch, channels, res, ...]: one res per spatial dim of the model.
+    std::vector<int64_t> x_shape{row.batch, o.model.in_channels()},
+        y_shape{row.batch, o.model.out_channels()};
+    for (size_t d = 0; d < o.model.n_modes().size(); ++d) {
+      x_shape.push_back(row.resolution);
+      y_shape.push_back(row.resolution);
+    }
+    const auto x = torch::randn(x_shape, torch::kCUDA);
+    const auto y = torch::randn(y_shape, torch::kCUDA);
+    // fno_train's step; H1Loss adds over batch entries: auto may use micro-batches.
+    TrainStep train(
+        step, *optimizer,
+        [this](const at::Tensor& out, const at::Tensor& yy) { return loss(out, yy); }, scaler);
+    if (group) {
+      one_gpu_baseline(row, train, x, y, warmup, timed);
+      train.set_gradient_sync(grad_sync.get());
+    }
+    for (int64_t i = 0; i < warmup; ++i) train.run(x, y);
+    row.plan_seconds = step.plan_seconds();
+    torch::cuda::synchronize();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    std::vector<double> ms;
+    offload::StepStats sum;
+    double floor_ms = 0;
+    for (int64_t i = 0; i < timed; ++i) {
+      const bool record = !o.timeline_dir.empty() && i == timed - 1;
+      if (record) step.record_next_timeline();
+      ms.push_back(timed_step(train, x, y));
+      add_stats(sum, floor_ms, step.last_stats());
+      row.inflight_window = step.last_stats().inflight_window;
+      if (record) write_timeline(step, row.policy, row.resolution, row.batch);
+    }
+    if (!o.trace_path.empty() && !traced) trace_step(train, x, y);
+    row.ms_per_step = median(ms);
+    if (group) {
+      // The ranks step together; the slowest rank's median counts.
+      std::vector<double> all(static_cast<size_t>(group->size()), 0.0);
+      all[static_cast<size_t>(group->rank())] = row.ms_per_step;
+      all = group->all_reduce_sum(all);
+      row.ms_per_step = *std::max_element(all.begin(), all.end());
+      row.scaling_efficiency = row.ms_per_step_one_gpu / row.ms_per_step;
+    }
+    row.samples_per_s = 1e3 * static_cast<double>(row.batch * row.world_size) / row.ms_per_step;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    row.peak_allocated = stats.allocated_bytes[0].peak;
+    row.peak_reserved = stats.reserved_bytes[0].peak;
+    set_link_stats(row, sum, floor_ms, static_cast<double>(timed));
+    row.plan = step.plan_text();
+    row.estimated_peak = step.estimate().peak_bytes;
+  }
+
+  // Several ranks: first one GPU alone (rank 0's steps without the all-reduce,
+  // the other ranks waiting), the baseline of the scaling.
+  void one_gpu_baseline(BenchRow& row, TrainStep& train, const at::Tensor& x, const at::Tensor& y,
+                        int64_t warmup, int64_t timed) {
+    row.world_size = group->size();
+    if (group->is_main()) {
+      for (int64_t i = 0; i < warmup; ++i) train.run(x, y);
+      std::vector<double> ms1;
+      for (int64_t i = 0; i < timed; ++i) ms1.push_back(timed_step(train, x, y));
+      row.ms_per_step_one_gpu = median(ms1);
+    }
+    group->barrier();
+    row.ms_per_step_one_gpu =
+        group->all_reduce_sum(std::vector<double>{row.ms_per_step_one_gpu})[0];
+  }
+
+  // One more step under the Kineto profiler: CPU ops and CUDA kernels.
+  void trace_step(TrainStep& train, const at::Tensor& x, const at::Tensor& y) {
+    namespace prof = torch::autograd::profiler;
+    const torch::profiler::impl::ProfilerConfig cfg(torch::profiler::impl::ProfilerState::KINETO);
+    const std::set<torch::profiler::impl::ActivityType> acts{
+        torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
+    prof::prepareProfiler(cfg, acts);
+    prof::enableProfiler(cfg, acts);
+    train.run(x, y);
+    torch::cuda::synchronize();
+    prof::disableProfiler()->save(o.trace_path);
+    traced = true;
   }
 
   void write_timeline(OffloadedStep& step, const std::string& policy, int64_t res, int64_t batch) {

@@ -1,14 +1,14 @@
 #include <fno_train/trainer.h>
 
-#include <fno_train/distributed.h>
 #include <fno/fno.h>
 #include <fno/losses.h>
-#include <fno_train/offload_step.h>
-#include <fno_train/train_step.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
+#include <fno_train/distributed.h>
+#include <fno_train/offload_step.h>
+#include <fno_train/train_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -21,14 +21,14 @@
 
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cmath>
-#include <cstring>
-#include <functional>
-#include <limits>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "json.h"
@@ -92,21 +92,24 @@ torch::Device pick_device(const std::string& name, int64_t local_rank) {
   if (name == "auto" && !torch::cuda::is_available()) return torch::kCPU;
   if ((name == "auto" || name == "cuda") && local_rank >= 0) {
     if (local_rank >= static_cast<int64_t>(torch::cuda::device_count())) {
-      throw std::runtime_error("device.name: LOCAL_RANK " + std::to_string(local_rank) + " needs GPU " +
-                               std::to_string(local_rank) + ", but only " +
-                               std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+      throw std::runtime_error("device.name: LOCAL_RANK " + std::to_string(local_rank) +
+                               " needs GPU " + std::to_string(local_rank) + ", but only " +
+                               std::to_string(torch::cuda::device_count()) +
+                               " CUDA device(s) are visible");
     }
     return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   }
   if (name == "auto") return torch::Device(torch::kCUDA, 0);
   if (!torch::cuda::is_available()) {
-    throw std::runtime_error("device.name: '" + name + "' asked for, but no CUDA device is visible");
+    throw std::runtime_error("device.name: '" + name +
+                             "' asked for, but no CUDA device is visible");
   }
   torch::Device d(name);
   if (d.index() < 0) d = torch::Device(torch::kCUDA, 0);
   if (d.index() >= static_cast<int>(torch::cuda::device_count())) {
     throw std::runtime_error("device.name: '" + name + "', but only " +
-                             std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+                             std::to_string(torch::cuda::device_count()) +
+                             " CUDA device(s) are visible");
   }
   return d;
 }
@@ -126,7 +129,8 @@ StepLoss training_loss(const RunConfig& c) {
   if (c.training.loss == LossName::kH1) {
     return [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
   }
-  return [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
+  return
+      [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
 }
 
 }  // namespace
@@ -153,37 +157,47 @@ struct Trainer::State {
   data::UnitGaussianNormalizer in_norm, out_norm;
   torch::Tensor train_x, train_y;  // normalized as configured
   std::vector<EvalSet> tests;
-  int64_t start_epoch = 0;   // epochs already done
-  int64_t start_batch = 0;   // batches of epoch start_epoch+1 already done (an interrupted epoch)
-  double start_loss_sum = 0; // their summed loss (over all ranks)
-  int64_t start_samples = 0; // and their samples (over all ranks)
+  int64_t start_epoch = 0;    // epochs already done
+  int64_t start_batch = 0;    // batches of epoch start_epoch+1 already done (an interrupted epoch)
+  double start_loss_sum = 0;  // their summed loss (over all ranks)
+  int64_t start_samples = 0;  // and their samples (over all ranks)
   double best = std::numeric_limits<double>::infinity();
   std::string best_key;
 
   std::string path(const std::string& name) const { return run_dir + "/" + name; }
+
+  // The set-up, in the constructor's order.
+  void join_ranks();
+  void load_data();
+  void load_test_sets(const data::FieldPairs& train);
+  void place_data();
+  void build_model();
+  void build_offload();
+  void build_optimizer();
 };
 
-Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<State>()) {
-  auto& s = *s_;
-  s.cfg = std::move(config);
-  s.run_dir = std::move(run_dir);
-  const auto& c = s.cfg;
+// Rank and world size under torchrun; the run directory (rank 0 alone writes
+// it); the device; the process group.
+void Trainer::State::join_ranks() {
   const auto launch = dist::launch_env();
   if (launch && launch->world_size > 1) {
-    s.rank = launch->rank;
-    s.world_size = launch->world_size;
+    rank = launch->rank;
+    world_size = launch->world_size;
   }
-  // Rank 0 alone writes the run directory.
-  if (s.main()) make_dirs(s.run_dir);
-  s.device = pick_device(c.device.name, s.world_size > 1 ? launch->local_rank : -1);
-  if (s.world_size > 1) {
+  if (main()) make_dirs(run_dir);
+  device = pick_device(cfg.device.name, world_size > 1 ? launch->local_rank : -1);
+  if (world_size > 1) {
     dist::GroupOptions go;
-    go.backend = c.distributed.backend;
-    go.timeout = std::chrono::milliseconds(static_cast<int64_t>(c.distributed.timeout_s * 1000.0));
-    s.group = dist::Group::create(*launch, s.device, go);
+    go.backend = cfg.distributed.backend;
+    go.timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(cfg.distributed.timeout_s * 1000.0));
+    group = dist::Group::create(*launch, device, go);
   }
+}
 
-  // Data: validated at load; inputs normalized if configured, outputs normalized for training.
+// Data: validated at load; inputs normalized if configured, outputs normalized for training.
+void Trainer::State::load_data() {
+  const auto& c = cfg;
   data::LoadOptions lo;
   lo.n_samples(c.data.n_train).subsample(c.data.subsample).x_key(c.data.x_key).y_key(c.data.y_key);
   auto train = data::load_darcy(c.data.train_file, lo);
@@ -193,18 +207,24 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
                              " spatial dims but model.n_modes has " + std::to_string(n_dim));
   }
   if (train.x.size(1) != c.model.in_channels() || train.y.size(1) != c.model.out_channels()) {
-    throw std::runtime_error(c.data.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
-                             std::to_string(train.y.size(1)) + " output channels; the model expects " +
-                             std::to_string(c.model.in_channels()) + " and " +
-                             std::to_string(c.model.out_channels()));
+    throw std::runtime_error(
+        c.data.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
+        std::to_string(train.y.size(1)) + " output channels; the model expects " +
+        std::to_string(c.model.in_channels()) + " and " + std::to_string(c.model.out_channels()));
   }
-  if (c.data.encode_input) s.in_norm.fit(train.x);
-  if (c.data.encode_output) s.out_norm.fit(train.y);
-  s.train_x = c.data.encode_input ? s.in_norm.transform(train.x) : train.x;
-  s.train_y = c.data.encode_output ? s.out_norm.transform(train.y) : train.y;
-  for (const auto& t : c.data.tests) {
+  if (c.data.encode_input) in_norm.fit(train.x);
+  if (c.data.encode_output) out_norm.fit(train.y);
+  train_x = c.data.encode_input ? in_norm.transform(train.x) : train.x;
+  train_y = c.data.encode_output ? out_norm.transform(train.y) : train.y;
+  load_test_sets(train);
+}
+
+// data.test: each set as loaded (for predictions.h5), normalized like the training inputs.
+void Trainer::State::load_test_sets(const data::FieldPairs& train) {
+  const auto& d = cfg.data;
+  for (const auto& t : d.tests) {
     data::LoadOptions tlo;
-    tlo.n_samples(t.n_samples).subsample(c.data.subsample).x_key(c.data.x_key).y_key(c.data.y_key);
+    tlo.n_samples(t.n_samples).subsample(d.subsample).x_key(d.x_key).y_key(d.y_key);
     auto pairs = data::load_darcy(t.file, tlo);
     if (pairs.x.dim() != train.x.dim() || pairs.x.size(1) != train.x.size(1) ||
         pairs.y.size(1) != train.y.size(1)) {
@@ -213,7 +233,7 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     }
     EvalSet e;
     e.name = t.name.empty() ? std::to_string(pairs.x.size(2)) : t.name;
-    for (const auto& other : s.tests) {
+    for (const auto& other : tests) {
       if (other.name == e.name) {
         throw std::runtime_error(t.file + ": a second test set named '" + e.name +
                                  "'; give data.test entries distinct names");
@@ -221,80 +241,110 @@ Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<St
     }
     e.batch_size = t.batch_size;
     e.x_raw = pairs.x;
-    e.x = c.data.encode_input ? s.in_norm.transform(pairs.x) : pairs.x;
+    e.x = d.encode_input ? in_norm.transform(pairs.x) : pairs.x;
     e.y = pairs.y;
-    s.tests.push_back(std::move(e));
+    tests.push_back(std::move(e));
   }
-  // Keep the data on the GPU when it fits comfortably: a quarter of its
-  // memory, or under a budget (offload.gpu_memory_limit) an eighth of that,
-  // since the run's data counts in the budget; else in pinned host memory,
-  // each batch copied over as it is used.
-  if (s.device.is_cuda()) {
-    int64_t bytes = s.train_x.nbytes() + s.train_y.nbytes();
-    for (const auto& e : s.tests) bytes += e.x.nbytes() + e.y.nbytes();
-    const auto* props = at::cuda::getDeviceProperties(s.device.index());
-    const int64_t room =
-        resident_data_room(c.offload.gpu_memory_limit, static_cast<int64_t>(props->totalGlobalMem));
-    const bool fits = bytes < room;
-    auto place = [&](torch::Tensor& t) { t = fits ? t.to(s.device) : t.pin_memory(); };
-    place(s.train_x);
-    place(s.train_y);
-    for (auto& e : s.tests) {
-      place(e.x);
-      place(e.y);
-    }
-    s.in_norm.to(s.device);
-    s.out_norm.to(s.device);
-  }
+}
 
-  torch::manual_seed(static_cast<uint64_t>(c.training.seed));
-  s.precision = c.training.precision;
-  s.matmul_precision = std::make_unique<MatmulPrecisionGuard>(s.precision);
+// Keep the data on the GPU when it fits comfortably (resident_data_room: the
+// run's data count in a budget); else in pinned host memory, each batch
+// copied over as it is used.
+void Trainer::State::place_data() {
+  if (!device.is_cuda()) return;
+  int64_t bytes = train_x.nbytes() + train_y.nbytes();
+  for (const auto& e : tests) bytes += e.x.nbytes() + e.y.nbytes();
+  const auto* props = at::cuda::getDeviceProperties(device.index());
+  const int64_t room =
+      resident_data_room(cfg.offload.gpu_memory_limit, static_cast<int64_t>(props->totalGlobalMem));
+  const bool fits = bytes < room;
+  auto place = [&](torch::Tensor& t) { t = fits ? t.to(device) : t.pin_memory(); };
+  place(train_x);
+  place(train_y);
+  for (auto& e : tests) {
+    place(e.x);
+    place(e.y);
+  }
+  in_norm.to(device);
+  out_norm.to(device);
+}
+
+// The model in the run's precision, rank 0's weights on every rank, the
+// gradient all-reduce, fp16's loss scaler.
+void Trainer::State::build_model() {
+  torch::manual_seed(static_cast<uint64_t>(cfg.training.seed));
+  precision = cfg.training.precision;
+  matmul_precision = std::make_unique<MatmulPrecisionGuard>(precision);
   // The weights are created (and kept) in fp32 whatever the precision: the
   // same seed gives the same initial model in every precision.
-  s.model = FNO(FNOOptions(c.model).compute_dtype(compute_dtype(s.precision)));
-  s.model->to(s.device);
-  if (s.group) {
+  model = FNO(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
+  model->to(device);
+  if (group) {
     // DDP: every rank starts from rank 0's weights, and reduces its gradients
     // in buckets during backward.
-    s.group->broadcast_from_main(s.model->parameters());
-    s.grad_sync = std::make_unique<dist::GradientSync>(
-        s.group, s.model->parameters(),
-        dist::GradientSyncOptions{static_cast<int64_t>(c.distributed.bucket_mib * 1048576.0)});
+    group->broadcast_from_main(model->parameters());
+    grad_sync = std::make_unique<dist::GradientSync>(
+        group, model->parameters(),
+        dist::GradientSyncOptions{static_cast<int64_t>(cfg.distributed.bucket_mib * 1048576.0)});
   }
-  if (needs_loss_scaling(s.precision)) s.scaler = std::make_unique<GradScaler>(GradScalerOptions(), s.device);
-  {
-    OffloadSettings offload = offload_settings(c.offload, PlanCacheText::kConfigKey);
-    if (s.group && s.group->local_size() > 1 && offload.options.host_memory_limit() == 0) {
-      // The ranks of a machine share its pinned host memory: without a limit
-      // each takes an equal share of three quarters of what is available now
-      // (beyond it, activations stay on the GPU; auto measures that).
-      const int64_t share = host_available_bytes() * 3 / 4 / s.group->local_size();
-      if (share > 0) offload.options.host_memory_limit(share);
-    }
-    if (offload.policy.kind == offload::Policy::Kind::kAuto && !s.device.is_cuda()) {
-      // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
-      std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
-      offload.policy = offload::parse_policy("none");
-    }
-    // Each rank plans for its own GPU; rank 0 keeps its plan in the run directory.
-    offload.plan_file = s.main() ? s.path("offload_plan.txt") : std::string();
-    s.step = std::make_unique<OffloadedStep>(s.model, std::move(offload));
+  if (needs_loss_scaling(precision)) {
+    scaler = std::make_unique<GradScaler>(GradScalerOptions(), device);
   }
-  s.optimizer = std::make_unique<AdamW>(
-      s.model->parameters(),
-      AdamWOptions(c.optimizer.lr).betas({c.optimizer.beta1, c.optimizer.beta2}).eps(c.optimizer.eps).weight_decay(c.optimizer.weight_decay));
-  if (c.scheduler.name == SchedulerName::kCosine) {
-    s.scheduler = std::make_unique<CosineAnnealingLR>(*s.optimizer, c.scheduler.t_max, c.scheduler.eta_min);
-  } else if (c.scheduler.name == SchedulerName::kStep) {
-    s.scheduler = std::make_unique<StepLR>(*s.optimizer, c.scheduler.step_size, c.scheduler.gamma);
-  } else if (c.scheduler.name == SchedulerName::kPlateau) {
-    s.scheduler = std::make_unique<ReduceLROnPlateau>(
-        *s.optimizer, ReduceLROnPlateauOptions().factor(c.scheduler.plateau_factor).patience(c.scheduler.plateau_patience));
+}
+
+// The forward and backward under the offload policy.
+void Trainer::State::build_offload() {
+  OffloadSettings offload = offload_settings(cfg.offload, PlanCacheText::kConfigKey);
+  if (group && group->local_size() > 1 && offload.options.host_memory_limit() == 0) {
+    // The ranks of a machine share its pinned host memory: without a limit
+    // each takes an equal share of three quarters of what is available now
+    // (beyond it, activations stay on the GPU; auto measures that).
+    const int64_t share = host_available_bytes() * 3 / 4 / group->local_size();
+    if (share > 0) offload.options.host_memory_limit(share);
   }
-  s.train_step = std::make_unique<TrainStep>(*s.step, *s.optimizer, training_loss(c),
-                                             s.scaler.get(), s.grad_sync.get());
-  if (!s.tests.empty()) s.best_key = s.tests.front().name + "_" + to_string(c.training.eval_losses.front());
+  if (offload.policy.kind == offload::Policy::Kind::kAuto && !device.is_cuda()) {
+    // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
+    std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
+    offload.policy = offload::parse_policy("none");
+  }
+  // Each rank plans for its own GPU; rank 0 keeps its plan in the run directory.
+  offload.plan_file = main() ? path("offload_plan.txt") : std::string();
+  step = std::make_unique<OffloadedStep>(model, std::move(offload));
+}
+
+// AdamW, the lr schedule, the training step, the metric that picks the best checkpoint.
+void Trainer::State::build_optimizer() {
+  const auto& o = cfg.optimizer;
+  optimizer = std::make_unique<AdamW>(
+      model->parameters(),
+      AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  const auto& sc = cfg.scheduler;
+  if (sc.name == SchedulerName::kCosine) {
+    scheduler = std::make_unique<CosineAnnealingLR>(*optimizer, sc.t_max, sc.eta_min);
+  } else if (sc.name == SchedulerName::kStep) {
+    scheduler = std::make_unique<StepLR>(*optimizer, sc.step_size, sc.gamma);
+  } else if (sc.name == SchedulerName::kPlateau) {
+    scheduler = std::make_unique<ReduceLROnPlateau>(
+        *optimizer,
+        ReduceLROnPlateauOptions().factor(sc.plateau_factor).patience(sc.plateau_patience));
+  }
+  train_step = std::make_unique<TrainStep>(*step, *optimizer, training_loss(cfg), scaler.get(),
+                                           grad_sync.get());
+  if (!tests.empty()) {
+    best_key = tests.front().name + "_" + to_string(cfg.training.eval_losses.front());
+  }
+}
+
+Trainer::Trainer(RunConfig config, std::string run_dir) : s_(std::make_unique<State>()) {
+  auto& s = *s_;
+  s.cfg = std::move(config);
+  s.run_dir = std::move(run_dir);
+  s.join_ranks();
+  s.load_data();
+  s.place_data();
+  s.build_model();
+  s.build_offload();
+  s.build_optimizer();
 }
 
 Trainer::~Trainer() = default;
@@ -309,16 +359,16 @@ std::string Trainer::describe() const {
   const auto& s = *s_;
   std::ostringstream o;
   if (s.group) {
-    o << "rank " << s.rank << " of " << s.world_size << " (" << s.group->backend_name() << ", batch "
-      << s.cfg.data.batch_size << " per rank) | ";
+    o << "rank " << s.rank << " of " << s.world_size << " (" << s.group->backend_name()
+      << ", batch " << s.cfg.data.batch_size << " per rank) | ";
   }
   o << "device " << s.device << " | precision " << to_string(s.precision) << " | ";
   if (s.cfg.offload.policy.kind != offload::Policy::Kind::kNone) o << s.step->describe() << " | ";
   s.model->pretty_print(o);
-  o << ", " << n_params() << " parameters | train "
-    << s.train_x.sizes();
+  o << ", " << n_params() << " parameters | train " << s.train_x.sizes();
   for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
-  o << " | AdamW(lr=" << s.cfg.optimizer.lr << ", weight_decay=" << s.cfg.optimizer.weight_decay << ")";
+  o << " | AdamW(lr=" << s.cfg.optimizer.lr << ", weight_decay=" << s.cfg.optimizer.weight_decay
+    << ")";
   if (s.scheduler) o << " | " << s.scheduler->describe();
   return o.str();
 }
@@ -328,7 +378,7 @@ namespace {
 // Keys of the checkpoint file.
 constexpr const char* kEpochKey = "meta.epoch";
 constexpr const char* kBestKey = "meta.best";
-constexpr const char* kBatchKey = "meta.batch";      // batches done of the next epoch
+constexpr const char* kBatchKey = "meta.batch";       // batches done of the next epoch
 constexpr const char* kLossSumKey = "meta.loss_sum";  // and their summed loss (all ranks)
 constexpr const char* kSamplesKey = "meta.samples";   // and their samples (all ranks)
 constexpr const char* kWorldKey = "meta.world_size";  // ranks of the run that wrote it
@@ -354,7 +404,8 @@ class StopSignals {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, double loss_sum = 0,
@@ -363,7 +414,8 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, 
   for (const auto& item : state_dict(*s.model)) d.insert("model." + item.key(), item.value());
   for (const auto& item : s.optimizer->state_dict()) d.insert("optim." + item.key(), item.value());
   if (s.scheduler) {
-    for (const auto& item : s.scheduler->state_dict()) d.insert("sched." + item.key(), item.value());
+    for (const auto& item : s.scheduler->state_dict())
+      d.insert("sched." + item.key(), item.value());
   }
   if (s.in_norm.fitted()) {
     for (const auto& [k, v] : s.in_norm.state("norm.in.")) d.insert(k, v);
@@ -387,7 +439,8 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, 
 TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
   TensorDict out;
   for (const auto& item : d) {
-    if (item.key().rfind(prefix, 0) == 0) out.insert(item.key().substr(prefix.size()), item.value());
+    if (item.key().rfind(prefix, 0) == 0)
+      out.insert(item.key().substr(prefix.size()), item.value());
   }
   return out;
 }
@@ -416,7 +469,8 @@ int64_t Trainer::resume() {
       std::fprintf(stderr, "fno_train: warning: %s\n", msg.substr(0, msg.find('\n')).c_str());
     }
   }
-  if (used.empty()) throw TrainingError(s.run_dir + ": no usable checkpoint to resume from (" + problems + ")");
+  if (used.empty())
+    throw TrainingError(s.run_dir + ": no usable checkpoint to resume from (" + problems + ")");
   const std::string ckpt = used;
   try {
     const auto* epoch = d.find(kEpochKey);
@@ -427,11 +481,14 @@ int64_t Trainer::resume() {
     if (s.scaler) {
       // A checkpoint of another precision has no scaler state: start from the initial scale.
       std::vector<std::pair<std::string, torch::Tensor>> scaler_state;
-      for (const auto& item : with_prefix(d, "scaler.")) scaler_state.emplace_back(item.key(), item.value());
+      for (const auto& item : with_prefix(d, "scaler."))
+        scaler_state.emplace_back(item.key(), item.value());
       s.scaler->load_state(scaler_state);
     }
-    if (const auto* m = d.find("norm.in.mean")) s.in_norm.set_state(m->to(s.device), d["norm.in.std"].to(s.device));
-    if (const auto* m = d.find("norm.out.mean")) s.out_norm.set_state(m->to(s.device), d["norm.out.std"].to(s.device));
+    if (const auto* m = d.find("norm.in.mean"))
+      s.in_norm.set_state(m->to(s.device), d["norm.in.std"].to(s.device));
+    if (const auto* m = d.find("norm.out.mean"))
+      s.out_norm.set_state(m->to(s.device), d["norm.out.std"].to(s.device));
     if (const auto* r = d.find("rng.cpu")) {
       auto gen = torch::globalContext().defaultGenerator(torch::kCPU);
       gen.set_state(*r);
@@ -452,12 +509,13 @@ int64_t Trainer::resume() {
       const int64_t global = s.cfg.data.batch_size * s.world_size;
       const int64_t done = s.start_samples / global * global;
       if (done != s.start_samples && s.main()) {
-        std::fprintf(stderr,
-                     "fno_train: the checkpoint was written by %lld rank(s), this run has %lld: epoch %lld "
-                     "continues after %lld of its %lld samples done\n",
-                     static_cast<long long>(old_world), static_cast<long long>(s.world_size),
-                     static_cast<long long>(s.start_epoch + 1), static_cast<long long>(done),
-                     static_cast<long long>(s.start_samples));
+        std::fprintf(
+            stderr,
+            "fno_train: the checkpoint was written by %lld rank(s), this run has %lld: epoch %lld "
+            "continues after %lld of its %lld samples done\n",
+            static_cast<long long>(old_world), static_cast<long long>(s.world_size),
+            static_cast<long long>(s.start_epoch + 1), static_cast<long long>(done),
+            static_cast<long long>(s.start_samples));
       }
       if (done != s.start_samples && s.start_samples > 0) {
         s.start_loss_sum *= static_cast<double>(done) / static_cast<double>(s.start_samples);
@@ -491,8 +549,9 @@ std::string Trainer::dry_run() {
   if (s.device.is_cuda()) {
     const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.train_x.size(0));
     const auto x = s.train_x.narrow(0, 0, b).to(s.device);
-    estimates = "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
-                estimate_policies(s.model, x, offload_settings(s.cfg.offload, PlanCacheText::kConfigKey));
+    estimates =
+        "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
+        estimate_policies(s.model, x, offload_settings(s.cfg.offload, PlanCacheText::kConfigKey));
     if (s.main()) write_text_atomic(s.path("offload_estimates.txt"), estimates);
   }
   JsonObject o;
@@ -504,303 +563,447 @@ std::string Trainer::dry_run() {
   return estimates;
 }
 
-std::map<std::string, double> Trainer::train() {
-  auto& s = *s_;
-  const auto& c = s.cfg;
-  const auto wall0 = Clock::now();
-  if (s.main()) write_text_atomic(s.path("config.yaml"), c.resolved_yaml);
-  const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
-  std::map<std::string, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>> eval_losses;
-  for (const auto loss : c.training.eval_losses) {
-    const std::string name = to_string(loss);
-    if (loss == LossName::kH1) eval_losses[name] = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
-    if (loss == LossName::kL2) eval_losses[name] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
+namespace {
+
+// Progress on stderr, rank 0's: a bar redrawn per batch on a terminal
+// (output.progress auto or bar), or one line per epoch (auto off a terminal, plain).
+struct ProgressDisplay {
+  bool bar = false;
+  bool plain = false;
+
+  ProgressDisplay(Progress progress, bool main) {
+    const bool tty = ::isatty(STDERR_FILENO) == 1;
+    bar = main && (progress == Progress::kBar || (progress == Progress::kAuto && tty));
+    plain = main && (progress == Progress::kPlain || (progress == Progress::kAuto && !tty));
   }
-  const bool tty = ::isatty(STDERR_FILENO) == 1;
-  // Progress: rank 0's.
-  const auto progress = c.output.progress;
-  const bool bar = s.main() && (progress == Progress::kBar || (progress == Progress::kAuto && tty));
-  const bool plain =
-      s.main() && (progress == Progress::kPlain || (progress == Progress::kAuto && !tty));
+  // Ends the bar's line before a message of its own.
+  void break_line() const {
+    if (bar) std::fprintf(stderr, "\n");
+  }
+  void batch(int64_t epoch, int64_t epochs, size_t done, size_t total) const {
+    if (!bar) return;
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / total);
+    std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %zu/%zu", static_cast<long long>(epoch),
+                 static_cast<long long>(epochs), std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(), done, total);
+    std::fflush(stderr);
+  }
+  bool shows() const { return bar || plain; }
+  void epoch_line(const std::string& line) const {
+    if (bar) std::fprintf(stderr, "\r\033[K");
+    if (bar || plain) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+};
 
-  auto evaluate = [&]() {
-    // Each metric's sum over its set (this rank's share) and the set's size.
-    std::vector<std::string> keys;
-    std::vector<double> sums_all, sizes;
-    torch::NoGradGuard no_grad;
-    s.model->eval();
-    for (const auto& e : s.tests) {
-      std::map<std::string, torch::Tensor> sums;
-      // Several ranks: each evaluates a contiguous share of the set, and the
-      // sums are added over ranks (no sample twice, none left out).
-      const int64_t m = e.x.size(0);
-      const int64_t share = (m + s.world_size - 1) / s.world_size;
-      const int64_t lo = std::min(m, s.rank * share), hi = std::min(m, lo + share);
-      // In order, as contiguous slices: no index tensors, no host-device syncs.
-      for (int64_t start = lo; start < hi; start += e.batch_size) {
-        const int64_t len = std::min(e.batch_size, hi - start);
-        auto out = s.step->forward(e.x.narrow(0, start, len).to(s.device, /*non_blocking=*/true));
-        if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
-        const auto y = e.y.narrow(0, start, len).to(s.device, true);
-        for (const auto& [name, fn] : eval_losses) {
-          auto v = fn(out, y);  // summed over the batch
-          sums[name] = sums.count(name) ? sums[name] + v : v;
-        }
-      }
-      for (const auto& [name, fn] : eval_losses) {
-        keys.push_back(e.name + "_" + name);
-        sums_all.push_back(sums.count(name) ? sums[name].item<double>() : 0.0);
-        sizes.push_back(static_cast<double>(m));
-      }
-    }
-    s.model->train();
-    if (s.group) sums_all = s.group->all_reduce_sum(sums_all);  // one collective for all
-    std::map<std::string, double> metrics;
-    for (size_t k = 0; k < keys.size(); ++k) metrics[keys[k]] = sums_all[k] / sizes[k];
-    return metrics;
-  };
+using EvalLoss = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
 
-  // Checkpoints: rank 0 writes them (the state is the same on every rank).
-  auto save_checkpoint = [&](const std::string& name, int64_t epoch, int64_t batch = 0,
-                             double loss_sum = 0, int64_t samples = 0) {
-    if (!s.main()) return;
-    save_checkpoint_file(checkpoint_dict(s, epoch, batch, loss_sum, samples), s.path(name));
-  };
-  // The latest checkpoint rotates: the one it replaces stays as checkpoint_previous.pt.
-  auto save_latest = [&](int64_t epoch, int64_t batch = 0, double loss_sum = 0, int64_t samples = 0) {
-    if (!s.main()) return;
-    const std::string latest = s.path("checkpoint_latest.pt");
-    if (file_exists(latest) && ::rename(latest.c_str(), s.path("checkpoint_previous.pt").c_str()) != 0) {
-      throw std::runtime_error(latest + ": cannot rotate to checkpoint_previous.pt: " + std::strerror(errno));
+// training.eval_losses by name ("h1", "l2"; each once), summed over the batch.
+std::map<std::string, EvalLoss> eval_losses(const RunConfig& c) {
+  const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
+  std::map<std::string, EvalLoss> losses;
+  for (const auto loss : c.training.eval_losses) {
+    if (loss == LossName::kH1) {
+      losses[to_string(loss)] = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) {
+        return h1(a, b);
+      };
     }
-    save_checkpoint("checkpoint_latest.pt", epoch, batch, loss_sum, samples);
-  };
-  StopSignals stop_signals;
+    if (loss == LossName::kL2) {
+      losses[to_string(loss)] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](
+                                    const auto& a, const auto& b) { return l2(a, b); };
+    }
+  }
+  return losses;
+}
+
+// One epoch's training loss and what the epoch line reports besides.
+struct EpochStats {
+  double lr = 0;          // the learning rate of the epoch's steps
+  double train_loss = 0;  // mean over the samples of the steps taken, all ranks
+  int64_t step_peak = 0;  // the largest offloaded step's peak GPU memory
+  int64_t skipped = 0;    // fp16: steps skipped for non-finite gradients
+};
+
+// One call of Trainer::train: the epochs (train_epoch -> train_step), the
+// evaluation, the checkpoints, metrics.jsonl and telemetry.jsonl, and the run
+// outputs at the end (predictions.h5, model.pt, summary.json).
+class TrainingRun {
+ public:
+  explicit TrainingRun(Trainer::State& s)
+      : s_(s), c_(s.cfg), progress_(s.cfg.output.progress, s.main()), losses_(eval_losses(s.cfg)) {}
+
+  // Opens the logs (after the stop handlers are installed, as before).
+  void open_logs();
+  EpochStats train_epoch(int64_t epoch);
+  // After an epoch: the schedule, evaluation, metrics.jsonl, checkpoints and the epoch line.
+  void end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_point t0);
+  std::map<std::string, double> evaluate();
+  // predictions.h5, model.pt and summary.json (rank 0).
+  void write_outputs(const std::map<std::string, double>& metrics, Clock::time_point wall0);
 
   std::map<std::string, double> last_metrics;
-  std::ofstream metrics_log;
-  if (s.main()) metrics_log.open(s.path("metrics.jsonl"), std::ios::app);
-  if (s.main() && !metrics_log) throw std::runtime_error(s.path("metrics.jsonl") + ": cannot open for writing");
-  const int64_t n = s.train_x.size(0);
+
+ private:
+  torch::Tensor train_step(const torch::Tensor& x, const torch::Tensor& y, bool& stepped);
+  void after_step(int64_t epoch, Clock::time_point step_t0, bool record);
+  void save_checkpoint(const std::string& name, int64_t epoch, int64_t batch = 0,
+                       double loss_sum = 0, int64_t samples = 0);
+  void save_latest(int64_t epoch, int64_t batch = 0, double loss_sum = 0, int64_t samples = 0);
+  [[noreturn]] void stop(int sig, int64_t epoch, size_t batch, std::pair<double, int64_t> totals);
+  void log_epoch(int64_t epoch, const EpochStats& stats,
+                 const std::map<std::string, double>& metrics, double seconds, int64_t peak);
+  void write_predictions();
+  void write_summary(const std::map<std::string, double>& metrics, Clock::time_point wall0);
+
+  Trainer::State& s_;
+  const RunConfig& c_;
+  ProgressDisplay progress_;
+  std::map<std::string, EvalLoss> losses_;
+  std::ofstream metrics_log_;
+  std::ofstream telemetry_;
+  int64_t global_step_ = 0;
+  int64_t timeline_step_ = -1;  // the step whose memory timeline is written
+};
+
+void TrainingRun::open_logs() {
+  if (s_.main()) metrics_log_.open(s_.path("metrics.jsonl"), std::ios::app);
+  if (s_.main() && !metrics_log_) {
+    throw std::runtime_error(s_.path("metrics.jsonl") + ": cannot open for writing");
+  }
   // Offload telemetry, and the memory timeline of one step (the third: the
   // first ones pay for cuDNN/cuFFT plans and the pinned pool).
-  std::ofstream telemetry;
-  if (s.step->offloading() && s.main()) {
-    telemetry.open(s.path("telemetry.jsonl"), std::ios::app);
-    if (!telemetry) throw std::runtime_error(s.path("telemetry.jsonl") + ": cannot open for writing");
+  if (s_.step->offloading() && s_.main()) {
+    telemetry_.open(s_.path("telemetry.jsonl"), std::ios::app);
+    if (!telemetry_)
+      throw std::runtime_error(s_.path("telemetry.jsonl") + ": cannot open for writing");
   }
-  int64_t global_step = 0;
-  const int64_t steps_per_epoch = (n + c.data.batch_size - 1) / c.data.batch_size;
-  const int64_t timeline_step =
-      (c.offload.timeline && s.device.is_cuda() && s.main()) ? std::min<int64_t>(2, steps_per_epoch * c.training.epochs - 1) : -1;
-  auto write_timeline = [&](const std::vector<offload::MemorySample>& samples) {
-    write_text_atomic(s.path("memory_timeline.csv"),
-                      offload::timeline_csv(samples, "GPU memory of one training step; policy " +
-                                                         c.offload.policy.text + ", device " + s.device.str() +
-                                                         ", batch " + std::to_string(c.data.batch_size)));
+  const int64_t n = s_.train_x.size(0);
+  const int64_t steps_per_epoch = (n + c_.data.batch_size - 1) / c_.data.batch_size;
+  if (c_.offload.timeline && s_.device.is_cuda() && s_.main()) {
+    timeline_step_ = std::min<int64_t>(2, steps_per_epoch * c_.training.epochs - 1);
+  }
+}
+
+// Each metric of each test set: the mean per-sample relative error, over all ranks.
+std::map<std::string, double> TrainingRun::evaluate() {
+  // Each metric's sum over its set (this rank's share) and the set's size.
+  std::vector<std::string> keys;
+  std::vector<double> sums_all, sizes;
+  torch::NoGradGuard no_grad;
+  s_.model->eval();
+  for (const auto& e : s_.tests) {
+    std::map<std::string, torch::Tensor> sums;
+    // Several ranks: each evaluates a contiguous share of the set, and the
+    // sums are added over ranks (no sample twice, none left out).
+    const int64_t m = e.x.size(0);
+    const int64_t share = (m + s_.world_size - 1) / s_.world_size;
+    const int64_t lo = std::min(m, s_.rank * share), hi = std::min(m, lo + share);
+    // In order, as contiguous slices: no index tensors, no host-device syncs.
+    for (int64_t start = lo; start < hi; start += e.batch_size) {
+      const int64_t len = std::min(e.batch_size, hi - start);
+      auto out = s_.step->forward(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));
+      if (s_.out_norm.fitted()) out = s_.out_norm.inverse_transform(out);
+      const auto y = e.y.narrow(0, start, len).to(s_.device, true);
+      for (const auto& [name, fn] : losses_) {
+        auto v = fn(out, y);  // summed over the batch
+        sums[name] = sums.count(name) ? sums[name] + v : v;
+      }
+    }
+    for (const auto& [name, fn] : losses_) {
+      keys.push_back(e.name + "_" + name);
+      sums_all.push_back(sums.count(name) ? sums[name].item<double>() : 0.0);
+      sizes.push_back(static_cast<double>(m));
+    }
+  }
+  s_.model->train();
+  if (s_.group) sums_all = s_.group->all_reduce_sum(sums_all);  // one collective for all
+  std::map<std::string, double> metrics;
+  for (size_t k = 0; k < keys.size(); ++k) metrics[keys[k]] = sums_all[k] / sizes[k];
+  return metrics;
+}
+
+// Checkpoints: rank 0 writes them (the state is the same on every rank).
+void TrainingRun::save_checkpoint(const std::string& name, int64_t epoch, int64_t batch,
+                                  double loss_sum, int64_t samples) {
+  if (!s_.main()) return;
+  save_checkpoint_file(checkpoint_dict(s_, epoch, batch, loss_sum, samples), s_.path(name));
+}
+
+// The latest checkpoint rotates: the one it replaces stays as checkpoint_previous.pt.
+void TrainingRun::save_latest(int64_t epoch, int64_t batch, double loss_sum, int64_t samples) {
+  if (!s_.main()) return;
+  const std::string latest = s_.path("checkpoint_latest.pt");
+  if (file_exists(latest) &&
+      ::rename(latest.c_str(), s_.path("checkpoint_previous.pt").c_str()) != 0) {
+    throw std::runtime_error(latest +
+                             ": cannot rotate to checkpoint_previous.pt: " + std::strerror(errno));
+  }
+  save_checkpoint("checkpoint_latest.pt", epoch, batch, loss_sum, samples);
+}
+
+// The shared training step (TrainStep), with a step that does not fit the
+// GPU (or auto's budget) turned into a TrainingError with advice. Returns the
+// batch's loss; `stepped` is false when fp16 skipped the step.
+torch::Tensor TrainingRun::train_step(const torch::Tensor& x, const torch::Tensor& y,
+                                      bool& stepped) {
+  torch::Tensor loss;
+  try {
+    loss = s_.train_step->forward_backward(x, y);
+  } catch (const offload::BudgetError& e) {
+    progress_.break_line();
+    throw TrainingError(e.what());
+  } catch (const c10::OutOfMemoryError&) {
+    progress_.break_line();
+    const std::string advice = s_.step->out_of_memory_advice(x);
+    const std::string latest = s_.path("checkpoint_latest.pt");
+    throw TrainingError(
+        "CUDA out of memory in a training step on a batch " + c10::str(x.sizes()) + ": " + advice +
+        (file_exists(latest) ? "; the last checkpoint is " + latest : std::string("")));
+  }
+  // Outside the handlers above: an error of the update is not the step's out of memory.
+  const auto result = s_.train_step->update(loss);
+  stepped = result.stepped;
+  return result.loss;
+}
+
+// Telemetry of an offloaded step (telemetry.jsonl), and the memory timeline of the recorded one.
+void TrainingRun::after_step(int64_t epoch, Clock::time_point step_t0, bool record) {
+  if (telemetry_.is_open()) {
+    JsonObject t;
+    t.integer("epoch", epoch)
+        .integer("step", global_step_)
+        .num("host_ms", std::chrono::duration<double, std::milli>(Clock::now() - step_t0).count())
+        .raw("offload", s_.step->last_stats().to_json());
+    telemetry_ << t.text() << "\n";
+  }
+  if (record) {
+    write_text_atomic(
+        s_.path("memory_timeline.csv"),
+        offload::timeline_csv(s_.step->last_stats().timeline,
+                              "GPU memory of one training step; policy " + c_.offload.policy.text +
+                                  ", device " + s_.device.str() + ", batch " +
+                                  std::to_string(c_.data.batch_size)));
+  }
+  ++global_step_;
+}
+
+// Stop after this step: save where we are, mid-epoch, and let the caller exit.
+void TrainingRun::stop(int sig, int64_t epoch, size_t batch, std::pair<double, int64_t> totals) {
+  progress_.break_line();
+  save_latest(epoch - 1, static_cast<int64_t>(batch), totals.first, totals.second);
+  throw Interrupted(
+      sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " in epoch " +
+               std::to_string(epoch) + " after batch " + std::to_string(batch) +
+               (s_.main() ? "; checkpoint written" : "; rank 0 wrote the checkpoint") +
+               "; continue with --resume " + s_.run_dir);
+}
+
+EpochStats TrainingRun::train_epoch(int64_t epoch) {
+  EpochStats stats;
+  if (s_.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s_.device.index());
+  s_.model->train();
+  stats.lr = s_.optimizer->param_groups()[0].options().get_lr();
+  const int64_t n = s_.train_x.size(0);
+  auto batches =
+      data::epoch_batches(n, c_.data.batch_size, c_.data.shuffle,
+                          static_cast<uint64_t>(c_.training.seed), epoch, s_.rank, s_.world_size);
+  // The epoch's sample order goes to the data's device once; each batch is a
+  // slice of it. (A small index copied per batch from pageable memory would
+  // synchronize the stream every step and expose every kernel launch.)
+  const auto order = torch::cat(batches).to(s_.train_x.device());
+  std::vector<int64_t> offsets{0};
+  for (const auto& b : batches) offsets.push_back(offsets.back() + b.numel());
+  torch::Tensor loss_sum =
+      torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s_.device));
+  int64_t samples = 0;  // of the steps taken (fp16 skips steps with non-finite gradients)
+  size_t first_batch = 0;
+  if (epoch == s_.start_epoch + 1 && s_.start_batch > 0) {  // resuming an interrupted epoch
+    first_batch = static_cast<size_t>(s_.start_batch);
+    if (s_.main()) {  // the sums so far are over all ranks: count them once
+      loss_sum += s_.start_loss_sum;
+      samples += s_.start_samples;
+    }
+  }
+  // The epoch's loss and samples so far, over all ranks.
+  const auto totals = [&]() -> std::pair<double, int64_t> {
+    double l = loss_sum.item<double>();
+    double k = static_cast<double>(samples);
+    if (s_.group) {
+      const auto t = s_.group->all_reduce_sum(std::vector<double>{l, k});
+      l = t[0];
+      k = t[1];
+    }
+    return {l, static_cast<int64_t>(std::llround(k))};
   };
-  for (int64_t epoch = s.start_epoch + 1; epoch <= c.training.epochs; ++epoch) {
-    const auto t0 = Clock::now();
-    int64_t epoch_step_peak = 0;
-    int64_t epoch_skipped_steps = 0;  // fp16: non-finite gradients
-    if (s.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
-    s.model->train();
-    const double lr = s.optimizer->param_groups()[0].options().get_lr();
-    auto batches = data::epoch_batches(n, c.data.batch_size, c.data.shuffle, static_cast<uint64_t>(c.training.seed), epoch,
-                                       s.rank, s.world_size);
-    // The epoch's sample order goes to the data's device once; each batch is a
-    // slice of it. (A small index copied per batch from pageable memory would
-    // synchronize the stream every step and expose every kernel launch.)
-    const auto order = torch::cat(batches).to(s.train_x.device());
-    std::vector<int64_t> offsets{0};
-    for (const auto& b : batches) offsets.push_back(offsets.back() + b.numel());
-    torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s.device));
-    int64_t samples = 0;  // of the steps taken (fp16 skips steps with non-finite gradients)
-    size_t first_batch = 0;
-    if (epoch == s.start_epoch + 1 && s.start_batch > 0) {  // resuming an interrupted epoch
-      first_batch = static_cast<size_t>(s.start_batch);
-      if (s.main()) {  // the sums so far are over all ranks: count them once
-        loss_sum += s.start_loss_sum;
-        samples += s.start_samples;
-      }
+  for (size_t b = first_batch; b < batches.size(); ++b) {
+    const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
+    const auto x = s_.train_x.index_select(0, i).to(s_.device, true);
+    const auto y = s_.train_y.index_select(0, i).to(s_.device, true);
+    const bool record = timeline_step_ == global_step_;
+    if (record) s_.step->record_next_timeline();
+    const auto step_t0 = Clock::now();
+    bool stepped = true;
+    const auto loss = train_step(x, y, stepped);
+    if (!stepped) ++stats.skipped;
+    if (s_.step->offloading()) {
+      stats.step_peak = std::max(stats.step_peak, s_.step->last_stats().peak_allocated);
     }
-    // The epoch's loss and samples so far, over all ranks.
-    auto epoch_totals = [&]() -> std::pair<double, int64_t> {
-      double l = loss_sum.item<double>();
-      double k = static_cast<double>(samples);
-      if (s.group) {
-        const auto t = s.group->all_reduce_sum(std::vector<double>{l, k});
-        l = t[0];
-        k = t[1];
-      }
-      return {l, static_cast<int64_t>(std::llround(k))};
-    };
-    for (size_t b = first_batch; b < batches.size(); ++b) {
-      const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
-      const auto x = s.train_x.index_select(0, i).to(s.device, true);
-      const auto y = s.train_y.index_select(0, i).to(s.device, true);
-      const bool record = timeline_step == global_step;
-      if (record) s.step->record_next_timeline();
-      const auto step_t0 = Clock::now();
-      torch::Tensor loss;
-      try {
-        loss = s.train_step->forward_backward(x, y);
-      } catch (const offload::BudgetError& e) {
-        if (bar) std::fprintf(stderr, "\n");
-        throw TrainingError(e.what());
-      } catch (const c10::OutOfMemoryError&) {
-        if (bar) std::fprintf(stderr, "\n");
-        const std::string advice = s.step->out_of_memory_advice(x);
-        throw TrainingError("CUDA out of memory in a training step on a batch " + c10::str(x.sizes()) +
-                            ": " + advice +
-                            (file_exists(s.path("checkpoint_latest.pt"))
-                                 ? "; the last checkpoint is " + s.path("checkpoint_latest.pt")
-                                 : std::string("")));
-      }
-      // Outside the handlers above: an error of the update is not the step's out of memory.
-      const auto result = s.train_step->update(loss);
-      loss = result.loss;
-      const bool stepped = result.stepped;
-      if (!stepped) ++epoch_skipped_steps;
-      if (s.step->offloading()) epoch_step_peak = std::max(epoch_step_peak, s.step->last_stats().peak_allocated);
-      if (telemetry.is_open()) {
-        JsonObject t;
-        t.integer("epoch", epoch).integer("step", global_step)
-            .num("host_ms", std::chrono::duration<double, std::milli>(Clock::now() - step_t0).count())
-            .raw("offload", s.step->last_stats().to_json());
-        telemetry << t.text() << "\n";
-      }
-      if (record) write_timeline(s.step->last_stats().timeline);
-      ++global_step;
-      if (stepped) {
-        loss_sum += loss.detach().to(torch::kDouble);
-        samples += x.size(0);
-      }
-      // Several ranks stop together: a signal to any of them stops all after this step.
-      const int sig = s.group ? static_cast<int>(s.group->all_reduce_max(g_stop_signal))
-                              : static_cast<int>(g_stop_signal);
-      if (sig != 0) {
-        // Stop after this step: save where we are, mid-epoch, and let the caller exit.
-        if (bar) std::fprintf(stderr, "\n");
-        const auto [l, k] = epoch_totals();
-        save_latest(epoch - 1, static_cast<int64_t>(b + 1), l, k);
-        throw Interrupted(sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                                   " in epoch " + std::to_string(epoch) + " after batch " +
-                                   std::to_string(b + 1) + (s.main() ? "; checkpoint written" : "; rank 0 wrote the checkpoint") +
-                                   "; continue with --resume " + s.run_dir);
-      }
-      if (bar) {
-        const int width = 30;
-        const int filled = static_cast<int>(width * (b + 1) / batches.size());
-        std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %zu/%zu", static_cast<long long>(epoch),
-                     static_cast<long long>(c.training.epochs), std::string(filled, '#').c_str(),
-                     std::string(width - filled, ' ').c_str(), b + 1, batches.size());
-        std::fflush(stderr);
-      }
+    after_step(epoch, step_t0, record);
+    if (stepped) {
+      loss_sum += loss.detach().to(torch::kDouble);
+      samples += x.size(0);
     }
-    // The mean over the samples of the steps taken (fp16 skips steps with
-    // non-finite gradients), over all ranks.
-    const auto [epoch_loss, epoch_samples] = epoch_totals();
-    const double train_loss_value = epoch_loss / static_cast<double>(epoch_samples);
-    if (!std::isfinite(train_loss_value)) {
-      if (bar) std::fprintf(stderr, "\n");
-      const std::string kept = file_exists(s.path("checkpoint_latest.pt"))
-                                   ? "; the last good checkpoint is " + s.path("checkpoint_latest.pt")
-                                   : "; no checkpoint was written";
-      throw TrainingError("epoch " + std::to_string(epoch) + ": the training loss is " +
-                          (std::isnan(train_loss_value) ? "NaN" : "infinite") + "; stopped" + kept);
-    }
-    if (s.scheduler) s.scheduler->step(train_loss_value);
+    // Several ranks stop together: a signal to any of them stops all after this step.
+    const int sig = s_.group ? static_cast<int>(s_.group->all_reduce_max(g_stop_signal))
+                             : static_cast<int>(g_stop_signal);
+    if (sig != 0) stop(sig, epoch, b + 1, totals());
+    progress_.batch(epoch, c_.training.epochs, b + 1, batches.size());
+  }
+  // The mean over the samples of the steps taken (fp16 skips steps with
+  // non-finite gradients), over all ranks.
+  const auto [epoch_loss, epoch_samples] = totals();
+  stats.train_loss = epoch_loss / static_cast<double>(epoch_samples);
+  if (!std::isfinite(stats.train_loss)) {
+    progress_.break_line();
+    const std::string kept =
+        file_exists(s_.path("checkpoint_latest.pt"))
+            ? "; the last good checkpoint is " + s_.path("checkpoint_latest.pt")
+            : "; no checkpoint was written";
+    throw TrainingError("epoch " + std::to_string(epoch) + ": the training loss is " +
+                        (std::isnan(stats.train_loss) ? "NaN" : "infinite") + "; stopped" + kept);
+  }
+  return stats;
+}
 
-    std::map<std::string, double> metrics;
-    if (epoch % c.training.eval_every == 0 || epoch == c.training.epochs) metrics = evaluate();
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    int64_t peak = 0;
-    if (s.device.is_cuda()) {
-      // The offloader resets the allocator's peak at every step it runs: keep
-      // the largest step peak too.
-      peak = std::max(epoch_step_peak,
-                      c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index()).allocated_bytes[0].peak);
-    }
-    if (s.group) peak = s.group->all_reduce_max(peak);  // the largest of any rank's GPU
-    JsonObject line;
-    line.integer("epoch", epoch).num("lr", lr).num("train_loss", train_loss_value);
-    for (const auto& [k, v] : metrics) line.num(k, v);
-    line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
-    if (s.scaler) line.integer("skipped_steps", epoch_skipped_steps).num("loss_scale", s.scaler->scale_value());
-    if (s.main()) {
-      metrics_log << line.text() << "\n";
-      metrics_log.flush();
-    }
-
-    if (!metrics.empty()) {
-      last_metrics = metrics;
-      if (!s.best_key.empty() && metrics.count(s.best_key) && metrics[s.best_key] < s.best) {
-        s.best = metrics[s.best_key];
-        save_checkpoint("checkpoint_best.pt", epoch);
-      }
-    }
-    if (epoch % c.training.checkpoint_every == 0 || epoch == c.training.epochs) save_latest(epoch);
-
-    if (bar) std::fprintf(stderr, "\r\033[K");
-    if (bar || plain) {
-      std::ostringstream msg;
-      msg << "epoch " << epoch << "/" << c.training.epochs << "  lr " << lr << "  train_" << to_string(c.training.loss) << " "
-          << train_loss_value;
-      for (const auto& [k, v] : metrics) msg << "  " << k << " " << v;
-      if (s.scaler) msg << "  loss_scale " << s.scaler->scale_value() << "  skipped " << epoch_skipped_steps;
-      char secs[32];
-      std::snprintf(secs, sizeof(secs), "  %.2fs", seconds);
-      msg << secs;
-      std::fprintf(stderr, "%s\n", msg.str().c_str());
+void TrainingRun::end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_point t0) {
+  if (s_.scheduler) s_.scheduler->step(stats.train_loss);
+  std::map<std::string, double> metrics;
+  if (epoch % c_.training.eval_every == 0 || epoch == c_.training.epochs) metrics = evaluate();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  int64_t peak = 0;
+  if (s_.device.is_cuda()) {
+    // The offloader resets the allocator's peak at every step it runs: keep
+    // the largest step peak too.
+    peak = std::max(
+        stats.step_peak,
+        c10::cuda::CUDACachingAllocator::getDeviceStats(s_.device.index()).allocated_bytes[0].peak);
+  }
+  if (s_.group) peak = s_.group->all_reduce_max(peak);  // the largest of any rank's GPU
+  log_epoch(epoch, stats, metrics, seconds, peak);
+  if (!metrics.empty()) {
+    last_metrics = metrics;
+    if (!s_.best_key.empty() && metrics.count(s_.best_key) && metrics[s_.best_key] < s_.best) {
+      s_.best = metrics[s_.best_key];
+      save_checkpoint("checkpoint_best.pt", epoch);
     }
   }
-  if (last_metrics.empty() && !s.tests.empty()) last_metrics = evaluate();
-
-  // Rank 0 alone writes the outputs.
-  if (!s.main()) return last_metrics;
-  // predictions.h5: the first few samples of each test set.
-  if (c.data.n_predictions > 0 && !s.tests.empty()) {
-    torch::NoGradGuard no_grad;
-    s.model->eval();
-    std::vector<std::pair<std::string, torch::Tensor>> sets;
-    for (const auto& e : s.tests) {
-      const int64_t k = std::min<int64_t>(c.data.n_predictions, e.x.size(0));
-      auto out = s.step->forward(e.x.narrow(0, 0, k).to(s.device));
-      if (s.out_norm.fitted()) out = s.out_norm.inverse_transform(out);
-      sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
-      sets.emplace_back(e.name + "/y", e.y.narrow(0, 0, k).cpu());
-      sets.emplace_back(e.name + "/pred", out.cpu());
-    }
-    std::vector<data::Attribute> attrs;
-    data::Attribute a;
-    a.name = "epochs";
-    a.number = static_cast<double>(c.training.epochs);
-    a.is_number = true;
-    attrs.push_back(a);
-    data::Attribute cfg_attr;
-    cfg_attr.name = "config";
-    cfg_attr.text = c.resolved_yaml;
-    attrs.push_back(cfg_attr);
-    data::write_hdf5(s.path("predictions.h5"), sets, attrs);
+  if (epoch % c_.training.checkpoint_every == 0 || epoch == c_.training.epochs) save_latest(epoch);
+  if (!progress_.shows()) return;
+  std::ostringstream msg;
+  msg << "epoch " << epoch << "/" << c_.training.epochs << "  lr " << stats.lr << "  train_"
+      << to_string(c_.training.loss) << " " << stats.train_loss;
+  for (const auto& [k, v] : metrics) msg << "  " << k << " " << v;
+  if (s_.scaler) {
+    msg << "  loss_scale " << s_.scaler->scale_value() << "  skipped " << stats.skipped;
   }
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "  %.2fs", seconds);
+  msg << secs;
+  progress_.epoch_line(msg.str());
+}
 
+// One line of metrics.jsonl (rank 0).
+void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
+                            const std::map<std::string, double>& metrics, double seconds,
+                            int64_t peak) {
+  JsonObject line;
+  line.integer("epoch", epoch).num("lr", stats.lr).num("train_loss", stats.train_loss);
+  for (const auto& [k, v] : metrics) line.num(k, v);
+  line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
+  if (s_.scaler) {
+    line.integer("skipped_steps", stats.skipped).num("loss_scale", s_.scaler->scale_value());
+  }
+  if (s_.main()) {
+    metrics_log_ << line.text() << "\n";
+    metrics_log_.flush();
+  }
+}
+
+// predictions.h5: the first few samples of each test set.
+void TrainingRun::write_predictions() {
+  if (c_.data.n_predictions <= 0 || s_.tests.empty()) return;
+  torch::NoGradGuard no_grad;
+  s_.model->eval();
+  std::vector<std::pair<std::string, torch::Tensor>> sets;
+  for (const auto& e : s_.tests) {
+    const int64_t k = std::min<int64_t>(c_.data.n_predictions, e.x.size(0));
+    auto out = s_.step->forward(e.x.narrow(0, 0, k).to(s_.device));
+    if (s_.out_norm.fitted()) out = s_.out_norm.inverse_transform(out);
+    sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
+    sets.emplace_back(e.name + "/y", e.y.narrow(0, 0, k).cpu());
+    sets.emplace_back(e.name + "/pred", out.cpu());
+  }
+  std::vector<data::Attribute> attrs;
+  data::Attribute a;
+  a.name = "epochs";
+  a.number = static_cast<double>(c_.training.epochs);
+  a.is_number = true;
+  attrs.push_back(a);
+  data::Attribute cfg_attr;
+  cfg_attr.name = "config";
+  cfg_attr.text = c_.resolved_yaml;
+  attrs.push_back(cfg_attr);
+  data::write_hdf5(s_.path("predictions.h5"), sets, attrs);
+}
+
+void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
+                                Clock::time_point wall0) {
+  JsonObject summary;
+  const std::string device =
+      s_.device.is_cuda()
+          ? s_.device.str() + " (" + at::cuda::getDeviceProperties(s_.device.index())->name + ")"
+          : std::string("cpu");
+  summary.integer("n_params", count_params(*s_.model))
+      .str("precision", to_string(s_.precision))
+      .raw("metrics", metrics_json(metrics))
+      .str("device", device)
+      .integer("epochs", c_.training.epochs)
+      .integer("world_size", s_.world_size)
+      .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
+  if (!s_.best_key.empty()) summary.str("best_metric", s_.best_key).num("best", s_.best);
+  write_text_atomic(s_.path("summary.json"), summary.text() + "\n");
+}
+
+void TrainingRun::write_outputs(const std::map<std::string, double>& metrics,
+                                Clock::time_point wall0) {
+  write_predictions();
   // The model alone, as a plain state dict: torch.load + neuraloperator's
   // FNO.load_state_dict read it in Python.
-  save_tensor_dict(state_dict(*s.model), s.path("model.pt"));
+  save_tensor_dict(state_dict(*s_.model), s_.path("model.pt"));
+  write_summary(metrics, wall0);
+}
 
-  JsonObject summary;
-  summary.integer("n_params", n_params())
-      .str("precision", to_string(s.precision))
-      .raw("metrics", metrics_json(last_metrics))
-      .str("device", s.device.is_cuda() ? s.device.str() + " (" + at::cuda::getDeviceProperties(s.device.index())->name + ")"
-                                        : std::string("cpu"))
-      .integer("epochs", c.training.epochs)
-      .integer("world_size", s.world_size)
-      .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
-  if (!s.best_key.empty()) summary.str("best_metric", s.best_key).num("best", s.best);
-  write_text_atomic(s.path("summary.json"), summary.text() + "\n");
-  return last_metrics;
+}  // namespace
+
+// torchtitan's shape: train() -> train_epoch() -> train_step() (TrainStep:
+// forward, loss, backward, optimizer), with evaluation, checkpoints and the
+// outputs beside them.
+std::map<std::string, double> Trainer::train() {
+  auto& s = *s_;
+  const auto wall0 = Clock::now();
+  if (s.main()) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+  TrainingRun run(s);
+  StopSignals stop_signals;
+  run.open_logs();
+  for (int64_t epoch = s.start_epoch + 1; epoch <= s.cfg.training.epochs; ++epoch) {
+    const auto t0 = Clock::now();
+    const auto stats = run.train_epoch(epoch);
+    run.end_epoch(epoch, stats, t0);
+  }
+  if (run.last_metrics.empty() && !s.tests.empty()) run.last_metrics = run.evaluate();
+  // Rank 0 alone writes the outputs.
+  if (s.main()) run.write_outputs(run.last_metrics, wall0);
+  return run.last_metrics;
 }
 
 }  // namespace fno
