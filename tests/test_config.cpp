@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "golden.h"
 
@@ -53,15 +56,16 @@ TEST_CASE("the seed config resolves to the Darcy example's settings") {
   CHECK(cfg.scheduler.t_max == 30);
   CHECK(cfg.training.epochs == 20);
   CHECK(cfg.training.loss == fno::LossName::kH1);
-  CHECK((cfg.training.eval_losses == std::vector<fno::LossName>{fno::LossName::kH1, fno::LossName::kL2}));
+  CHECK((cfg.training.eval_losses ==
+         std::vector<fno::LossName>{fno::LossName::kH1, fno::LossName::kL2}));
   // Data paths resolve against the config file's directory.
   CHECK(cfg.data.train_file.find("configs/../data/darcy/darcy_train_16.pt") != std::string::npos);
   CHECK(cfg.resolved_yaml.find("epochs: 20") != std::string::npos);
 }
 
 TEST_CASE("--set overrides any value by its dotted path") {
-  const auto cfg = fno::parse_config(kValid, "cfg.yaml",
-                                     {"training.epochs=7", "optimizer.lr=0.5", "model.n_modes=[8]"});
+  const auto cfg = fno::parse_config(
+      kValid, "cfg.yaml", {"training.epochs=7", "optimizer.lr=0.5", "model.n_modes=[8]"});
   CHECK(cfg.training.epochs == 7);
   CHECK(cfg.optimizer.lr == 0.5);
   CHECK(cfg.model.n_modes() == std::vector<int64_t>{8});
@@ -87,31 +91,36 @@ TEST_CASE("bad configs name the file, the line and the key") {
               "cfg.yaml:3: data.batch_size: expected an integer >= 1, got -3");
   check_error("data:\n  train_file: t.pt\noptimizer:\n  lr: fast\n",
               "cfg.yaml:4: optimizer.lr: expected a number > 0, got 'fast'");
-  check_error("data:\n  train_file: t.pt\nscheduler:\n  name: warmup\n",
-              "scheduler.name: unknown value 'warmup' (expected one of: cosine, step, plateau, none)");
-  check_error("data:\n  train_file: t.pt\ntraining:\n  loss: mse\n", "training.loss: unknown value 'mse'");
+  check_error(
+      "data:\n  train_file: t.pt\nscheduler:\n  name: warmup\n",
+      "scheduler.name: unknown value 'warmup' (expected one of: cosine, step, plateau, none)");
+  check_error("data:\n  train_file: t.pt\ntraining:\n  loss: mse\n",
+              "training.loss: unknown value 'mse'");
   check_error("data:\n  train_file: t.pt\ndata2: 3\n", "data2: unknown section");
   check_error("data:\n  train_file: t.pt\n  shuffle: maybe\n",
               "cfg.yaml:3: data.shuffle: expected true or false, got 'maybe'");
   check_error("data:\n  train_file: t.pt\n  test:\n    - {path: x.pt}\n",
               "data.test[0].path: unknown key");
-  check_error("data:\n  train_file: t.pt\n  test:\n    - {n_samples: 3}\n", "data.test[0].file: missing");
+  check_error("data:\n  train_file: t.pt\n  test:\n    - {n_samples: 3}\n",
+              "data.test[0].file: missing");
   check_error("model:\n  hidden_channels: 8\n", "data.train_file: missing");
-  check_error("data:\n  train_file: t.pt\ndevice:\n  name: tpu\n", "device.name: unknown value 'tpu'");
+  check_error("data:\n  train_file: t.pt\ndevice:\n  name: tpu\n",
+              "device.name: unknown value 'tpu'");
   check_error("data: 5\n", "data: expected a mapping of keys");
   check_error("data:\n  train_file: t.pt\noffload:\n  max_inflight_mib: lots\n",
               "cfg.yaml:4: offload.max_inflight_mib: expected auto or a whole number of MiB in [1, "
               "2^30], got 'lots'");
-  check_error("data:\n  train_file: t.pt\noffload:\n  max_inflight_mib: 0\n",
-              "offload.max_inflight_mib: expected auto or a whole number of MiB in [1, 2^30], got '0'");
+  check_error(
+      "data:\n  train_file: t.pt\noffload:\n  max_inflight_mib: 0\n",
+      "offload.max_inflight_mib: expected auto or a whole number of MiB in [1, 2^30], got '0'");
 }
 
 TEST_CASE("offload.max_inflight_mib is auto (0) by default, or a number of MiB") {
   CHECK(fno::parse_config(kValid, "cfg.yaml").offload.max_inflight_mib == 0);
-  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=2048"}).offload.max_inflight_mib ==
-        2048);
-  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=auto"}).offload.max_inflight_mib ==
-        0);
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=2048"})
+            .offload.max_inflight_mib == 2048);
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.max_inflight_mib=auto"})
+            .offload.max_inflight_mib == 0);
   CHECK(fno::parse_inflight_mib("16384") == 16384);
   for (const std::string bad : {"", "1.5", "-3", "12MiB", "2000000000"}) {
     INFO("text '", bad, "'");
@@ -121,7 +130,8 @@ TEST_CASE("offload.max_inflight_mib is auto (0) by default, or a number of MiB")
 
 TEST_CASE("errors quoting user input stay on one line") {
   // Found by fuzz_config: yaml-cpp quotes the offending character, a line break included.
-  const std::string seed = std::string(FNO_SOURCE_DIR) + "/tests/fuzz/seeds/config/regression-yaml-escape.yaml";
+  const std::string seed =
+      std::string(FNO_SOURCE_DIR) + "/tests/fuzz/seeds/config/regression-yaml-escape.yaml";
   try {
     fno::load_config(seed);
     FAIL("no error for ", seed);
@@ -132,7 +142,8 @@ TEST_CASE("errors quoting user input stay on one line") {
     CHECK(msg.find('\n') == std::string::npos);
   }
   check_error("? [a, b]\n: 3\n", "keys must be plain names");
-  check_error("data:\n  train_file: t.pt\n  shuffle: \"yes\\nno\"\n", "data.shuffle: expected true or false");
+  check_error("data:\n  train_file: t.pt\n  shuffle: \"yes\\nno\"\n",
+              "data.shuffle: expected true or false");
   CHECK(fno::one_line("a\nb\tc\x01") == "a\\nb\\tc\\x01");
 }
 
@@ -141,15 +152,16 @@ TEST_CASE("bad --set overrides are named as such") {
   check_error(kValid, "--set training.epoch=3: training.epoch: unknown key", {"training.epoch=3"});
   check_error(kValid, "--set training.epochs=-1: training.epochs: expected an integer >= 1, got -1",
               {"training.epochs=-1"});
-  check_error(kValid, "--set model.n_modes=[8, x]: model.n_modes: expected an integer", {"model.n_modes=[8, x]"});
+  check_error(kValid, "--set model.n_modes=[8, x]: model.n_modes: expected an integer",
+              {"model.n_modes=[8, x]"});
 }
 
 TEST_CASE("a missing file or a directory as the config is a clear error") {
   CHECK_THROWS_WITH_AS(fno::load_config("/nonexistent/cfg.yaml"),
                        doctest::Contains("/nonexistent/cfg.yaml: cannot read the config file"),
                        fno::ConfigError);
-  CHECK_THROWS_WITH_AS(fno::load_config(FNO_TEST_OUT_DIR), doctest::Contains("cannot read the config file"),
-                       fno::ConfigError);
+  CHECK_THROWS_WITH_AS(fno::load_config(FNO_TEST_OUT_DIR),
+                       doctest::Contains("cannot read the config file"), fno::ConfigError);
 }
 
 TEST_CASE("configs/README.md documents the schema fno_train uses") {
@@ -157,4 +169,156 @@ TEST_CASE("configs/README.md documents the schema fno_train uses") {
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK_MESSAGE(doc.find(fno::config_schema_markdown()) != std::string::npos,
                 "configs/README.md is out of date: paste the output of fno_train --print-schema");
+}
+
+TEST_CASE("every key of the schema is documented") {
+  const auto keys = fno::config_keys();
+  std::set<std::string> seen;
+  int test_entry_keys = 0;
+  for (const auto& [key, doc] : keys) {
+    INFO("key ", key);
+    CHECK(seen.insert(key).second);  // each key once
+    CHECK(doc.find_first_not_of(" \t") != std::string::npos);
+    test_entry_keys += key.rfind("data.test[].", 0) == 0;
+  }
+  CHECK(test_entry_keys == 4);  // file, name, n_samples, batch_size
+  // Every key has its row in the generated reference.
+  const auto markdown = fno::config_schema_markdown();
+  for (const auto& [key, doc] : keys) {
+    const auto name = key.rfind("data.test[].", 0) == 0 ? key.substr(12) : key;
+    INFO("key ", key);
+    CHECK(markdown.find("| `" + name + "` |") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Every field of a RunConfig but the resolved YAML, one per line.
+std::string dump(const fno::RunConfig& c) {
+  std::ostringstream s;
+  const auto list = [&](const auto& v) {
+    for (const auto& x : v) s << x << ',';
+    s << '\n';
+  };
+  const auto& m = c.model;
+  list(m.n_modes());
+  s << m.in_channels() << ' ' << m.out_channels() << ' ' << m.hidden_channels() << ' '
+    << m.n_layers() << ' ' << m.lifting_channel_ratio() << ' ' << m.projection_channel_ratio()
+    << ' ' << m.positional_embedding() << ' ' << m.channel_mlp_expansion() << '\n';
+  list(m.domain_padding());
+  const auto& d = c.data;
+  s << d.train_file << ' ' << d.n_train << ' ' << d.batch_size << ' ' << d.shuffle << ' '
+    << d.subsample << " x_key=" << d.x_key << " y_key=" << d.y_key << ' ' << d.encode_input << ' '
+    << d.encode_output << ' ' << d.n_predictions << '\n';
+  for (const auto& t : d.tests) {
+    s << "test " << t.file << " name=" << t.name << ' ' << t.n_samples << ' ' << t.batch_size
+      << '\n';
+  }
+  const auto& o = c.optimizer;
+  s << static_cast<int>(o.name) << ' ' << o.lr << ' ' << o.weight_decay << ' ' << o.beta1 << ' '
+    << o.beta2 << ' ' << o.eps << '\n';
+  const auto& sc = c.scheduler;
+  s << static_cast<int>(sc.name) << ' ' << sc.t_max << ' ' << sc.eta_min << ' ' << sc.step_size
+    << ' ' << sc.gamma << ' ' << sc.plateau_factor << ' ' << sc.plateau_patience << '\n';
+  const auto& t = c.training;
+  s << t.epochs << ' ' << static_cast<int>(t.loss) << ' ' << t.checkpoint_every << ' '
+    << t.eval_every << ' ' << t.seed << ' ' << static_cast<int>(t.precision) << " eval ";
+  for (const auto l : t.eval_losses) s << static_cast<int>(l) << ',';
+  s << '\n' << c.device.name << ' ' << c.output.dir << ' ' << static_cast<int>(c.output.progress);
+  const auto& f = c.offload;
+  s << '\n'
+    << f.policy.text << ' ' << static_cast<int>(f.policy.kind) << ' ' << f.policy.blocks << ' '
+    << f.gpu_memory_limit << ' ' << f.host_memory_limit << ' ' << f.chunks << ' ' << f.micro_batches
+    << ' ' << f.min_bytes << ' ' << f.prefetch_depth << ' ' << f.max_inflight_mib << ' '
+    << f.max_prefetch_mib << ' ' << f.timeline << ' ' << static_cast<int>(f.compress)
+    << " plan_cache=" << f.plan_cache << '\n';
+  const auto& g = c.distributed;
+  s << static_cast<int>(g.backend) << ' ' << g.timeout_s << ' ' << g.bucket_mib << '\n';
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("every key of the schema reaches the typed settings") {
+  // Values other than kValid's (or the default) for every key; a key with a
+  // single allowed value has none. A new key needs its line here.
+  const std::multimap<std::string, std::string> other = {
+      {"model.n_modes", "[8, 8]"},
+      {"model.in_channels", "2"},
+      {"model.out_channels", "2"},
+      {"model.hidden_channels", "16"},
+      {"model.n_layers", "2"},
+      {"model.lifting_channel_ratio", "1"},
+      {"model.projection_channel_ratio", "3"},
+      {"model.positional_embedding", "false"},
+      {"model.channel_mlp_expansion", "1"},
+      {"model.domain_padding", "[0.1]"},
+      {"data.train_file", "other.pt"},
+      {"data.n_train", "10"},
+      {"data.batch_size", "4"},
+      {"data.shuffle", "false"},
+      {"data.subsample", "2"},
+      {"data.x_key", "a"},
+      {"data.y_key", "b"},
+      {"data.encode_input", "true"},
+      {"data.encode_output", "false"},
+      {"data.test", "[{file: other.pt}]"},
+      {"data.n_predictions", "0"},
+      {"optimizer.name", ""},  // adamw only
+      {"optimizer.lr", "0.5"},
+      {"optimizer.weight_decay", "0.1"},
+      {"optimizer.betas", "[0.8, 0.999]"},
+      {"optimizer.betas", "[0.9, 0.99]"},
+      {"optimizer.eps", "1.0e-8"},
+      {"scheduler.name", "step"},
+      {"scheduler.T_max", "10"},
+      {"scheduler.eta_min", "0.1"},
+      {"scheduler.step_size", "5"},
+      {"scheduler.gamma", "0.1"},
+      {"scheduler.factor", "0.1"},
+      {"scheduler.patience", "2"},
+      {"training.epochs", "4"},
+      {"training.loss", "l2"},
+      {"training.eval_losses", "[l2]"},
+      {"training.eval_every", "2"},
+      {"training.checkpoint_every", "2"},
+      {"training.seed", "1"},
+      {"training.precision", "bf16"},
+      {"device.name", "cpu"},
+      {"distributed.backend", "gloo"},
+      {"distributed.timeout_s", "10"},
+      {"distributed.bucket_mib", "8"},
+      {"offload.policy", "all"},
+      {"offload.gpu_memory_limit", "8GiB"},
+      {"offload.chunks", "2"},
+      {"offload.micro_batches", "2"},
+      {"offload.min_bytes", "0"},
+      {"offload.prefetch_depth", "2"},
+      {"offload.max_inflight_mib", "2048"},
+      {"offload.max_prefetch_mib", "1024"},
+      {"offload.host_memory_limit", "1GiB"},
+      {"offload.timeline", "false"},
+      {"offload.compress", "bf16"},
+      {"offload.plan_cache", "none"},
+      {"output.dir", "elsewhere"},
+      {"output.progress", "plain"},
+      // Each key of a data.test entry (kValid's set is {file: test16.pt}).
+      {"data.test[].file", "[{file: other.pt}]"},
+      {"data.test[].name", "[{file: test16.pt, name: x}]"},
+      {"data.test[].n_samples", "[{file: test16.pt, n_samples: 3}]"},
+      {"data.test[].batch_size", "[{file: test16.pt, batch_size: 7}]"},
+  };
+  const auto base = dump(fno::parse_config(kValid, "cfg.yaml"));
+  for (const auto& [key, doc] : fno::config_keys()) {
+    INFO("key ", key);
+    const auto [first, last] = other.equal_range(key);
+    REQUIRE_MESSAGE(first != last, "no other value for ", key, " in this test");
+    for (auto it = first; it != last; ++it) {
+      if (it->second.empty()) continue;
+      const bool entry = key.rfind("data.test[].", 0) == 0;
+      const auto set = (entry ? std::string("data.test") : key) + "=" + it->second;
+      INFO("--set ", set);
+      CHECK(dump(fno::parse_config(kValid, "cfg.yaml", {set})) != base);
+    }
+  }
 }

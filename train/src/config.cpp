@@ -772,9 +772,12 @@ RunConfig load_config(const std::string& path, const std::vector<std::string>& o
 
 std::vector<std::pair<std::string, std::string>> config_keys() {
   std::vector<std::pair<std::string, std::string>> keys;
-  for (const auto& e : schema()) keys.emplace_back(e.key, e.doc);
-  for (const auto& e : test_entries())
-    keys.emplace_back(std::string("data.test[].") + e.key, e.doc);
+  // A missing doc (nullptr) reads as empty: the tests then name the key.
+  const auto doc = [](const Entry& e) { return std::string(e.doc != nullptr ? e.doc : ""); };
+  for (const auto& e : schema()) keys.emplace_back(e.key, doc(e));
+  for (const auto& e : test_entries()) {
+    keys.emplace_back(std::string("data.test[].") + e.key, doc(e));
+  }
   return keys;
 }
 
