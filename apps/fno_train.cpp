@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
+  // The shortcut flags become --set overrides, so that config.yaml records them;
+  // the config parser parses them (once, into the typed settings). Here they
+  // are only checked, for an error that names the flag.
   if (app.count("--offload") > 0) {
     if (offload_policy.empty()) offload_policy = "all";
     try {
