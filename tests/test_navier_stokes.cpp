@@ -228,6 +228,8 @@ TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
   refused(small(out).subsample(3), "subsample 3 does not divide resolution = 16");
   refused(small(out).forcing("kolmogorov"), "forcing must be paper or none, got 'kolmogorov'");
   refused(small(out).test_samples(3), "test_samples must be in [0, samples - 1]");
+  refused(small(out).samples(1000000000).resolution(4096).t_final(100),
+          "bytes of records, over 2^62: fewer samples, records or grid points");
   // An initial file of the wrong shape, or too few samples, or none.
   const auto init = out_path("ns_init_bad.h5");
   fno::data::write_hdf5(init, {{"w0", torch::zeros({3, 8, 8})}});

@@ -24,10 +24,6 @@ namespace {
 using gen::kPi;
 /// Bumped whenever the same options would give different data.
 constexpr int kGeneratorVersion = 1;
-/// At most this many samples: with resolution <= 16385 the datasets' byte
-/// counts stay far inside 64 bits (HDF5 crashes on datasets whose size
-/// overflows; 2^52 samples at 64 x 64 did).
-constexpr int64_t kMaxSamples = 1000000000;
 
 // x: [B, R, R] -> x[:, ::k, ::k]
 torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
@@ -331,12 +327,7 @@ torch::Tensor darcy_residual(const torch::Tensor& a, const torch::Tensor& u,
 void validate_darcy_options(const DarcyGenOptions& o) {
   TORCH_CHECK_VALUE(o.resolution() >= 3, "resolution must be >= 3, got ", o.resolution());
   TORCH_CHECK_VALUE(o.resolution() <= 16385, "resolution must be <= 16385, got ", o.resolution());
-  TORCH_CHECK_VALUE(o.samples() >= 1, "samples must be >= 1, got ", o.samples());
-  TORCH_CHECK_VALUE(o.samples() <= kMaxSamples, "samples must be <= ", kMaxSamples, ", got ",
-                    o.samples());
-  TORCH_CHECK_VALUE(o.test_samples() >= 0 && o.test_samples() < o.samples(),
-                    "test_samples must be in [0, samples - 1] = [0, ", o.samples() - 1, "], got ",
-                    o.test_samples());
+  gen::check_sample_counts(o.samples(), o.test_samples());
   TORCH_CHECK_VALUE(o.subsample() >= 1, "subsample must be >= 1, got ", o.subsample());
   TORCH_CHECK_VALUE((o.resolution() - 1) % o.subsample() == 0, "subsample ", o.subsample(),
                     " does not divide resolution - 1 = ", o.resolution() - 1,
@@ -353,10 +344,7 @@ void validate_darcy_options(const DarcyGenOptions& o) {
                     o.tolerance());
   TORCH_CHECK_VALUE(o.max_iterations() >= 1, "max_iterations must be >= 1, got ",
                     o.max_iterations());
-  TORCH_CHECK_VALUE(o.batch_size() >= 0, "batch_size must be >= 0 (0: automatic), got ",
-                    o.batch_size());
-  gen::check_output_paths(o.out(), darcy_output_paths(o));
-  gen::resolve_device(o.device());
+  gen::check_batch_out_device(o.batch_size(), o.out(), darcy_output_paths(o), o.device());
 }
 
 std::vector<std::string> darcy_output_paths(const DarcyGenOptions& o) {
@@ -431,20 +419,16 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
   using gen::text_attr;
   output.commit([&](size_t p) {
     const gen::GenOutput::Part& part = output.parts()[p];
-    return std::vector<Attribute>{
+    std::vector<Attribute> attrs{
         text_attr("generator", "fno_datagen: Darcy flow of Li et al. 2020 (FNO), appendix A.3.2"),
         number_attr("generator_version", kGeneratorVersion),
         text_attr("equation", "-div(a grad u) = f on (0,1)^2, u = 0 on the boundary"),
         text_attr("layout", "coeff, sol: (sample, i, j) at (x_i, y_j), boundary nodes included"),
-        number_attr("resolution", static_cast<double>(r)),
-        number_attr("subsample", static_cast<double>(k)),
-        number_attr("stored_resolution", static_cast<double>(stored)),
-        number_attr("seed", static_cast<double>(o.seed())),
-        text_attr("seed_text", std::to_string(o.seed())),
-        text_attr("split", part.split),
-        number_attr("samples", static_cast<double>(part.count)),
-        number_attr("first_sample", static_cast<double>(part.first)),
-        number_attr("total_samples", static_cast<double>(total)),
+    };
+    gen::append(attrs, gen::grid_attrs(r, k, stored));
+    gen::append(attrs, gen::seed_attrs(o.seed()));
+    gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
+    gen::append(attrs, {
         text_attr("grf",
                   "g = sum_(k != 0) tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2) xi_k phi_k, "
                   "phi_k zero-Neumann cosines, k in [0, R-1]^2 (GRF.m), at the nodes"),
@@ -462,7 +446,8 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
         number_attr("max_cg_iterations", static_cast<double>(stats[p].max_iterations)),
         text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
         text_attr("command_line", o.command_line()),
-    };
+    });
+    return attrs;
   });
   for (const auto& s : stats) {
     summary.max_residual = std::max(summary.max_residual, s.max_residual);

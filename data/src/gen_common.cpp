@@ -110,6 +110,42 @@ void check_output_paths(const std::string& out, const std::vector<std::string>& 
   }
 }
 
+void check_sample_counts(int64_t samples, int64_t test_samples) {
+  TORCH_CHECK_VALUE(samples >= 1, "samples must be >= 1, got ", samples);
+  TORCH_CHECK_VALUE(samples <= kMaxSamples, "samples must be <= ", kMaxSamples, ", got ", samples);
+  TORCH_CHECK_VALUE(test_samples >= 0 && test_samples < samples,
+                    "test_samples must be in [0, samples - 1] = [0, ", samples - 1, "], got ",
+                    test_samples);
+}
+
+void check_batch_out_device(int64_t batch_size, const std::string& out,
+                            const std::vector<std::string>& paths, const std::string& device) {
+  TORCH_CHECK_VALUE(batch_size >= 0, "batch_size must be >= 0 (0: automatic), got ", batch_size);
+  check_output_paths(out, paths);
+  resolve_device(device);
+}
+
+std::vector<Attribute> grid_attrs(int64_t resolution, int64_t subsample, int64_t stored) {
+  return {number_attr("resolution", static_cast<double>(resolution)),
+          number_attr("subsample", static_cast<double>(subsample)),
+          number_attr("stored_resolution", static_cast<double>(stored))};
+}
+
+std::vector<Attribute> seed_attrs(uint64_t seed) {
+  return {number_attr("seed", static_cast<double>(seed)), text_attr("seed_text", std::to_string(seed))};
+}
+
+std::vector<Attribute> split_attrs(const std::string& split, int64_t count, int64_t first,
+                                   int64_t total) {
+  return {text_attr("split", split), number_attr("samples", static_cast<double>(count)),
+          number_attr("first_sample", static_cast<double>(first)),
+          number_attr("total_samples", static_cast<double>(total))};
+}
+
+void append(std::vector<Attribute>& attrs, const std::vector<Attribute>& more) {
+  attrs.insert(attrs.end(), more.begin(), more.end());
+}
+
 void check_stop(const DarcyGenHooks& hooks, int64_t done, int64_t total) {
   if (!hooks.stop_requested) return;
   if (const int sig = hooks.stop_requested()) {

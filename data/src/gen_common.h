@@ -22,6 +22,12 @@ namespace fno::data::gen {
 
 constexpr double kPi = 3.14159265358979323846;
 
+/// At most this many samples a run. With each generator's grid limits the
+/// datasets' byte counts stay far inside 64 bits (HDF5 crashes on datasets
+/// whose size overflows; 2^52 Darcy samples at 64 x 64 did); Navier-Stokes
+/// checks its records' bytes too.
+constexpr int64_t kMaxSamples = 1000000000;
+
 uint64_t splitmix64(uint64_t x);
 
 /// Standard normal numbers of sample `index` under `seed`, from an mt19937_64
@@ -52,6 +58,25 @@ std::vector<std::string> output_paths(const std::string& out, int64_t test_sampl
 
 /// Throws c10::ValueError when out is empty or one of `paths` is a directory.
 void check_output_paths(const std::string& out, const std::vector<std::string>& paths);
+
+/// The checks every generator makes, in its order: the sample counts first
+/// (samples in [1, kMaxSamples], test_samples in [0, samples - 1]) ...
+void check_sample_counts(int64_t samples, int64_t test_samples);
+/// ... and last the batch size (>= 0), the output files and the device. Each
+/// throws c10::ValueError naming the option and its value.
+void check_batch_out_device(int64_t batch_size, const std::string& out,
+                            const std::vector<std::string>& paths, const std::string& device);
+
+/// The root attributes every generator writes about its grid: resolution,
+/// subsample, stored_resolution.
+std::vector<Attribute> grid_attrs(int64_t resolution, int64_t subsample, int64_t stored);
+/// ... about its seed: seed (a number) and seed_text (exact).
+std::vector<Attribute> seed_attrs(uint64_t seed);
+/// ... and about the file's share of the run: split, samples, first_sample, total_samples.
+std::vector<Attribute> split_attrs(const std::string& split, int64_t count, int64_t first,
+                                   int64_t total);
+/// Appends `more` to `attrs`.
+void append(std::vector<Attribute>& attrs, const std::vector<Attribute>& more);
 
 /// Throws DatagenInterrupted when hooks.stop_requested answers a signal.
 void check_stop(const DarcyGenHooks& hooks, int64_t done, int64_t total);

@@ -25,7 +25,6 @@ namespace {
 using gen::kPi;
 /// Bumped whenever the same options would give different data.
 constexpr int kGeneratorVersion = 1;
-constexpr int64_t kMaxSamples = 1000000000;
 constexpr int64_t kMaxResolution = 4096;
 /// At most this many records (the datasets' chunks hold one sample each).
 constexpr int64_t kMaxRecords = 100000;
@@ -191,16 +190,15 @@ torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double v
   return out;
 }
 
-void validate_navier_stokes_options(const NavierStokesGenOptions& o) {
+namespace {
+
+// Every check but the initial file's.
+void check_options(const NavierStokesGenOptions& o) {
   TORCH_CHECK_VALUE(o.resolution() >= 8 && o.resolution() <= kMaxResolution &&
                         o.resolution() % 2 == 0,
                     "resolution must be even and in [8, ", kMaxResolution, "], got ",
                     o.resolution());
-  TORCH_CHECK_VALUE(o.samples() >= 1 && o.samples() <= kMaxSamples, "samples must be in [1, ",
-                    kMaxSamples, "], got ", o.samples());
-  TORCH_CHECK_VALUE(o.test_samples() >= 0 && o.test_samples() < o.samples(),
-                    "test_samples must be in [0, samples - 1] = [0, ", o.samples() - 1, "], got ",
-                    o.test_samples());
+  gen::check_sample_counts(o.samples(), o.test_samples());
   TORCH_CHECK_VALUE(o.subsample() >= 1 && o.resolution() % o.subsample() == 0, "subsample ",
                     o.subsample(), " does not divide resolution = ", o.resolution(),
                     " (the periodic grid must stay uniform)");
@@ -223,10 +221,21 @@ void validate_navier_stokes_options(const NavierStokesGenOptions& o) {
   TORCH_CHECK_VALUE(std::isfinite(o.alpha()) && o.alpha() > 0, "alpha must be > 0, got ",
                     o.alpha());
   TORCH_CHECK_VALUE(std::isfinite(o.tau()) && o.tau() > 0, "tau must be > 0, got ", o.tau());
-  TORCH_CHECK_VALUE(o.batch_size() >= 0, "batch_size must be >= 0 (0: automatic), got ",
-                    o.batch_size());
-  gen::check_output_paths(o.out(), navier_stokes_output_paths(o));
-  gen::resolve_device(o.device());
+  {
+    // The records' bytes, samples x R'^2 x T x 4, must stay inside 64 bits (HDF5).
+    const double stored = static_cast<double>(o.resolution() / o.subsample());
+    const double bytes = static_cast<double>(o.samples()) * stored * stored *
+                         std::round(o.t_final() / o.record_every()) * 4.0;
+    TORCH_CHECK_VALUE(bytes < 0x1p62, "samples x stored grid x records is ", bytes,
+                      " bytes of records, over 2^62: fewer samples, records or grid points");
+  }
+  gen::check_batch_out_device(o.batch_size(), o.out(), navier_stokes_output_paths(o), o.device());
+}
+
+}  // namespace
+
+void validate_navier_stokes_options(const NavierStokesGenOptions& o) {
+  check_options(o);
   if (!o.initial().empty()) load_initial(o);
 }
 
@@ -240,7 +249,9 @@ std::vector<std::string> navier_stokes_output_paths(const NavierStokesGenOptions
 
 DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                                        const DarcyGenHooks& hooks) {
-  validate_navier_stokes_options(o);
+  check_options(o);
+  // (read once: load_initial checks it as validate_navier_stokes_options does)
+  const torch::Tensor initial = o.initial().empty() ? torch::Tensor() : load_initial(o);
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   const torch::Device device = gen::resolve_device(o.device());
@@ -249,7 +260,6 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   const int64_t k = o.subsample();
   const int64_t stored = r / k;
   const int64_t total = o.samples();
-  const torch::Tensor initial = o.initial().empty() ? torch::Tensor() : load_initial(o);
   const torch::Tensor forcing =
       o.forcing() == "paper" ? ns_paper_forcing(r, torch::TensorOptions().device(device))
                              : torch::Tensor();
@@ -276,25 +286,23 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       w0 = torch::stack(fields);
     }
     w0 = w0.to(device);
-    const auto on_record = [&](int64_t rec) {
-      gen::check_stop(hooks, start, total);
-      if (hooks.progress) hooks.progress(start * records + (rec + 1) * b, units);
+    // Samples [first, first + count) solved together: after each record, the
+    // stop request and the progress in records.
+    const auto solve = [&](int64_t first, int64_t count) {
+      return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
+                      steps_per_record, records, [&](int64_t rec) {
+                        gen::check_stop(hooks, first, total);
+                        if (hooks.progress) hooks.progress(first * records + (rec + 1) * count, units);
+                      });
     };
     torch::Tensor u;
     if (device.is_cpu()) {
       // One sample at a time: its numbers are then its own whatever the batch.
       std::vector<torch::Tensor> us;
-      for (int64_t i = 0; i < b; ++i) {
-        us.push_back(ns_solve(w0.narrow(0, i, 1), forcing, o.viscosity(), o.dt(),
-                              steps_per_record, records, [&](int64_t rec) {
-                                gen::check_stop(hooks, start + i, total);
-                                if (hooks.progress)
-                                  hooks.progress((start + i) * records + rec + 1, units);
-                              }));
-      }
+      for (int64_t i = 0; i < b; ++i) us.push_back(solve(start + i, 1));
       u = torch::cat(us);
     } else {
-      u = ns_solve(w0, forcing, o.viscosity(), o.dt(), steps_per_record, records, on_record);
+      u = solve(start, b);
     }
     const torch::Tensor a32 = every_kth(w0, k).to(torch::kCPU, torch::kFloat);
     const torch::Tensor u32 = every_kth(u, k).to(torch::kCPU, torch::kFloat);
@@ -335,24 +343,18 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                   "pseudo-spectral, float64, real half spectrum; 2/3-rule dealiasing of "
                   "u.grad(w); Crank-Nicolson diffusion, explicit Euler advection and forcing "
                   "(the paper's ns_2d.py)"),
-        number_attr("resolution", static_cast<double>(r)),
-        number_attr("subsample", static_cast<double>(k)),
-        number_attr("stored_resolution", static_cast<double>(stored)),
-        text_attr("split", part.split),
-        number_attr("samples", static_cast<double>(part.count)),
-        number_attr("first_sample", static_cast<double>(part.first)),
-        number_attr("total_samples", static_cast<double>(total)),
-        text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
-        text_attr("command_line", o.command_line()),
     };
+    gen::append(attrs, gen::grid_attrs(r, k, stored));
+    gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
+    attrs.push_back(text_attr("device", device.is_cuda() ? "cuda" : "cpu"));
+    attrs.push_back(text_attr("command_line", o.command_line()));
     if (o.initial().empty()) {
       attrs.push_back(text_attr(
           "initial", "Gaussian random field: Re ifft2(sqrt(2) tau^(alpha-1) (4 pi^2 |k|^2 + "
                      "tau^2)^(-alpha/2) (z1 + i z2)), zero mean (the paper's GaussianRF)"));
       attrs.push_back(number_attr("alpha", o.alpha()));
       attrs.push_back(number_attr("tau", o.tau()));
-      attrs.push_back(number_attr("seed", static_cast<double>(o.seed())));
-      attrs.push_back(text_attr("seed_text", std::to_string(o.seed())));
+      gen::append(attrs, gen::seed_attrs(o.seed()));
     } else {
       attrs.push_back(text_attr("initial", "w0 of " + o.initial()));
     }

@@ -23,9 +23,7 @@ namespace {
 using gen::kPi;
 /// Bumped whenever the same options would give different data.
 constexpr int kGeneratorVersion = 1;
-/// At most this many samples and points per side: the datasets' byte counts
-/// stay inside 64 bits (10^9 x 1024^3 x 4 bytes < 2^62).
-constexpr int64_t kMaxSamples = 1000000000;
+/// Points per side at most: 10^9 samples x 1024^3 x 4 bytes < 2^62.
 constexpr int64_t kMaxResolution = 1024;
 
 const std::vector<int64_t> kSpatialDims{1, 2, 3};
@@ -155,12 +153,7 @@ void validate_poisson3d_options(const Poisson3dGenOptions& o) {
   TORCH_CHECK_VALUE(o.resolution() >= 4, "resolution must be >= 4, got ", o.resolution());
   TORCH_CHECK_VALUE(o.resolution() <= kMaxResolution, "resolution must be <= ", kMaxResolution,
                     ", got ", o.resolution());
-  TORCH_CHECK_VALUE(o.samples() >= 1, "samples must be >= 1, got ", o.samples());
-  TORCH_CHECK_VALUE(o.samples() <= kMaxSamples, "samples must be <= ", kMaxSamples, ", got ",
-                    o.samples());
-  TORCH_CHECK_VALUE(o.test_samples() >= 0 && o.test_samples() < o.samples(),
-                    "test_samples must be in [0, samples - 1] = [0, ", o.samples() - 1, "], got ",
-                    o.test_samples());
+  gen::check_sample_counts(o.samples(), o.test_samples());
   TORCH_CHECK_VALUE(o.subsample() >= 1, "subsample must be >= 1, got ", o.subsample());
   TORCH_CHECK_VALUE(o.resolution() % o.subsample() == 0, "subsample ", o.subsample(),
                     " does not divide resolution = ", o.resolution(),
@@ -168,10 +161,7 @@ void validate_poisson3d_options(const Poisson3dGenOptions& o) {
   TORCH_CHECK_VALUE(std::isfinite(o.alpha()) && o.alpha() > 0, "alpha must be > 0, got ",
                     o.alpha());
   TORCH_CHECK_VALUE(std::isfinite(o.tau()) && o.tau() > 0, "tau must be > 0, got ", o.tau());
-  TORCH_CHECK_VALUE(o.batch_size() >= 0, "batch_size must be >= 0 (0: automatic), got ",
-                    o.batch_size());
-  gen::check_output_paths(o.out(), poisson3d_output_paths(o));
-  gen::resolve_device(o.device());
+  gen::check_batch_out_device(o.batch_size(), o.out(), poisson3d_output_paths(o), o.device());
 }
 
 std::vector<std::string> poisson3d_output_paths(const Poisson3dGenOptions& o) {
@@ -236,7 +226,7 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
   using gen::text_attr;
   output.commit([&](size_t p) {
     const gen::GenOutput::Part& part = output.parts()[p];
-    return std::vector<Attribute>{
+    std::vector<Attribute> attrs{
         text_attr("generator",
                   "fno_datagen --problem poisson3d: periodic 3D Poisson equation "
                   "with a Gaussian random source"),
@@ -246,15 +236,11 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
                   "-Laplace(u) = f on the periodic unit cube [0,1)^3, f and u with zero mean"),
         text_attr("layout",
                   "coeff = f, sol = u: (sample, i, j, l) at (x_i, y_j, z_l) = (i, j, l) / R"),
-        number_attr("resolution", static_cast<double>(r)),
-        number_attr("subsample", static_cast<double>(k)),
-        number_attr("stored_resolution", static_cast<double>(stored)),
-        number_attr("seed", static_cast<double>(o.seed())),
-        text_attr("seed_text", std::to_string(o.seed())),
-        text_attr("split", part.split),
-        number_attr("samples", static_cast<double>(part.count)),
-        number_attr("first_sample", static_cast<double>(part.first)),
-        number_attr("total_samples", static_cast<double>(total)),
+    };
+    gen::append(attrs, gen::grid_attrs(r, k, stored));
+    gen::append(attrs, gen::seed_attrs(o.seed()));
+    gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
+    gen::append(attrs, {
         text_attr("grf",
                   "f = sum_(k != 0) tau^(alpha-3/2) (4 pi^2 |k|^2 + tau^2)^(-alpha/2) zeta_k "
                   "exp(2 pi i k.x), zeta the orthonormal FFT of white noise at the grid points, "
@@ -266,7 +252,8 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
         number_attr("max_residual", max_residual[p]),
         text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
         text_attr("command_line", o.command_line()),
-    };
+    });
+    return attrs;
   });
   for (double m : max_residual) summary.max_residual = std::max(summary.max_residual, m);
   summary.files = paths;
