@@ -54,6 +54,8 @@
 #   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
+#   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
+#                at 1024^2 (none, fp32/bf16) and 2048^2 (none, auto under 2 GiB), batch 8
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -664,6 +666,24 @@ run_suite() {
         grep -o '"peak_gpu_bytes": [0-9]*' "$d/$name/metrics.jsonl" | tr '\n' ' ' | tee -a "$summary"
         echo | tee -a "$summary"
       done
+      ;;
+    mlp)
+      # the fused channel MLP (lifting, projection): its GPU tests, then fno_bench with it
+      # (FNO_FUSED_MLP=1) and without (0) in this call: none at 1024^2 b8 (fp32, bf16),
+      # none and auto under 2 GiB at 2048^2 b8
+      timeout 300 "$build/tests/fno_gpu_tests" -tc='*channel MLP*' > "$out/gpu_tests_mlp.log" 2>&1
+      say "mlp tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/gpu_tests_mlp.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests_mlp.log" | head -60
+      for m in 0 1; do
+        export FNO_FUSED_MLP=$m
+        ooc_row mlp${m}_1024_none --resolutions 1024 --batches 8 --policies none \
+          --precision fp32,bf16
+        ooc_row mlp${m}_2048_none --resolutions 2048 --batches 8 --policies none
+        ooc_row mlp${m}_2048_auto2 --resolutions 2048 --batches 8 --policies auto \
+          --gpu-memory-limit 2GiB
+      done
+      unset FNO_FUSED_MLP
       ;;
     *) say "unknown suite $1" ;;
   esac

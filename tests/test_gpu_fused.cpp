@@ -390,3 +390,80 @@ TEST_CASE("fused block tail, tiled step: next-block input and recomputing backwa
   }
   CHECK_FALSE(at::globalContext().allowTF32CuBLAS());
 }
+
+namespace {
+
+struct MlpResult {
+  torch::Tensor y;
+  std::vector<torch::Tensor> grads;  // x, w1, b1, w2, b2
+};
+
+// y = channel_mlp2(x) in x's dtype and the gradients of sum(y * dy), with the
+// fused kernels on or off; the parameters are fp32 masters [Cout, Cin, 1] and [C].
+MlpResult run_mlp(const torch::Tensor& x0, const std::vector<torch::Tensor>& p,
+                  const torch::Tensor& dy, bool gelu_input, bool fused) {
+  const fno::FusedKernelsGuard guard(fused);
+  const auto x = x0.detach().requires_grad_();
+  auto y = fno::channel_mlp2(x, p[0], p[1], p[2], p[3], gelu_input);
+  std::vector<torch::Tensor> inputs{x};
+  inputs.insert(inputs.end(), p.begin(), p.end());
+  return {y.detach(), torch::autograd::grad({y}, inputs, {dy.to(y.scalar_type())})};
+}
+
+}  // namespace
+
+TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibTorch path") {
+  REQUIRE(fno::fused_kernels_compiled());
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  const char* names[] = {"x", "w1", "b1", "w2", "b2"};
+  torch::manual_seed(26);
+  // {B, Cin, Cmid, Cout, grid}: the 2D and 3D liftings, the projection (one
+  // grid long enough for backward's per-entry chunks: over 2^20 points), and a
+  // shape without a kernel (the LibTorch path, said once).
+  const std::vector<std::vector<int64_t>> shapes{
+      {3, 3, 64, 32, 37, 29}, {2, 4, 64, 32, 9, 10, 11}, {2, 32, 64, 1, 1100, 1000},
+      {2, 5, 16, 8, 20, 21}};
+  for (const auto& sh : shapes) {
+    const int64_t b = sh[0], cin = sh[1], cm = sh[2], cout = sh[3];
+    std::vector<int64_t> shape{b, cin};
+    shape.insert(shape.end(), sh.begin() + 4, sh.end());
+    const auto u = [&](std::vector<int64_t> s, double bound) {
+      return (torch::rand(s, o) * 2 - 1).mul_(bound).requires_grad_();
+    };
+    const std::vector<torch::Tensor> p{u({cm, cin, 1}, 1 / std::sqrt(double(cin))),
+                                       u({cm}, 0.5), u({cout, cm, 1}, 1 / std::sqrt(double(cm))),
+                                       u({cout}, 0.5)};
+    auto yshape = shape;
+    yshape[1] = cout;
+    const auto x = torch::randn(shape, o), dy = torch::randn(yshape, o);
+    for (const bool gelu_input : {false, true}) {
+      const auto ref = run_mlp(x, p, dy, gelu_input, false);
+      for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+        const auto xd = x.to(dtype);
+        // The LibTorch path on the same rounded input in the same dtype: the
+        // fused kernel must be as close to fp32 as it is.
+        const auto lib = run_mlp(xd, p, dy, gelu_input, false);
+        const auto got = run_mlp(xd, p, dy, gelu_input, true);
+        const auto ref_d = dtype == torch::kFloat ? ref : run_mlp(xd.to(torch::kFloat), p, dy,
+                                                                  gelu_input, false);
+        const double tol = dtype == torch::kFloat ? 1e-5 : 0.0;
+        const double ey = rel_err(got.y.to(torch::kFloat), ref_d.y);
+        const double ly = rel_err(lib.y.to(torch::kFloat), ref_d.y);
+        INFO("shape ", torch::IntArrayRef(shape), " Cmid ", cm, " Cout ", cout, " gelu_input ",
+             gelu_input, " ", dtype, ": y ", ey, " (LibTorch ", ly, ")");
+        MESSAGE("channel MLP ", torch::IntArrayRef(shape), " -> ", cm, " -> ", cout, " gelu_input ",
+                gelu_input, " ", dtype, ": y ", ey, " (LibTorch ", ly, ")");
+        CHECK((got.y.scalar_type() == dtype));
+        CHECK(ey <= std::max(tol, 1.5 * ly + 1e-4));
+        for (size_t i = 0; i < ref.grads.size(); ++i) {
+          const double e = rel_err(got.grads[i].to(torch::kFloat), ref_d.grads[i]);
+          const double l = rel_err(lib.grads[i].to(torch::kFloat), ref_d.grads[i]);
+          INFO("gradient of ", std::string(names[i]), ": ", e, " (LibTorch ", l, ")");
+          MESSAGE(std::string("  grad "), std::string(names[i]), ": ", e, " (LibTorch ", l, ")");
+          CHECK((got.grads[i].sizes() == ref.grads[i].sizes()));
+          CHECK(e <= std::max(dtype == torch::kFloat ? 1e-4 : 0.0, 1.5 * l + 1e-3));
+        }
+      }
+    }
+  }
+}

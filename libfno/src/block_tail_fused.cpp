@@ -18,6 +18,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "cuda/block_tail.h"
+#include "fused_common.h"
 #endif
 
 namespace fno {
@@ -127,21 +128,6 @@ namespace detail {
 
 #ifdef FNO_CUDA_KERNELS
 namespace {
-
-cuda::Dtype kernel_dtype(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kBFloat16:
-      return cuda::Dtype::kBFloat16;
-    case torch::kHalf:
-      return cuda::Dtype::kHalf;
-    default:
-      return cuda::Dtype::kFloat;
-  }
-}
-
-// The fp32, contiguous copy the kernels read (a no-op under the precision
-// contract: parameters are fp32 masters).
-torch::Tensor f32(const torch::Tensor& t) { return t.to(torch::kFloat).contiguous(); }
 
 struct Weights {
   torch::Tensor w_skip, w1, b1, w2, b2, gate;

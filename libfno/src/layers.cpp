@@ -2,6 +2,7 @@
 
 #include <fno/fused.h>
 #include "block_tail_fused.h"
+#include "channel_mlp_fused.h"
 #include "spectral.h"
 
 #include <torch/torch.h>
@@ -325,6 +326,20 @@ torch::Tensor mlp2_hidden_grad(const torch::Tensor& a, const torch::Tensor& dy,
   return dh;
 }
 
+// mlp2_hidden_grad with GELU(h) and dh from the fused kernel (x: the input
+// before act, a = act(x); the weights as the parameters, fp32).
+torch::Tensor mlp2_hidden_grad_fused(const torch::Tensor& x, const torch::Tensor& a,
+                                     const torch::Tensor& dy, const torch::Tensor& w1,
+                                     const torch::Tensor& b1, const torch::Tensor& w2,
+                                     bool gelu_input, MLP2Grads& g) {
+  auto [gh, dh] = detail::fused_channel_mlp_hidden_grad(x, dy, w1, b1, w2, gelu_input);
+  add_wgrad(g.gw2, dy, gh);
+  if (g.gb2.defined()) add_channel_sum(g.gb2, dy);
+  add_wgrad(g.gw1, dh, a);
+  if (g.gb1.defined()) add_channel_sum(g.gb1, dh);
+  return dh;
+}
+
 // channel_mlp2 on [B, C, N]: stores x; backward recomputes h = W1 act(x) + b1.
 class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
  public:
@@ -333,6 +348,10 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
                                const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input) {
     ctx->save_for_backward({x, w1, b1, w2, b2});
     ctx->saved_data["gelu"] = gelu_input;
+    // CUDA (cuda/channel_mlp_forward.cu): the hidden layer stays in registers.
+    if (detail::fused_channel_mlp_usable(x, w1, b1, w2, b2)) {
+      return detail::fused_channel_mlp_forward(x, w1, b1, w2, b2, gelu_input);
+    }
     // The hidden layer is made chunk by chunk on long grids (over_grid); the
     // weights are cast to the compute type once, not per chunk.
     const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x), b2c = like(b2, x);
@@ -355,10 +374,14 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x);
     torch::Tensor gx;
     if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
+    // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
+    const bool fused = gy.scalar_type() == x.scalar_type() &&
+                       detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
     over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
       const auto as = gelu_input ? torch::gelu(xs) : xs;
-      const auto dh = mlp2_hidden_grad(as, sl.of(gy), w1c, b1c, w2c, g);
+      const auto dh = fused ? mlp2_hidden_grad_fused(xs, as, sl.of(gy), w1, b1, w2, gelu_input, g)
+                            : mlp2_hidden_grad(as, sl.of(gy), w1c, b1c, w2c, g);
       if (gx.defined()) {
         auto gxs = sl.of(gx);
         lin_t_into(gxs, w1c, dh);

@@ -1,0 +1,151 @@
+#include "channel_mlp_fused.h"
+
+#include <fno/fused.h>
+
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#ifdef FNO_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/channel_mlp.h"
+#include "fused_common.h"
+#endif
+
+namespace fno::detail {
+
+#ifdef FNO_CUDA_KERNELS
+namespace {
+
+// Says on stderr, once per shape in the process, that channel MLPs of that
+// shape run the LibTorch path for want of a compiled kernel.
+void say_no_kernel(int64_t in, int64_t mid, int64_t out) {
+  static std::mutex mutex;
+  static std::set<std::tuple<int64_t, int64_t, int64_t>> said;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!said.emplace(in, mid, out).second) return;
+  }
+  std::ostringstream line;
+  line << "fno: the fused channel MLP has no kernel for " << in << " -> " << mid << " -> " << out
+       << " channels (compiled: 3 or 4 -> 32 and 32 -> 1, hidden width up to "
+       << cuda::kMaxChannelMlpMid << "); it runs the LibTorch path\n";
+  std::cerr << line.str() << std::flush;
+}
+
+// FNO_FUSED_MLP=0 (an experiment override, read once): the channel MLPs run
+// the LibTorch path while the block tail stays fused.
+bool mlp_kernels_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("FNO_FUSED_MLP");
+    return !(env != nullptr && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+cuda::ChannelMlpInput operand(const torch::Tensor& t) {
+  return {t.data_ptr(), t.stride(0), t.stride(1)};
+}
+
+void check(int err, const char* what) {
+  TORCH_CHECK(err == 0, "channel_mlp: the fused ", what, " failed: ", cuda::error_string(err));
+}
+
+struct Weights {
+  torch::Tensor w1, b1, w2, b2;
+  cuda::ChannelMlpWeights ptrs() const {
+    const auto ptr = [](const torch::Tensor& t) {
+      return t.defined() ? t.data_ptr<float>() : static_cast<const float*>(nullptr);
+    };
+    return {ptr(w1), ptr(b1), ptr(w2), ptr(b2)};
+  }
+};
+Weights fp32_weights(const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
+                     const torch::Tensor& b2) {
+  const auto opt = [](const torch::Tensor& t) { return t.defined() ? f32(t) : t; };
+  return {f32(w1), opt(b1), f32(w2), opt(b2)};
+}
+
+}  // namespace
+#endif
+
+bool fused_channel_mlp_usable(const torch::Tensor& x, const torch::Tensor& w1,
+                              const torch::Tensor& b1, const torch::Tensor& w2,
+                              const torch::Tensor& b2) {
+#ifdef FNO_CUDA_KERNELS
+  if (!fused_kernels_enabled() || !mlp_kernels_enabled() || !x.defined() || !x.is_cuda() || x.dim() != 3 ||
+      !w1.defined() || !w2.defined() || w1.dim() != 2 || w2.dim() != 2)
+    return false;
+  const auto t = x.scalar_type();
+  if (!(t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf)) return false;
+  const int64_t in = x.size(1), mid = w1.size(0), out = w2.size(0);
+  const auto dev = x.device();
+  const auto fits = [&](const torch::Tensor& b, int64_t size) {
+    return !b.defined() || (b.device() == dev && b.numel() == size && b.is_floating_point());
+  };
+  if (!(w1.size(1) == in && w2.size(1) == mid && w1.device() == dev && w2.device() == dev &&
+        w1.is_floating_point() && w2.is_floating_point() && fits(b1, mid) && fits(b2, out) &&
+        (x.size(2) <= 1 || x.stride(2) == 1)))
+    return false;
+  if (cuda::channel_mlp_supported(in, mid, out)) return true;
+  say_no_kernel(in, mid, out);
+  return false;
+#else
+  (void)x, (void)w1, (void)b1, (void)w2, (void)b2;
+  return false;
+#endif
+}
+
+torch::Tensor fused_channel_mlp_forward(const torch::Tensor& x, const torch::Tensor& w1,
+                                        const torch::Tensor& b1, const torch::Tensor& w2,
+                                        const torch::Tensor& b2, bool gelu_input) {
+#ifdef FNO_CUDA_KERNELS
+  const c10::cuda::CUDAGuard guard(x.device());
+  const auto w = fp32_weights(w1, b1, w2, b2);
+  auto y = torch::empty({x.size(0), w2.size(0), x.size(2)}, x.options());
+  check(cuda::channel_mlp_forward(kernel_dtype(x), operand(x), y.data_ptr(), x.size(0), x.size(1),
+                                  w1.size(0), w2.size(0), x.size(2), w.ptrs(), gelu_input,
+                                  c10::cuda::getCurrentCUDAStream(x.device().index()).stream()),
+        "forward");
+  return y;
+#else
+  (void)x, (void)w1, (void)b1, (void)w2, (void)b2, (void)gelu_input;
+  TORCH_CHECK(false, "channel_mlp: this build has no fused CUDA kernels");
+#endif
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
+    const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& w1,
+    const torch::Tensor& b1, const torch::Tensor& w2, bool gelu_input) {
+#ifdef FNO_CUDA_KERNELS
+  TORCH_CHECK(dy.scalar_type() == x.scalar_type() && dy.size(0) == x.size(0) &&
+                  dy.size(1) == w2.size(0) && dy.size(2) == x.size(2) &&
+                  (dy.size(2) <= 1 || dy.stride(2) == 1),
+              "channel_mlp: the gradient ", dy.sizes(), " (", dy.scalar_type(),
+              ") does not fit the input ", x.sizes(), " (", x.scalar_type(), ")");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const auto w = fp32_weights(w1, b1, w2, torch::Tensor());
+  const int64_t mid = w1.size(0);
+  auto g = torch::empty({x.size(0), mid, x.size(2)}, x.options());
+  auto dh = torch::empty_like(g);
+  check(cuda::channel_mlp_hidden_grad(
+            kernel_dtype(x), operand(x), operand(dy), g.data_ptr(), dh.data_ptr(), x.size(0),
+            x.size(1), mid, w2.size(0), x.size(2), w.ptrs(), gelu_input,
+            c10::cuda::getCurrentCUDAStream(x.device().index()).stream()),
+        "backward");
+  return {g, dh};
+#else
+  (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)gelu_input;
+  TORCH_CHECK(false, "channel_mlp: this build has no fused CUDA kernels");
+#endif
+}
+
+}  // namespace fno::detail

@@ -1,0 +1,33 @@
+// The fused CUDA channel MLP (the kernels behind cuda/channel_mlp.h) on torch
+// tensors; internal to libfno, called from ChannelMLP2Fn in layers.cpp.
+#pragma once
+
+#include <torch/types.h>
+
+#include <utility>
+
+namespace fno::detail {
+
+/// Whether the fused kernels run the two-layer channel MLP on x [B, Cin, N]
+/// (unit stride along N; any batch and channel strides) with w1 [Cmid, Cin],
+/// b1 [Cmid], w2 [Cout, Cmid], b2 [Cout] (biases may be undefined): a CUDA
+/// tensor of fp32, bf16 or half, the fused kernels on, and a compiled shape.
+/// A shape without a kernel is said once per process on stderr.
+bool fused_channel_mlp_usable(const torch::Tensor& x, const torch::Tensor& w1,
+                              const torch::Tensor& b1, const torch::Tensor& w2,
+                              const torch::Tensor& b2);
+
+/// y = W2 GELU(W1 act(x) + b1) + b2 (act = GELU when gelu_input).
+// x: [B, Cin, N] -> [B, Cout, N] in x's dtype
+torch::Tensor fused_channel_mlp_forward(const torch::Tensor& x, const torch::Tensor& w1,
+                                        const torch::Tensor& b1, const torch::Tensor& w2,
+                                        const torch::Tensor& b2, bool gelu_input);
+
+/// {GELU(h), GELU'(h) * W2^T dy} with h = W1 act(x) + b1 recomputed; x and dy
+/// may be slices (unit stride along N).
+// x: [B, Cin, N], dy: [B, Cout, N] -> g, dh: [B, Cmid, N] in x's dtype
+std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
+    const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& w1,
+    const torch::Tensor& b1, const torch::Tensor& w2, bool gelu_input);
+
+}  // namespace fno::detail
