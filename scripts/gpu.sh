@@ -49,9 +49,11 @@
 #                4096^2 (b2 fp32/bf16, b8), 8192^2 (b1)
 #   ooccurve     auto's step time against the budget: 2048^2 b8 at 1, 4, 8, 16 GiB; 4096^2 b2 at
 #                2, 8, 16 GiB (with ooc's rows: the out-of-core curve)
-#   tiledtests   the tiled step's GPU tests alone
+#   tiledtests   the tiled step's GPU tests alone (tests/test_gpu_tiled.cpp: gradients, auto's
+#                tiles, its host-memory refusal, the out-of-memory advice)
 #   ooc3d        the 3D FNO (configs/poisson3d.yaml, modes 16^3) at 256^3: none, auto 8 GiB
 #   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
+#   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
 #   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
@@ -572,7 +574,7 @@ run_suite() {
     tiled)
       # the tiled step (fno/tiled.h): its GPU tests, then bench/tiled_step_bench
       # against the whole-grid step at 2048^2 and 4096^2 (fp32, bf16)
-      timeout 400 "$build/tests/fno_gpu_tests" -tc='*tiled*' > "$out/gpu_tests_tiled.log" 2>&1
+      timeout 400 "$build/tests/fno_gpu_tests" -sf='*test_gpu_tiled*' > "$out/gpu_tests_tiled.log" 2>&1
       say "tiled tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
         "$out/gpu_tests_tiled.log" | tr '\n' ' '))"
       grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests_tiled.log" | head -60
@@ -628,7 +630,7 @@ run_suite() {
       done
       ;;
     tiledtests)
-      timeout 400 "$build/tests/fno_gpu_tests" -tc='*tiled*' > "$out/gpu_tests_tiled.log" 2>&1
+      timeout 400 "$build/tests/fno_gpu_tests" -sf='*test_gpu_tiled*' > "$out/gpu_tests_tiled.log" 2>&1
       say "tiled tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
         "$out/gpu_tests_tiled.log" | tr '\n' ' '))"
       grep -B2 -A12 'ERROR\|FAILED' "$out/gpu_tests_tiled.log" | head -60
@@ -665,6 +667,19 @@ run_suite() {
         say "oocrun $run: exit $? $(tr '\n' ' ' < "$d/$name.stdout" | cut -c1-200)"
         grep -o '"peak_gpu_bytes": [0-9]*' "$d/$name/metrics.jsonl" | tr '\n' ' ' | tee -a "$summary"
         echo | tee -a "$summary"
+      done
+      ;;
+    largestcurve)
+      # the largest square grid auto trains at batch 1 under a 4 and a 16 GiB GPU (--cap caps
+      # the allocator; auto's budget is what it leaves): a binary search over multiples of
+      # 4096 up to 16384 (8192, 12288, 16384), fp32
+      for g in 4 16; do
+        timeout 280 "$bench" --resolutions 1024 --batches 1 --steps 1 --warmup 1 --policies auto \
+          --cap ${g}GiB --find-largest --grid-step 4096 --grid-max 16384 \
+          --json "$out/ooc/largest_cap$g.json" --csv "$out/ooc/largest_cap$g.csv" > /dev/null \
+          2> "$out/ooc/largest_cap$g.log"
+        say "largest cap ${g} GiB: exit $?"
+        grep -h '^fno_bench: ' "$out/ooc/largest_cap$g.log" | cut -c1-200 | tee -a "$summary"
       done
       ;;
     mlp)

@@ -253,3 +253,57 @@ TEST_CASE("GPU: offload auto takes tiles where no whole-grid plan fits, within t
             .peak <= budget);
   CHECK(rel_err(out, model->forward(x).detach()) <= 1e-5);
 }
+
+TEST_CASE("GPU: offload auto refuses in one line naming the pinned host memory tiles would need") {
+  auto model = seed_model();
+  torch::manual_seed(26);
+  const auto x = torch::randn({2, 1, 512, 512}, torch::kCUDA);
+  const auto y = torch::randn({2, 1, 512, 512}, torch::kCUDA) + 1;
+  const fno::LpLoss l2(fno::LpLossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return l2(out, yy); };
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const int64_t held = static_cast<int64_t>(
+      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+          .allocated_bytes[0]
+          .current);
+  // Under 24 MiB more than it holds, no plan keeps one entry's 32 MiB gradient
+  // between blocks on the GPU: tiles fit only with it in pinned host memory,
+  // which a 1 MiB offload.host_memory_limit does not give.
+  fno::OffloadSettings settings;
+  settings.policy = fno::offload::parse_policy("auto");
+  settings.gpu_memory_limit = held + (int64_t{24} << 20);
+  settings.options.host_memory_limit(int64_t{1} << 20);
+  fno::OffloadedStep step(model, settings);
+  std::string message;
+  try {
+    step.forward_backward(x, y, loss, false);
+  } catch (const fno::offload::BudgetError& e) {
+    message = e.what();
+  }
+  MESSAGE("refusal: ", message);
+  CHECK(message.find("pinned host memory") != std::string::npos);
+  CHECK(message.find("offload.host_memory_limit gives") != std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+  for (const auto& p : model->parameters()) CHECK_FALSE(p.grad().defined());
+}
+
+TEST_CASE("GPU: out-of-memory advice names auto where no fixed policy fits") {
+  auto model = seed_model();
+  const auto x = torch::randn({2, 1, 512, 512}, torch::kCUDA);
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const int64_t held = static_cast<int64_t>(
+      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+          .allocated_bytes[0]
+          .current);
+  // Every fixed policy needs a whole-grid stage (about 7 block inputs of 64 MiB
+  // at batch 2) on the GPU; auto trains it in tiles.
+  fno::OffloadSettings settings;
+  settings.policy = fno::offload::parse_policy("none");
+  settings.gpu_memory_limit = held + (int64_t{128} << 20);
+  fno::OffloadedStep step(model, settings);
+  const auto advice = step.out_of_memory_advice(x);
+  MESSAGE("advice: ", advice);
+  CHECK(advice.find("no fixed policy is estimated to fit") != std::string::npos);
+  CHECK(advice.find("--offload auto") != std::string::npos);
+  CHECK(advice.find('\n') == std::string::npos);
+}
