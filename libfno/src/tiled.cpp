@@ -412,7 +412,10 @@ void TiledStep::Impl::expect_inputs(int64_t j) {
 
 void TiledStep::Impl::keep(int64_t j, int64_t t, const at::Tensor& a,
                            std::vector<at::Tensor>& next_latest) {
-  if (auto& store = stores[static_cast<size_t>(j)]) {
+  // With keep_latest the last block's input is read from `latest` only (its
+  // forward sweep, and backward's first sweep in training): never stored.
+  const bool stored = !(plan.keep_latest && j == layers - 1);
+  if (auto& store = stores[static_cast<size_t>(j)]; store && stored) {
     if (plan.keep_latest) {
       store->put_held(t, a);
     } else {
@@ -449,12 +452,18 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
   auto out = torch::empty(out_shape, x.options().dtype(param_type));
   for (int64_t j = 0; j < layers; ++j) {
     const bool last = j == layers - 1;
+    // Training keeps the last block's input (all of it is on the device at
+    // this sweep's start) for backward's first sweep, which then reads nothing
+    // over the link and remakes nothing; as that sweep drops its tiles, the
+    // gradient store fills by as much.
+    const bool hold = training && last && plan.keep_latest;
     if (!plan.keep_latest) latest.clear();
     expect_inputs(j);
     next.assign(static_cast<size_t>(count), at::Tensor());
     at::Tensor sum;
     for (int64_t t = 0; t < count; ++t) {
-      const auto a = block(j, input(x, j, t), t);  // the next block's input, or z
+      // the next block's input, or z
+      const auto a = block(j, hold ? latest[static_cast<size_t>(t)] : input(x, j, t), t);
       if (last) {
         rows_of(out, t).copy_(project(a, t));
         continue;
@@ -471,7 +480,7 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
           stores[static_cast<size_t>(k)]->clear();
       }
     }
-    latest = std::move(next);
+    if (!hold) latest = std::move(next);
     if (!last) {
       const auto& conv = *model->fno_blocks->convs[j + 1]->as<SpectralConv>();
       X[static_cast<size_t>(j + 1)] = sum;
@@ -479,7 +488,7 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
           detail::mix_modes(conv, modes[static_cast<size_t>(j + 1)], sum, true);
     }
   }
-  latest.clear();
+  if (!training || !plan.keep_latest) latest.clear();
   return out;
 }
 
@@ -551,6 +560,7 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
       torch::autograd::backward(params, sums);
     }
     if (stores[static_cast<size_t>(j)]) stores[static_cast<size_t>(j)]->clear();
+    latest.clear();  // (the last block's input, held from forward: read)
     {
       torch::AutoGradMode grad_mode(true);
       d_next = mix_backward(j, dy);

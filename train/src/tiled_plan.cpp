@@ -68,15 +68,20 @@ Walk walk(const std::vector<TilePlace>& places, const TiledPlan& plan) {
   };
   const bool host_gradient = plan.gradient == TilePlace::kHost;
   w.lifts += 1;  // the lifting's sweep
-  if (places[0] == TilePlace::kHost) w.d2h_forward += 1;
+  // (with keep_latest the last block's input is never stored)
+  const auto stored = [&](int64_t j) {
+    return places[static_cast<size_t>(j)] == TilePlace::kHost &&
+           !(plan.keep_latest && j == layers - 1);
+  };
+  if (stored(0)) w.d2h_forward += 1;
   for (int64_t j = 0; j < layers; ++j) {
     if (!plan.keep_latest) read(j, w.h2d_forward, w.tails_forward);
     w.tails_forward += 1;
-    if (j + 1 < layers && places[static_cast<size_t>(j + 1)] == TilePlace::kHost)
-      w.d2h_forward += 1;
+    if (j + 1 < layers && stored(j + 1)) w.d2h_forward += 1;
   }
   for (int64_t j = layers - 1; j >= 0; --j) {
-    read(j, w.h2d_backward, w.tails_backward);
+    // With keep_latest, the last block's input is held from forward.
+    if (!(plan.keep_latest && j == layers - 1)) read(j, w.h2d_backward, w.tails_backward);
     if (j == layers - 1) w.tails_backward += 1;  // z again, for the projection
     if (host_gradient) {
       w.d2h_backward += 1;
@@ -130,7 +135,10 @@ TiledChoice estimate_tiled(FNO model, at::IntArrayRef x_shape, TiledPlan plan,
   // tiles being worked on, fetched ahead and copied out.
   const double forward = on_device * hidden + (plan.keep_latest ? hidden : 0) + 5 * tile +
                          (on_host > 0 ? window + 2 * tile : 0);
-  const double backward = on_device * hidden + (host_gradient ? 0 : hidden) + 8 * tile +
+  // (the gradient between blocks, or with keep_latest the last block's input
+  // held from forward, which the gradient store replaces tile by tile)
+  const bool held = !host_gradient || plan.keep_latest;
+  const double backward = on_device * hidden + (held ? hidden : 0) + 8 * tile +
                           (on_host > 0 ? 2 * tile : 0) + (host_gradient ? window + 2 * tile : 0);
   out.peak_bytes = c.base_bytes + c.grad_bytes + static_cast<int64_t>(12 * output) +
                    static_cast<int64_t>(std::max(forward, backward));
@@ -208,6 +216,8 @@ std::vector<TiledChoice> tiled_candidates(FNO model, at::IntArrayRef x_shape, in
             TiledPlan plan;
             plan.tile_rows = tile_rows;
             plan.inputs = places;
+            // keep_latest reads the last block's input from `latest` only.
+            if (latest) plan.inputs.back() = TilePlace::kRecompute;
             plan.gradient = gradient;
             plan.keep_latest = latest;
             auto e = estimate_tiled(model, x_shape, plan, k, c);
