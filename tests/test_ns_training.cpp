@@ -365,3 +365,55 @@ TEST_CASE("Navier-Stokes settings: one-line errors naming the key or the file") 
   bad("recurrent", {"data.test=[{file: " + short_file + "}]"},
       "ns_short.h5: dataset 'u' holds 5 records; t_in 3 and t_out 3 need 6");
 }
+
+TEST_CASE("Navier-Stokes configs: the paper's settings, one per row and model") {
+  struct Row {
+    const char* name;
+    int64_t t_out, n_train;
+  };
+  // Li et al. 2020, Table 1: nu = 1e-3, T = 50; 1e-4, T = 30 (N = 1000 and
+  // 10000); 1e-5, T = 20; always 10 records in.
+  for (const Row row : {Row{"ns_v1e-3", 40, 1000}, Row{"ns_v1e-4", 20, 1000},
+                        Row{"ns_v1e-4_n10000", 20, 10000}, Row{"ns_v1e-5", 10, 1000}}) {
+    for (const std::string model : {"fno2d", "fno3d"}) {
+      const std::string file =
+          std::string(FNO_SOURCE_DIR) + "/configs/" + row.name + "_" + model + ".yaml";
+      INFO("config " << file);
+      const auto c = fno::load_config(file);
+      const bool three = model == "fno3d";
+      CHECK(c.data.problem == fno::DataProblem::kNavierStokes);
+      CHECK(c.data.ns_mode == (three ? fno::NsMode::kSpaceTime : fno::NsMode::kRecurrent));
+      CHECK(c.data.t_in == 10);
+      CHECK(c.data.t_out == row.t_out);
+      CHECK(c.data.n_train == row.n_train);
+      CHECK(c.data.batch_size == (three ? 10 : 20));
+      REQUIRE(c.data.tests.size() == 1);
+      CHECK(c.data.tests[0].n_samples == 200);
+      CHECK(c.model.in_channels() == 10);
+      CHECK(c.model.out_channels() == 1);
+      CHECK(c.model.hidden_channels() == 20);
+      // The paper's modes 8 (3D) and 12 (2D) in neuraloperator's convention.
+      CHECK(c.model.n_modes() ==
+            (three ? std::vector<int64_t>{16, 16, 14} : std::vector<int64_t>{24, 22}));
+      // FNO-3D pads time by 6 records in all (3 each side), space not at all.
+      const fno::FNO fno_model(c.model);
+      const std::vector<int64_t> grid =
+          three ? std::vector<int64_t>{64, 64, row.t_out} : std::vector<int64_t>{64, 64};
+      CHECK(fno_model->padding_for(grid) ==
+            (three ? std::vector<int64_t>{0, 0, 3} : std::vector<int64_t>{}));
+      CHECK(c.training.epochs == 500);
+      CHECK(c.training.loss == fno::LossName::kL2);
+      CHECK(c.optimizer.lr == doctest::Approx(1e-3));
+      CHECK(c.optimizer.weight_decay == doctest::Approx(1e-4));
+      CHECK(c.scheduler.name == fno::SchedulerName::kStep);
+      CHECK(c.scheduler.step_size == 100);
+      CHECK(c.scheduler.gamma == doctest::Approx(0.5));
+    }
+  }
+  for (const std::string model : {"fno2d", "fno3d"}) {
+    const auto c =
+        fno::load_config(std::string(FNO_SOURCE_DIR) + "/configs/ns_smoke_" + model + ".yaml");
+    CHECK(c.data.problem == fno::DataProblem::kNavierStokes);
+    CHECK(c.device.name == "cpu");
+  }
+}
