@@ -127,7 +127,7 @@ struct EvalSet {
 
 // A Navier-Stokes file's pairs as the trainer keeps them: x the t_in input
 // records [N, t_in, R, R] in both modes (space-time inputs are made per batch,
-// NsData::model_input), y the next t_out records as the model predicts them:
+// State::model_input), y the next t_out records as the model predicts them:
 // [N, 1, R, R, t_out] (space_time) or [N, t_out, R, R] (recurrent). `t_out`
 // -1 takes the rest of the file's records.
 data::FieldPairs load_ns_pairs(const std::string& file, const DataConfig& d, int64_t n_samples,
