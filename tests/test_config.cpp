@@ -209,7 +209,8 @@ std::string dump(const fno::RunConfig& c) {
   const auto& d = c.data;
   s << d.train_file << ' ' << d.n_train << ' ' << d.batch_size << ' ' << d.shuffle << ' '
     << d.subsample << " x_key=" << d.x_key << " y_key=" << d.y_key << ' ' << d.encode_input << ' '
-    << d.encode_output << ' ' << d.n_predictions << '\n';
+    << d.encode_output << ' ' << d.n_predictions << ' ' << static_cast<int>(d.problem) << ' '
+    << static_cast<int>(d.ns_mode) << ' ' << d.t_in << ' ' << d.t_out << '\n';
   for (const auto& t : d.tests) {
     s << "test " << t.file << " name=" << t.name << ' ' << t.n_samples << ' ' << t.batch_size
       << '\n';
@@ -264,6 +265,10 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"data.encode_output", "false"},
       {"data.test", "[{file: other.pt}]"},
       {"data.n_predictions", "0"},
+      {"data.problem", "ns"},
+      {"data.ns_mode", "recurrent"},
+      {"data.t_in", "4"},
+      {"data.t_out", "20"},
       {"optimizer.name", ""},  // adamw only
       {"optimizer.lr", "0.5"},
       {"optimizer.weight_decay", "0.1"},

@@ -306,6 +306,11 @@ void use_config(BenchOptions& o, const std::string& config_path,
   o.model = cfg.model;
   o.precisions = {cfg.training.precision};
   o.model_source = config_path;
+  // A recurrent Navier-Stokes config trains on rollouts of t_out model steps
+  // (policy none only); the bench times one step of the model on its grids.
+  if (cfg.data.problem == DataProblem::kNavierStokes && cfg.data.ns_mode == NsMode::kRecurrent) {
+    o.model_source += "; one step of its recurrent rollout, which trains t_out of them per step";
+  }
 }
 
 std::string describe_bench(const BenchOptions& o) {

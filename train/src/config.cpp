@@ -83,6 +83,26 @@ std::string to_string(Progress progress) {
   return "?";
 }
 
+std::string to_string(DataProblem problem) {
+  switch (problem) {
+    case DataProblem::kDarcy:
+      return "darcy";
+    case DataProblem::kNavierStokes:
+      return "ns";
+  }
+  return "?";
+}
+
+std::string to_string(NsMode mode) {
+  switch (mode) {
+    case NsMode::kSpaceTime:
+      return "space_time";
+    case NsMode::kRecurrent:
+      return "recurrent";
+  }
+  return "?";
+}
+
 namespace {
 
 // The values of each choice, in the order the schema lists them; their names
@@ -97,6 +117,8 @@ const std::vector<dist::Backend> kBackends{dist::Backend::kAuto, dist::Backend::
                                            dist::Backend::kGloo};
 const std::vector<Progress> kProgress{Progress::kAuto, Progress::kBar, Progress::kPlain,
                                       Progress::kNone};
+const std::vector<DataProblem> kProblems{DataProblem::kDarcy, DataProblem::kNavierStokes};
+const std::vector<NsMode> kNsModes{NsMode::kSpaceTime, NsMode::kRecurrent};
 
 template <typename E>
 std::vector<std::string> names(const std::vector<E>& values) {
@@ -170,6 +192,10 @@ const std::vector<Entry>& schema() {
       {"data.encode_output", Kind::kBool, "true", "normalize outputs channel-wise for training; metrics use decoded outputs"},
       {"data.test", Kind::kTests, "[]", "evaluation sets: a list of {file, name, n_samples, batch_size}"},
       {"data.n_predictions", Kind::kInt, "4", "test samples per set saved to predictions.h5", 0},
+      {"data.problem", Kind::kString, "darcy", "what the files hold: darcy (input and output arrays, data.x_key and data.y_key; also Poisson 3D) or ns (Navier-Stokes records u (N, R, R, T) of fno_datagen --problem ns, read by data.x_key, '' = u; docs/data.md)", -kInf, kInf, false, false, names(kProblems)},
+      {"data.ns_mode", Kind::kString, "space_time", "ns: space_time (a 3D FNO over x, y, t: the t_in records as channels in, the next t_out records out at once) or recurrent (a 2D FNO from the last t_in records to the next, rolled out t_out times, the loss summed over the rollout; offload.policy none only, no normalization)", -kInf, kInf, false, false, names(kNsModes)},
+      {"data.t_in", Kind::kInt, "10", "ns: records given as input (= model.in_channels)", 1},
+      {"data.t_out", Kind::kInt, "-1", "ns: records predicted after them (-1: the rest of the training file's records)", -1},
       // optimizer
       {"optimizer.name", Kind::kString, "adamw", "optimizer (neuraloperator's AdamW)", -kInf, kInf, false, false, names(kOptimizers)},
       {"optimizer.lr", Kind::kFloat, "1.0e-3", "learning rate", 0, kInf, true},
@@ -566,7 +592,52 @@ DataConfig read_data(const Resolved& r) {
                        t["n_samples"].as<int64_t>(), t["batch_size"].as<int64_t>()});
   }
   d.n_predictions = r.as<int64_t>("data.n_predictions");
+  d.problem = choice(kProblems, r.as<std::string>("data.problem"));
+  d.ns_mode = choice(kNsModes, r.as<std::string>("data.ns_mode"));
+  d.t_in = r.as<int64_t>("data.t_in");
+  d.t_out = r.as<int64_t>("data.t_out");
+  if (d.t_out == 0) r.fail("data.t_out", "expected -1 (the rest) or >= 1, got 0");
   return d;
+}
+
+// Navier-Stokes across sections: the records are one array (no y_key); the
+// recurrent rollout runs the model t_out times per step, so it trains on raw
+// records (a prediction becomes an input), under policy none in one piece, and
+// its trajectory has an L2 error only.
+void check_navier_stokes(const Resolved& r, const RunConfig& c) {
+  const auto& d = c.data;
+  if (d.problem != DataProblem::kNavierStokes) return;
+  if (!d.y_key.empty()) {
+    r.fail("data.y_key",
+           "not used with data.problem ns (data.x_key names the records), got '" + d.y_key + "'");
+  }
+  if (d.ns_mode != NsMode::kRecurrent) return;
+  for (const char* key : {"data.encode_input", "data.encode_output"}) {
+    if (r.as<bool>(key)) {
+      r.fail(key,
+             "must be false with data.ns_mode recurrent: the rollout feeds each prediction "
+             "back as an input, so it trains on the raw records (as the paper's FNO-2D)");
+    }
+  }
+  if (c.offload.policy.kind != offload::Policy::Kind::kNone) {
+    r.fail("offload.policy", "'" + c.offload.policy.text +
+                                 "' does not apply to data.ns_mode recurrent (a step runs the "
+                                 "model t_out times and backward once through all of them); "
+                                 "use none, or data.ns_mode space_time");
+  }
+  if (c.offload.micro_batches != 1) {
+    r.fail("offload.micro_batches",
+           "must be 1 with data.ns_mode recurrent (the rollout runs as one piece), got " +
+               std::to_string(c.offload.micro_batches));
+  }
+  for (const auto loss : c.training.eval_losses) {
+    if (loss != LossName::kL2) {
+      r.fail("training.eval_losses",
+             "'" + to_string(loss) +
+                 "' is not defined over a rollout's trajectory; use [l2] with data.ns_mode "
+                 "recurrent");
+    }
+  }
 }
 
 OptimizerConfig read_optimizer(const Resolved& r) {
@@ -697,6 +768,7 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.output = read_output(r);
   cfg.offload = read_offload(r);
   cfg.distributed = read_distributed(r);
+  check_navier_stokes(r, cfg);
   YAML::Emitter emitter;
   emitter << r.yaml;
   cfg.resolved_yaml = std::string(emitter.c_str()) + "\n";

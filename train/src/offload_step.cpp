@@ -21,6 +21,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 namespace fno {
@@ -749,6 +750,27 @@ at::Tensor OffloadedStep::forward_backward(
   b.loss2 = loss;
   b.mean = mean;
   return p_->step(b);
+}
+
+at::Tensor OffloadedStep::forward_backward_composite(
+    const at::Tensor& x, const at::Tensor& y,
+    const std::function<at::Tensor(const ModelForward&, const at::Tensor&, const at::Tensor&)>&
+        loss) {
+  auto& p = *p_;
+  if (p.policy.kind != offload::Policy::Kind::kNone || p.settings.micro_batches != 1) {
+    throw std::invalid_argument(
+        "offload: a step that runs the model several times (a rollout) needs policy none and "
+        "one micro-batch, got policy '" +
+        p.settings.policy.text + "' and " + std::to_string(p.settings.micro_batches) +
+        " micro-batch(es)");
+  }
+  p.record_next = false;
+  auto l = loss([&p](const at::Tensor& in) { return p.model->forward(in); }, x, y);
+  if (p.before_final_backward) {
+    p.before_final_backward(c10::str(l.device(), " ", x.sizes(), " composite"));
+  }
+  l.backward();
+  return l.detach();
 }
 
 at::Tensor OffloadedStep::forward(const at::Tensor& x) {

@@ -1,5 +1,7 @@
 #include <fno_train/train_step.h>
 
+#include <fno_train/rollout.h>
+
 #include <utility>
 
 namespace fno {
@@ -51,8 +53,25 @@ void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
   }
 }
 
+void TrainStep::set_rollout(int64_t steps) {
+  TORCH_CHECK(steps >= 0, "TrainStep: rollout steps must be >= 0, got ", steps);
+  rollout_steps_ = steps;
+}
+
 at::Tensor TrainStep::forward_backward(const at::Tensor& x, const at::Tensor& y) {
   optimizer_.zero_grad();
+  if (rollout_steps_ > 0) {
+    // x: [B, t_in, *S], y: [B, steps, *S]; backward through every step.
+    auto loss = step_.forward_backward_composite(
+        x, y,
+        [this](const OffloadedStep::ModelForward& model, const at::Tensor& xx,
+               const at::Tensor& yy) {
+          auto l = rollout_loss(loss_, rollout(model, xx, rollout_steps_), yy);
+          return scaler_ != nullptr ? scaler_->scale(l) : l;
+        });
+    if (sync_ != nullptr) sync_->finish();
+    return loss;
+  }
   // The loss adds over batch entries, so that the step may run as micro-batches
   // (offload auto). fp16: the loss is scaled before backward, so that small
   // gradients survive fp16's range.

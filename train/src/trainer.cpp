@@ -6,8 +6,10 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
+#include <fno_data/navier_stokes.h>
 #include <fno_train/distributed.h>
 #include <fno_train/offload_step.h>
+#include <fno_train/rollout.h>
 #include <fno_train/train_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -118,10 +120,30 @@ torch::Device pick_device(const std::string& name, int64_t local_rank) {
 struct EvalSet {
   std::string name;
   int64_t batch_size;
-  torch::Tensor x;      // normalized input when encode_input
+  torch::Tensor x;      // normalized input when encode_input (Navier-Stokes: the t_in records)
   torch::Tensor x_raw;  // as loaded (for predictions.h5), on the CPU
   torch::Tensor y;      // raw truth
 };
+
+// A Navier-Stokes file's pairs as the trainer keeps them: x the t_in input
+// records [N, t_in, R, R] in both modes (space-time inputs are made per batch,
+// State::model_input), y the next t_out records as the model predicts them:
+// [N, 1, R, R, t_out] (space_time) or [N, t_out, R, R] (recurrent). `t_out`
+// -1 takes the rest of the file's records.
+data::FieldPairs load_ns_pairs(const std::string& file, const DataConfig& d, int64_t n_samples,
+                               int64_t t_out) {
+  const auto u = data::load_ns_records(file, data::NsLoadOptions()
+                                                 .key(d.x_key.empty() ? "u" : d.x_key)
+                                                 .n_samples(n_samples)
+                                                 .subsample(d.subsample)
+                                                 .t_in(d.t_in)
+                                                 .t_out(t_out));
+  auto pairs = data::ns_recurrent_pairs(u, d.t_in, t_out > 0 ? t_out : u.size(3) - d.t_in);
+  // [N, t_out, R, R] -> [N, 1, R, R, t_out], as ns_space_time_pairs' y
+  if (d.ns_mode == NsMode::kSpaceTime) pairs.y = pairs.y.permute({0, 2, 3, 1}).unsqueeze(1);
+  pairs.y = pairs.y.contiguous();
+  return pairs;
+}
 
 // training.loss as a function of (output, target), summed over the batch.
 StepLoss training_loss(const RunConfig& c) {
@@ -166,9 +188,29 @@ struct Trainer::State {
 
   std::string path(const std::string& name) const { return run_dir + "/" + name; }
 
+  // Navier-Stokes (data.problem ns): the predicted records per sample (0 otherwise).
+  int64_t ns_t_out = 0;
+  bool ns() const { return cfg.data.problem == DataProblem::kNavierStokes; }
+  bool recurrent() const { return ns() && cfg.data.ns_mode == NsMode::kRecurrent; }
+  // The model's input for a batch of inputs as kept: space-time Navier-Stokes
+  // repeats the t_in records along the output's time axis; else x itself.
+  // x: [B, t_in, R, R] -> [B, t_in, R, R, t_out] (space_time), else [B, Cin, *S] as given
+  torch::Tensor model_input(const torch::Tensor& x) const {
+    if (!ns() || cfg.data.ns_mode != NsMode::kSpaceTime) return x;
+    return x.unsqueeze(4)
+        .expand({x.size(0), x.size(1), x.size(2), x.size(3), ns_t_out})
+        .contiguous();
+  }
+  // Model outputs or truths as trajectories of records.
+  // y: [B, 1, R, R, T] (space_time) or [B, T, R, R] (recurrent) -> [B, T, R, R]
+  torch::Tensor trajectory(const torch::Tensor& y) const {
+    return recurrent() ? y : y.squeeze(1).permute({0, 3, 1, 2});
+  }
+
   // The set-up, in the constructor's order.
   void join_ranks();
   void load_data();
+  void check_ns_model() const;
   void load_test_sets(const data::FieldPairs& train);
   void place_data();
   void build_model();
@@ -198,15 +240,26 @@ void Trainer::State::join_ranks() {
 // Data: validated at load; inputs normalized if configured, outputs normalized for training.
 void Trainer::State::load_data() {
   const auto& c = cfg;
-  data::LoadOptions lo;
-  lo.n_samples(c.data.n_train).subsample(c.data.subsample).x_key(c.data.x_key).y_key(c.data.y_key);
-  auto train = data::load_darcy(c.data.train_file, lo);
+  data::FieldPairs train;
+  if (ns()) {
+    train = load_ns_pairs(c.data.train_file, c.data, c.data.n_train, c.data.t_out);
+    ns_t_out = recurrent() ? train.y.size(1) : train.y.size(4);
+    check_ns_model();
+  } else {
+    data::LoadOptions lo;
+    lo.n_samples(c.data.n_train)
+        .subsample(c.data.subsample)
+        .x_key(c.data.x_key)
+        .y_key(c.data.y_key);
+    train = data::load_darcy(c.data.train_file, lo);
+  }
   const int64_t n_dim = static_cast<int64_t>(c.model.n_modes().size());
-  if (train.x.dim() != n_dim + 2) {
+  if (!ns() && train.x.dim() != n_dim + 2) {
     throw std::runtime_error(c.data.train_file + ": data has " + std::to_string(train.x.dim() - 2) +
                              " spatial dims but model.n_modes has " + std::to_string(n_dim));
   }
-  if (train.x.size(1) != c.model.in_channels() || train.y.size(1) != c.model.out_channels()) {
+  if (!ns() &&
+      (train.x.size(1) != c.model.in_channels() || train.y.size(1) != c.model.out_channels())) {
     throw std::runtime_error(
         c.data.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
         std::to_string(train.y.size(1)) + " output channels; the model expects " +
@@ -219,13 +272,39 @@ void Trainer::State::load_data() {
   load_test_sets(train);
 }
 
+// The model section against Navier-Stokes pairs: the dimension data.ns_mode
+// trains, t_in input channels, one output channel.
+void Trainer::State::check_ns_model() const {
+  const auto& c = cfg;
+  const int64_t n_dim = static_cast<int64_t>(c.model.n_modes().size());
+  const int64_t want = recurrent() ? 2 : 3;
+  if (n_dim != want) {
+    throw std::runtime_error(c.data.train_file + ": data.ns_mode " + to_string(c.data.ns_mode) +
+                             " trains a " + std::to_string(want) + "D FNO over " +
+                             (recurrent() ? "(x, y)" : "(x, y, t)") + ", but model.n_modes has " +
+                             std::to_string(n_dim) + " entries");
+  }
+  if (c.model.in_channels() != c.data.t_in || c.model.out_channels() != 1) {
+    throw std::runtime_error(c.data.train_file + ": data.t_in " + std::to_string(c.data.t_in) +
+                             " records in and one record out need model.in_channels " +
+                             std::to_string(c.data.t_in) + " and model.out_channels 1, got " +
+                             std::to_string(c.model.in_channels()) + " and " +
+                             std::to_string(c.model.out_channels()));
+  }
+}
+
 // data.test: each set as loaded (for predictions.h5), normalized like the training inputs.
 void Trainer::State::load_test_sets(const data::FieldPairs& train) {
   const auto& d = cfg.data;
   for (const auto& t : d.tests) {
-    data::LoadOptions tlo;
-    tlo.n_samples(t.n_samples).subsample(d.subsample).x_key(d.x_key).y_key(d.y_key);
-    auto pairs = data::load_darcy(t.file, tlo);
+    data::FieldPairs pairs;
+    if (ns()) {
+      pairs = load_ns_pairs(t.file, d, t.n_samples, ns_t_out);
+    } else {
+      data::LoadOptions tlo;
+      tlo.n_samples(t.n_samples).subsample(d.subsample).x_key(d.x_key).y_key(d.y_key);
+      pairs = data::load_darcy(t.file, tlo);
+    }
     if (pairs.x.dim() != train.x.dim() || pairs.x.size(1) != train.x.size(1) ||
         pairs.y.size(1) != train.y.size(1)) {
       throw std::runtime_error(t.file + ": test data of shape " + c10::str(pairs.x.sizes()) +
@@ -330,6 +409,8 @@ void Trainer::State::build_optimizer() {
   }
   train_step = std::make_unique<TrainStep>(*step, *optimizer, training_loss(cfg), scaler.get(),
                                            grad_sync.get());
+  // The recurrent Navier-Stokes model trains on its rollout (the loss of every step).
+  if (recurrent()) train_step->set_rollout(ns_t_out);
   if (!tests.empty()) {
     best_key = tests.front().name + "_" + to_string(cfg.training.eval_losses.front());
   }
@@ -546,9 +627,9 @@ std::string Trainer::dry_run() {
   auto& s = *s_;
   if (s.main()) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
   std::string estimates;
-  if (s.device.is_cuda()) {
+  if (s.device.is_cuda() && !s.recurrent()) {  // (a rollout trains under policy none only)
     const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.train_x.size(0));
-    const auto x = s.train_x.narrow(0, 0, b).to(s.device);
+    const auto x = s.model_input(s.train_x.narrow(0, 0, b).to(s.device));
     estimates =
         "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
         estimate_policies(s.model, x, offload_settings(s.cfg.offload, PlanCacheText::kConfigKey));
@@ -638,12 +719,18 @@ class TrainingRun {
   // After an epoch: the schedule, evaluation, metrics.jsonl, checkpoints and the epoch line.
   void end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_point t0);
   std::map<std::string, double> evaluate();
+  torch::Tensor predict(const torch::Tensor& x);
   // predictions.h5, model.pt and summary.json (rank 0).
   void write_outputs(const std::map<std::string, double>& metrics, Clock::time_point wall0);
 
   std::map<std::string, double> last_metrics;
+  // Navier-Stokes: the last evaluation's relative L2 error per predicted
+  // record, by "<set>_l2_per_step" (metrics.jsonl, predictions.h5).
+  std::map<std::string, std::vector<double>> per_step;
 
  private:
+  // evaluate()'s key infix of a per-record sum ("<set>#step#<t>").
+  static constexpr const char* kPerStep = "#step#";
   torch::Tensor train_step(const torch::Tensor& x, const torch::Tensor& y, bool& stepped);
   void after_step(int64_t epoch, Clock::time_point step_t0, bool record);
   void save_checkpoint(const std::string& name, int64_t epoch, int64_t batch = 0,
@@ -679,12 +766,30 @@ void TrainingRun::open_logs() {
   }
   const int64_t n = s_.train_x.size(0);
   const int64_t steps_per_epoch = (n + c_.data.batch_size - 1) / c_.data.batch_size;
-  if (c_.offload.timeline && s_.device.is_cuda() && s_.main()) {
+  // (A rollout's step records no timeline: fno_train/offload_step.h.)
+  if (c_.offload.timeline && s_.device.is_cuda() && s_.main() && !s_.recurrent()) {
     timeline_step_ = std::min<int64_t>(2, steps_per_epoch * c_.training.epochs - 1);
   }
 }
 
-// Each metric of each test set: the mean per-sample relative error, over all ranks.
+// The model's prediction for a batch of kept inputs, decoded: one forward, or
+// for the recurrent Navier-Stokes model its rollout (within the step's plan,
+// without gradients).
+// x: [B, Cin, *S] -> [B, Cout, *S] (recurrent: [B, t_in, R, R] -> [B, t_out, R, R])
+torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
+  torch::Tensor out;
+  if (s_.recurrent()) {
+    out = rollout([this](const torch::Tensor& in) { return s_.step->forward(in); }, x, s_.ns_t_out);
+  } else {
+    out = s_.step->forward(s_.model_input(x));
+  }
+  return s_.out_norm.fitted() ? s_.out_norm.inverse_transform(out) : out;
+}
+
+// Each metric of each test set: the mean per-sample relative error, over all
+// ranks. Navier-Stokes adds each set's relative L2 error per predicted record
+// (per_step, "<set>_l2_per_step") and their mean over the records ("<set>_l2_step");
+// its "<set>_l2" is the error of the whole predicted trajectory (the paper's).
 std::map<std::string, double> TrainingRun::evaluate() {
   // Each metric's sum over its set (this rank's share) and the set's size.
   std::vector<std::string> keys;
@@ -693,6 +798,7 @@ std::map<std::string, double> TrainingRun::evaluate() {
   s_.model->eval();
   for (const auto& e : s_.tests) {
     std::map<std::string, torch::Tensor> sums;
+    torch::Tensor step_sums;  // Navier-Stokes: [t_out]
     // Several ranks: each evaluates a contiguous share of the set, and the
     // sums are added over ranks (no sample twice, none left out).
     const int64_t m = e.x.size(0);
@@ -701,12 +807,16 @@ std::map<std::string, double> TrainingRun::evaluate() {
     // In order, as contiguous slices: no index tensors, no host-device syncs.
     for (int64_t start = lo; start < hi; start += e.batch_size) {
       const int64_t len = std::min(e.batch_size, hi - start);
-      auto out = s_.step->forward(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));
-      if (s_.out_norm.fitted()) out = s_.out_norm.inverse_transform(out);
+      const auto out = predict(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));
       const auto y = e.y.narrow(0, start, len).to(s_.device, true);
       for (const auto& [name, fn] : losses_) {
-        auto v = fn(out, y);  // summed over the batch
+        // summed over the batch; a rollout's L2 over its whole trajectory
+        auto v = s_.recurrent() ? trajectory_rel_l2(out, y) : fn(out, y);
         sums[name] = sums.count(name) ? sums[name] + v : v;
+      }
+      if (s_.ns()) {
+        const auto v = per_step_rel_l2(s_.trajectory(out), s_.trajectory(y)).to(torch::kDouble);
+        step_sums = step_sums.defined() ? step_sums + v : v;
       }
     }
     for (const auto& [name, fn] : losses_) {
@@ -714,11 +824,30 @@ std::map<std::string, double> TrainingRun::evaluate() {
       sums_all.push_back(sums.count(name) ? sums[name].item<double>() : 0.0);
       sizes.push_back(static_cast<double>(m));
     }
+    for (int64_t t = 0; t < s_.ns_t_out; ++t) {  // (a rank without samples adds zeros)
+      keys.push_back(e.name + kPerStep + std::to_string(t));
+      sums_all.push_back(step_sums.defined() ? step_sums[t].item<double>() : 0.0);
+      sizes.push_back(static_cast<double>(m));
+    }
   }
   s_.model->train();
   if (s_.group) sums_all = s_.group->all_reduce_sum(sums_all);  // one collective for all
   std::map<std::string, double> metrics;
-  for (size_t k = 0; k < keys.size(); ++k) metrics[keys[k]] = sums_all[k] / sizes[k];
+  per_step.clear();
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const auto at = keys[k].find(kPerStep);
+    if (at == std::string::npos) {
+      metrics[keys[k]] = sums_all[k] / sizes[k];
+      continue;
+    }
+    const auto name = keys[k].substr(0, at) + "_l2";
+    per_step[name + "_per_step"].push_back(sums_all[k] / sizes[k]);
+  }
+  for (const auto& [key, errors] : per_step) {  // "<set>_l2_step": the mean over the records
+    double sum = 0;
+    for (const double v : errors) sum += v;
+    metrics[key.substr(0, key.size() - 9) + "_step"] = sum / static_cast<double>(errors.size());
+  }
   return metrics;
 }
 
@@ -837,7 +966,7 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   };
   for (size_t b = first_batch; b < batches.size(); ++b) {
     const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
-    const auto x = s_.train_x.index_select(0, i).to(s_.device, true);
+    const auto x = s_.model_input(s_.train_x.index_select(0, i).to(s_.device, true));
     const auto y = s_.train_y.index_select(0, i).to(s_.device, true);
     const bool record = timeline_step_ == global_step_;
     if (record) s_.step->record_next_timeline();
@@ -919,6 +1048,13 @@ void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
   JsonObject line;
   line.integer("epoch", epoch).num("lr", stats.lr).num("train_loss", stats.train_loss);
   for (const auto& [k, v] : metrics) line.num(k, v);
+  if (!metrics.empty()) {
+    for (const auto& [k, errors] : per_step) {
+      std::string list = "[";
+      for (size_t t = 0; t < errors.size(); ++t) list += (t ? ", " : "") + json::number(errors[t]);
+      line.raw(k, list + "]");
+    }
+  }
   line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
   if (s_.scaler) {
     line.integer("skipped_steps", stats.skipped).num("loss_scale", s_.scaler->scale_value());
@@ -937,11 +1073,18 @@ void TrainingRun::write_predictions() {
   std::vector<std::pair<std::string, torch::Tensor>> sets;
   for (const auto& e : s_.tests) {
     const int64_t k = std::min<int64_t>(c_.data.n_predictions, e.x.size(0));
-    auto out = s_.step->forward(e.x.narrow(0, 0, k).to(s_.device));
-    if (s_.out_norm.fitted()) out = s_.out_norm.inverse_transform(out);
+    const auto out = predict(e.x.narrow(0, 0, k).to(s_.device));
+    // Navier-Stokes: the t_in input records [k, t_in, R, R], truth and
+    // prediction as trajectories [k, t_out, R, R], and the set's error per record [t_out].
+    const auto y = e.y.narrow(0, 0, k);
     sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
-    sets.emplace_back(e.name + "/y", e.y.narrow(0, 0, k).cpu());
-    sets.emplace_back(e.name + "/pred", out.cpu());
+    sets.emplace_back(e.name + "/y", (s_.ns() ? s_.trajectory(y) : y).contiguous().cpu());
+    sets.emplace_back(e.name + "/pred", (s_.ns() ? s_.trajectory(out) : out).contiguous().cpu());
+    const auto errors = per_step.find(e.name + "_l2_per_step");
+    if (errors != per_step.end()) {
+      sets.emplace_back(e.name + "/l2_per_step",
+                        torch::tensor(errors->second, torch::kDouble).to(torch::kFloat));
+    }
   }
   std::vector<data::Attribute> attrs;
   data::Attribute a;
@@ -953,6 +1096,16 @@ void TrainingRun::write_predictions() {
   cfg_attr.name = "config";
   cfg_attr.text = c_.resolved_yaml;
   attrs.push_back(cfg_attr);
+  data::Attribute problem;
+  problem.name = "problem";
+  problem.text = to_string(c_.data.problem);
+  attrs.push_back(problem);
+  if (s_.ns()) {
+    data::Attribute mode;
+    mode.name = "ns_mode";
+    mode.text = to_string(c_.data.ns_mode);
+    attrs.push_back(mode);
+  }
   data::write_hdf5(s_.path("predictions.h5"), sets, attrs);
 }
 

@@ -105,7 +105,9 @@ BenchResult run_bench(const BenchOptions& options);
 
 /// Takes the model from the `model` section of a training config, read by
 /// fno_train's parser (load_config, with `overrides` "section.key=value"): a bad
-/// config throws the same one-line ConfigError as fno_train gets.
+/// config throws the same one-line ConfigError as fno_train gets. A Navier-Stokes
+/// config's model is benchmarked as any other on the bench's grids (a recurrent
+/// one: one step of its rollout, which model_source says).
 void use_config(BenchOptions& options, const std::string& config_path,
                 const std::vector<std::string>& overrides = {});
 

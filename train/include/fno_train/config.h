@@ -45,6 +45,15 @@ enum class SchedulerName { kCosine, kStep, kPlateau, kNone };
 enum class LossName { kH1, kL2 };
 /// output.progress: a bar on a terminal (auto), a bar, log lines, or nothing.
 enum class Progress { kAuto, kBar, kPlain, kNone };
+/// data.problem: what the data files hold. kDarcy: input and output arrays
+/// (Darcy, Poisson 3D; fno_data/darcy.h); kNavierStokes: vorticity records
+/// u (N, R, R, T) made into pairs as data.ns_mode says (fno_data/navier_stokes.h).
+enum class DataProblem { kDarcy, kNavierStokes };
+/// data.ns_mode: how Navier-Stokes records train, as the FNO paper's two models.
+/// kSpaceTime: a 3D FNO over (x, y, t), the t_in records in, the next t_out out
+/// at once; kRecurrent: a 2D FNO from the last t_in records to the next one,
+/// rolled out t_out times (fno_train/rollout.h).
+enum class NsMode { kSpaceTime, kRecurrent };
 
 /// The names the config uses: "adamw"; "cosine", "step", "plateau", "none";
 /// "h1", "l2"; "auto", "bar", "plain", "none".
@@ -52,6 +61,9 @@ std::string to_string(OptimizerName name);
 std::string to_string(SchedulerName name);
 std::string to_string(LossName name);
 std::string to_string(Progress progress);
+/// "darcy", "ns"; "space_time", "recurrent".
+std::string to_string(DataProblem problem);
+std::string to_string(NsMode mode);
 
 /// One entry of data.test: an evaluation set.
 struct TestSetConfig {
@@ -90,6 +102,16 @@ struct DataConfig {
   std::vector<TestSetConfig> tests;
   /// data.n_predictions: test samples per set written to predictions.h5.
   int64_t n_predictions = 4;
+  /// data.problem: what the files hold (the Darcy loader's x/y arrays, or
+  /// Navier-Stokes records read by data.x_key, '' meaning u).
+  DataProblem problem = DataProblem::kDarcy;
+  /// data.ns_mode: Navier-Stokes only: space-time (3D FNO) or recurrent (2D FNO rollout).
+  NsMode ns_mode = NsMode::kSpaceTime;
+  /// data.t_in: Navier-Stokes only: the records given as input (the model's in_channels).
+  int64_t t_in = 10;
+  /// data.t_out: Navier-Stokes only: the records predicted after them; -1: all the
+  /// training file has left (its T - t_in).
+  int64_t t_out = -1;
 };
 
 /// The optimizer section: neuraloperator's AdamW.

@@ -88,6 +88,20 @@ class OffloadedStep {
       const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& loss,
       bool mean = false);
 
+  /// The model's forward with gradients, as a step whose forward calls the
+  /// model several times (a rollout) passes it to its loss.
+  // x: [B, Cin, *S] -> [B, Cout, *S]
+  using ModelForward = std::function<at::Tensor(const at::Tensor&)>;
+  /// loss(model, x, y).backward() for a step that calls the model several
+  /// times (fno_train/rollout.h), in one piece: policy none and one
+  /// micro-batch only (std::invalid_argument naming the policy otherwise).
+  /// No memory timeline is recorded for it. Returns the loss, detached.
+  // x: [B, Cin, *S], y: [B, ...]
+  at::Tensor forward_backward_composite(
+      const at::Tensor& x, const at::Tensor& y,
+      const std::function<at::Tensor(const ModelForward& model, const at::Tensor& x,
+                                     const at::Tensor& y)>& loss);
+
   /// model(x) without gradients within the step's plan, for evaluation and
   /// predictions: a tiled plan runs in its tiles, and no more batch entries
   /// run at once than a training micro-batch holds, so that the whole run

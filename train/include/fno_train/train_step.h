@@ -7,6 +7,10 @@
 //
 //   TrainStep step(offloaded, optimizer, loss, scaler, sync);
 //   const auto r = step.run(x, y);  // r.loss, r.stepped
+//
+// A rolled-out step (set_rollout(t_out), the recurrent Navier-Stokes model)
+// runs the model t_out times (fno_train/rollout.h), adds the loss of every
+// step and runs backward once through the whole rollout; the rest is the same.
 #pragma once
 
 #include <fno/precision.h>
@@ -70,12 +74,20 @@ class TrainStep {
   /// Reduce the gradients over ranks from the next step on (null: this rank alone).
   void set_gradient_sync(dist::GradientSync* sync);
 
+  /// From the next step on, roll the model out `steps` times per step (x: [B,
+  /// t_in, *S], y: [B, steps, *S]; the loss summed over the steps); 0: one
+  /// forward (the default). A rollout needs offload policy none and one
+  /// micro-batch (forward_backward throws std::invalid_argument otherwise).
+  void set_rollout(int64_t steps);
+  int64_t rollout_steps() const { return rollout_steps_; }
+
  private:
   OffloadedStep& step_;
   torch::optim::Optimizer& optimizer_;
   StepLoss loss_;
   GradScaler* scaler_;
   dist::GradientSync* sync_ = nullptr;
+  int64_t rollout_steps_ = 0;
   std::vector<at::Tensor> params_;  // the optimizer's, for the scaler
 };
 

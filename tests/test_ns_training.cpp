@@ -1,0 +1,419 @@
+// Navier-Stokes training (issue 27, item 3): the recurrent rollout against an
+// explicit loop (predictions, the loss summed over the steps, and gradients
+// through the whole rollout, checked against autograd on the loop and against
+// finite differences in float64), the per-record and trajectory errors, the
+// trainer on tiny generated data in both modes (the loss decreases; metrics,
+// per-record errors and predictions in the run outputs), and the one-line
+// errors of bad settings and files.
+#include <fno/fno.h>
+#include <fno/losses.h>
+#include <fno/optim.h>
+#include <fno_data/darcy.h>
+#include <fno_data/navier_stokes.h>
+#include <fno_data/navier_stokes_gen.h>
+#include <fno_train/config.h>
+#include <fno_train/offload_step.h>
+#include <fno_train/rollout.h>
+#include <fno_train/train_step.h>
+#include <fno_train/trainer.h>
+
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "golden.h"
+
+using fno::test::out_path;
+using fno::test::rel_err;
+
+namespace {
+
+// A tiny 2D FNO from 3 records to the next one.
+fno::FNO tiny_2d(int64_t t_in = 3) {
+  torch::manual_seed(3);
+  return fno::FNO(fno::FNOOptions({4, 4}, t_in, 1, 6).n_layers(2));
+}
+
+fno::LpLoss l2_2d() { return fno::LpLoss(fno::LpLossOptions().d(2).p(2)); }
+
+// The rollout written out by hand: the window of the last t_in records, the
+// next predicted from it, appended, the oldest dropped.
+std::vector<torch::Tensor> explicit_rollout(fno::FNO& model, const torch::Tensor& x,
+                                            int64_t steps) {
+  std::vector<torch::Tensor> preds;
+  std::vector<torch::Tensor> window;
+  for (int64_t c = 0; c < x.size(1); ++c) window.push_back(x.select(1, c));
+  for (int64_t t = 0; t < steps; ++t) {
+    auto next = model->forward(torch::stack(window, 1));  // [B, 1, H, W]
+    preds.push_back(next);
+    window.erase(window.begin());
+    window.push_back(next.select(1, 0));
+  }
+  return preds;
+}
+
+// sum over steps and samples of ||p - y|| / ||y||, by hand.
+torch::Tensor explicit_loss(const std::vector<torch::Tensor>& preds, const torch::Tensor& y) {
+  torch::Tensor total = torch::zeros({}, preds[0].options());
+  for (size_t t = 0; t < preds.size(); ++t) {
+    for (int64_t b = 0; b < y.size(0); ++b) {
+      const auto p = preds[t][b][0];
+      const auto truth = y[b][static_cast<int64_t>(t)];
+      total = total + (p - truth).pow(2).sum().sqrt() / truth.pow(2).sum().sqrt();
+    }
+  }
+  return total;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Tiny Navier-Stokes files: 16^2, records every 0.1 up to 0.6 (6 records),
+// 24 training and 8 test samples; made once.
+std::string ns_files() {
+  static const std::string stem = [] {
+    const auto out = out_path("ns_train_tiny.h5");
+    fno::data::generate_navier_stokes(fno::data::NavierStokesGenOptions()
+                                          .resolution(16)
+                                          .samples(32)
+                                          .test_samples(8)
+                                          .seed(1)
+                                          .viscosity(1e-3)
+                                          .dt(1e-2)
+                                          .t_final(0.6)
+                                          .record_every(0.1)
+                                          .device("cpu")
+                                          .out(out));
+    return out_path("ns_train_tiny");
+  }();
+  return stem;
+}
+
+std::string ns_config(const std::string& mode) {
+  const std::string stem = ns_files();
+  const bool rec = mode == "recurrent";
+  return std::string(R"(model:
+  n_modes: )") +
+         (rec ? "[6, 6]" : "[6, 6, 2]") + R"(
+  in_channels: 3
+  hidden_channels: 12
+  n_layers: 2
+data:
+  problem: ns
+  ns_mode: )" +
+         mode + R"(
+  t_in: 3
+  t_out: 3
+  train_file: )" +
+         stem + R"(_train.h5
+  n_train: 24
+  batch_size: 4
+  encode_input: false
+  encode_output: )" +
+         (rec ? "false" : "true") + R"(
+  test:
+    - {file: )" +
+         stem + R"(_test.h5, name: ns, batch_size: 4}
+  n_predictions: 2
+optimizer:
+  lr: 5.0e-3
+scheduler:
+  name: none
+training:
+  epochs: 8
+  loss: l2
+  eval_losses: [l2]
+device:
+  name: cpu
+output:
+  progress: none
+)";
+}
+
+// The "train_loss" values of metrics.jsonl, in order.
+std::vector<double> train_losses(const std::string& dir) {
+  static const std::regex kLoss(R"("train_loss": ([0-9.eE+-]+))");
+  std::vector<double> out;
+  const auto text = read(dir + "/metrics.jsonl");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kLoss);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stod((*it)[1]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("rollout: the predictions and the summed loss of an explicit loop") {
+  auto model = tiny_2d();
+  torch::manual_seed(5);
+  const auto x = torch::randn({2, 3, 8, 8});
+  const auto y = torch::randn({2, 4, 8, 8});
+  torch::NoGradGuard no_grad;
+  const auto pred = fno::rollout([&](const at::Tensor& in) { return model->forward(in); }, x, 4);
+  REQUIRE(pred.sizes() == torch::IntArrayRef({2, 4, 8, 8}));
+  const auto ref = explicit_rollout(model, x, 4);
+  for (int64_t t = 0; t < 4; ++t) {
+    INFO("step " << t);
+    CHECK(torch::equal(pred.narrow(1, t, 1), ref[static_cast<size_t>(t)]));
+  }
+  // Step 1 is made from records 1, 2 and the first prediction.
+  const auto second = model->forward(torch::cat({x.narrow(1, 1, 2), ref[0]}, 1));
+  CHECK(torch::equal(second, ref[1]));
+  const auto l2 = l2_2d();
+  const auto loss =
+      fno::rollout_loss([&](const auto& a, const auto& b) { return l2(a, b); }, pred, y);
+  CHECK(loss.item<double>() == doctest::Approx(explicit_loss(ref, y).item<double>()).epsilon(1e-5));
+  CHECK_THROWS_AS(fno::rollout([&](const at::Tensor& in) { return in; }, x, 2), c10::Error);
+}
+
+TEST_CASE("rollout errors: per record and over the whole trajectory") {
+  torch::manual_seed(7);
+  const auto y = torch::randn({3, 4, 8, 8}, torch::kDouble);
+  const std::vector<double> c{0.1, -0.2, 0.3, 0.05};
+  auto pred = y.clone();
+  for (int64_t t = 0; t < 4; ++t) pred.select(1, t).mul_(1 + c[static_cast<size_t>(t)]);
+  const auto per = fno::per_step_rel_l2(pred, y);
+  REQUIRE(per.sizes() == torch::IntArrayRef({4}));
+  for (int64_t t = 0; t < 4; ++t) {
+    CHECK(per[t].item<double>() == doctest::Approx(3 * std::abs(c[static_cast<size_t>(t)])));
+  }
+  // Whole trajectory: sqrt(sum_t c_t^2 ||y_t||^2) / ||y||, per sample, summed.
+  double want = 0;
+  for (int64_t b = 0; b < 3; ++b) {
+    double num = 0;
+    for (int64_t t = 0; t < 4; ++t) {
+      num += c[static_cast<size_t>(t)] * c[static_cast<size_t>(t)] *
+             y[b][t].pow(2).sum().item<double>();
+    }
+    want += std::sqrt(num) / y[b].norm().item<double>();
+  }
+  CHECK(fno::trajectory_rel_l2(pred, y).item<double>() == doctest::Approx(want));
+}
+
+TEST_CASE(
+    "rollout gradients: TrainStep's rolled-out step, autograd on a loop, finite differences") {
+  auto model = tiny_2d();
+  torch::manual_seed(11);
+  const auto x = torch::randn({2, 3, 8, 8});
+  const auto y = torch::randn({2, 3, 8, 8});
+  const auto l2 = l2_2d();
+  const fno::StepLoss loss = [&](const at::Tensor& a, const at::Tensor& b) { return l2(a, b); };
+
+  // The shared step with a rollout of 3: its loss and gradients (lr 0: the
+  // update would change nothing, but only forward_backward runs here).
+  fno::OffloadedStep offloaded(model, fno::OffloadSettings{});
+  fno::AdamW opt(model->parameters(), fno::AdamWOptions(1e-3));
+  fno::TrainStep step(offloaded, opt, loss);
+  step.set_rollout(3);
+  const auto got = step.forward_backward(x, y);
+  std::map<std::string, torch::Tensor> grads;
+  for (const auto& p : model->named_parameters()) grads[p.key()] = p.value().grad().clone();
+
+  // The explicit loop, autograd on it.
+  model->zero_grad();
+  const auto want = explicit_loss(explicit_rollout(model, x, 3), y);
+  want.backward();
+  CHECK(got.item<double>() == doctest::Approx(want.item<double>()).epsilon(1e-5));
+  for (const auto& p : model->named_parameters()) {
+    INFO("parameter " << p.key());
+    CHECK(rel_err(grads[p.key()], p.value().grad()) < 1e-5);
+  }
+
+  // Finite differences in float64 along a random direction of every
+  // parameter (complex ones too: d/de L(theta + e v) = Re <grad, v>).
+  auto copy = std::dynamic_pointer_cast<fno::FNOImpl>(model->clone());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : copy->parameters()) {
+      p.set_data(p.is_complex() ? p.to(torch::kComplexDouble) : p.to(torch::kDouble));
+    }
+  }
+  fno::FNO m64(copy);
+  const auto x64 = x.to(torch::kDouble), y64 = y.to(torch::kDouble);
+  const auto loss64 = [&] {
+    return fno::rollout_loss(
+        loss, fno::rollout([&](const at::Tensor& in) { return m64->forward(in); }, x64, 3), y64);
+  };
+  m64->zero_grad();
+  loss64().backward();
+  torch::manual_seed(13);
+  std::vector<torch::Tensor> dirs;
+  double analytic = 0;
+  for (const auto& p : m64->parameters()) {
+    dirs.push_back(torch::randn_like(p));
+    analytic += torch::real((p.grad().conj() * dirs.back()).sum()).item<double>();
+  }
+  const double eps = 1e-6;
+  const auto shifted = [&](double e) {
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& p : m64->parameters()) p.add_(dirs[i++], e);
+    const double v = loss64().item<double>();
+    i = 0;
+    for (auto& p : m64->parameters()) p.sub_(dirs[i++], e);
+    return v;
+  };
+  const double numeric = (shifted(eps) - shifted(-eps)) / (2 * eps);
+  CHECK(numeric == doctest::Approx(analytic).epsilon(1e-5));
+  CHECK(std::abs(analytic) > 1e-3);  // a real slope, not two zeros
+}
+
+TEST_CASE("rollout steps refuse offload policies other than none, in one line") {
+  auto model = tiny_2d();
+  fno::OffloadSettings settings;
+  settings.policy = fno::offload::parse_policy("all");
+  fno::OffloadedStep offloaded(model, settings);
+  fno::AdamW opt(model->parameters(), fno::AdamWOptions(1e-3));
+  const auto l2 = l2_2d();
+  fno::TrainStep step(offloaded, opt, [&](const auto& a, const auto& b) { return l2(a, b); });
+  step.set_rollout(2);
+  CHECK_THROWS_WITH_AS(
+      step.forward_backward(torch::randn({1, 3, 8, 8}), torch::randn({1, 2, 8, 8})),
+      doctest::Contains("needs policy none and one micro-batch, got policy 'all'"),
+      std::invalid_argument);
+}
+
+TEST_CASE("Navier-Stokes training: both modes lower the loss and write per-record errors") {
+  for (const std::string mode : {"space_time", "recurrent"}) {
+    INFO("mode " << mode);
+    const auto dir = out_path("ns_run_" + mode);
+    std::filesystem::remove_all(dir);
+    fno::Trainer trainer(fno::parse_config(ns_config(mode), "ns.yaml"), dir);
+    const auto metrics = trainer.train();
+    const auto losses = train_losses(dir);
+    REQUIRE(losses.size() == 8);
+    CHECK(losses.back() < 0.5 * losses.front());
+    REQUIRE(metrics.count("ns_l2"));
+    REQUIRE(metrics.count("ns_l2_step"));
+    CHECK(metrics.at("ns_l2") > 0);
+    CHECK(metrics.at("ns_l2") < 0.5);  // from about 1 before training
+    // metrics.jsonl: the error per predicted record, 3 of them, each line.
+    static const std::regex kPerStep(R"("ns_l2_per_step": \[([^\]]*)\])");
+    std::smatch m;
+    const auto text = read(dir + "/metrics.jsonl");
+    REQUIRE(std::regex_search(text, m, kPerStep));
+    const std::string list = m[1].str();
+    CHECK(std::count(list.begin(), list.end(), ',') == 2);
+    // predictions.h5: inputs, truth and prediction as trajectories, the error per record.
+    const auto file = dir + "/predictions.h5";
+    const auto rd = [&](const std::string& key) {
+      return fno::data::load_hdf5(file, fno::data::LoadOptions().x_key(key).y_key(key))
+          .x.squeeze(1);
+    };
+    CHECK(rd("ns/x").sizes() == torch::IntArrayRef({2, 3, 16, 16}));
+    const auto y = rd("ns/y"), pred = rd("ns/pred");
+    REQUIRE(y.sizes() == torch::IntArrayRef({2, 3, 16, 16}));
+    REQUIRE(pred.sizes() == y.sizes());
+    // The truth is the test file's records 3..5 of its first samples.
+    const auto u = fno::data::load_ns_records(ns_files() + "_test.h5",
+                                              fno::data::NsLoadOptions().t_in(3).t_out(3));
+    CHECK(torch::equal(y, u.narrow(0, 0, 2).narrow(3, 3, 3).permute({0, 3, 1, 2})));
+    CHECK(rel_err(pred, y) < 1.5);
+  }
+}
+
+TEST_CASE("Navier-Stokes settings: one-line errors naming the key or the file") {
+  const auto bad = [](const std::string& mode, const std::vector<std::string>& sets,
+                      const std::string& expected) {
+    INFO("--set " << (sets.empty() ? "" : sets.back()));
+    try {
+      fno::Trainer trainer(fno::parse_config(ns_config(mode), "ns.yaml", sets), out_path("ns_bad"));
+      FAIL("no error; expected: ", expected);
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      INFO("message: " << msg);
+      CHECK(msg.find('\n') == std::string::npos);
+      CHECK(msg.find(expected) != std::string::npos);
+    }
+  };
+  bad("space_time", {"data.t_in=0"}, "data.t_in: expected an integer >= 1, got 0");
+  bad("space_time", {"data.t_out=0"}, "data.t_out: expected -1 (the rest) or >= 1, got 0");
+  bad("space_time", {"data.ns_mode=sideways"}, "data.ns_mode: unknown value 'sideways'");
+  bad("space_time", {"data.problem=heat"}, "data.problem: unknown value 'heat'");
+  bad("space_time", {"data.y_key=sol"}, "data.y_key: not used with data.problem ns");
+  bad("recurrent", {"data.encode_output=true"},
+      "data.encode_output: must be false with data.ns_mode recurrent");
+  bad("recurrent", {"offload.policy=all"},
+      "offload.policy: 'all' does not apply to data.ns_mode recurrent");
+  bad("recurrent", {"offload.micro_batches=2"},
+      "offload.micro_batches: must be 1 with data.ns_mode recurrent");
+  bad("recurrent", {"training.eval_losses=[l2, h1]"},
+      "training.eval_losses: 'h1' is not defined over a rollout");
+  // The file against the settings: more records than it holds, its shape, the model.
+  bad("space_time", {"data.t_out=4"},
+      "ns_train_tiny_train.h5: dataset 'u' holds 6 records; t_in 3 and t_out 4 need 7");
+  bad("recurrent", {"data.x_key=a"},
+      "ns_train_tiny_train.h5: dataset 'a' has rank 3, expected (N, R, R, T) records");
+  bad("space_time", {"model.n_modes=[6, 6]"},
+      "data.ns_mode space_time trains a 3D FNO over (x, y, t), but model.n_modes has 2 entries");
+  bad("recurrent", {"model.in_channels=1"},
+      "data.t_in 3 records in and one record out need model.in_channels 3");
+  // A test file with fewer records than the training file's t_out.
+  const auto short_file = out_path("ns_short.h5");
+  fno::data::write_hdf5(short_file, {{"u", torch::zeros({2, 16, 16, 5})}});
+  bad("recurrent", {"data.test=[{file: " + short_file + "}]"},
+      "ns_short.h5: dataset 'u' holds 5 records; t_in 3 and t_out 3 need 6");
+}
+
+TEST_CASE("Navier-Stokes configs: the paper's settings, one per row and model") {
+  struct Row {
+    const char* name;
+    int64_t t_out, n_train;
+  };
+  // Li et al. 2020, Table 1: nu = 1e-3, T = 50; 1e-4, T = 30 (N = 1000 and
+  // 10000); 1e-5, T = 20; always 10 records in.
+  for (const Row row : {Row{"ns_v1e-3", 40, 1000}, Row{"ns_v1e-4", 20, 1000},
+                        Row{"ns_v1e-4_n10000", 20, 10000}, Row{"ns_v1e-5", 10, 1000}}) {
+    for (const std::string model : {"fno2d", "fno3d"}) {
+      const std::string file =
+          std::string(FNO_SOURCE_DIR) + "/configs/" + row.name + "_" + model + ".yaml";
+      INFO("config " << file);
+      const auto c = fno::load_config(file);
+      const bool three = model == "fno3d";
+      CHECK(c.data.problem == fno::DataProblem::kNavierStokes);
+      CHECK(c.data.ns_mode == (three ? fno::NsMode::kSpaceTime : fno::NsMode::kRecurrent));
+      CHECK(c.data.t_in == 10);
+      CHECK(c.data.t_out == row.t_out);
+      CHECK(c.data.n_train == row.n_train);
+      CHECK(c.data.batch_size == (three ? 10 : 20));
+      REQUIRE(c.data.tests.size() == 1);
+      CHECK(c.data.tests[0].n_samples == 200);
+      CHECK(c.model.in_channels() == 10);
+      CHECK(c.model.out_channels() == 1);
+      CHECK(c.model.hidden_channels() == 20);
+      // The paper's modes 8 (3D) and 12 (2D) in neuraloperator's convention.
+      CHECK(c.model.n_modes() ==
+            (three ? std::vector<int64_t>{16, 16, 14} : std::vector<int64_t>{24, 22}));
+      // FNO-3D pads time by 6 records in all (3 each side), space not at all.
+      const fno::FNO fno_model(c.model);
+      const std::vector<int64_t> grid =
+          three ? std::vector<int64_t>{64, 64, row.t_out} : std::vector<int64_t>{64, 64};
+      CHECK(fno_model->padding_for(grid) ==
+            (three ? std::vector<int64_t>{0, 0, 3} : std::vector<int64_t>{}));
+      CHECK(c.training.epochs == 500);
+      CHECK(c.training.loss == fno::LossName::kL2);
+      CHECK(c.optimizer.lr == doctest::Approx(1e-3));
+      CHECK(c.optimizer.weight_decay == doctest::Approx(1e-4));
+      CHECK(c.scheduler.name == fno::SchedulerName::kStep);
+      CHECK(c.scheduler.step_size == 100);
+      CHECK(c.scheduler.gamma == doctest::Approx(0.5));
+    }
+  }
+  for (const std::string model : {"fno2d", "fno3d"}) {
+    const auto c =
+        fno::load_config(std::string(FNO_SOURCE_DIR) + "/configs/ns_smoke_" + model + ".yaml");
+    CHECK(c.data.problem == fno::DataProblem::kNavierStokes);
+    CHECK(c.device.name == "cpu");
+  }
+}
