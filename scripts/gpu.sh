@@ -53,6 +53,8 @@
 #                tiles, its host-memory refusal, the out-of-memory advice)
 #   ooc3d        the 3D FNO (configs/poisson3d.yaml, modes 16^3) at 256^3: none, auto 8 GiB
 #   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
+#   nsgpu        Navier-Stokes on CUDA: smoke data and both training modes; the paper's
+#                protocol (nu 1e-3, T 50) for 16 samples, timed
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
@@ -674,13 +676,41 @@ run_suite() {
       # the allocator; auto's budget is what it leaves): a binary search over multiples of
       # 4096 up to 16384 (8192, 12288, 16384), fp32
       for g in 4 16; do
-        timeout 280 "$bench" --resolutions 1024 --batches 1 --steps 1 --warmup 1 --policies auto \
+        timeout 110 "$bench" --resolutions 1024 --batches 1 --steps 1 --warmup 1 --policies auto \
           --cap ${g}GiB --find-largest --grid-step 4096 --grid-max 16384 \
           --json "$out/ooc/largest_cap$g.json" --csv "$out/ooc/largest_cap$g.csv" > /dev/null \
           2> "$out/ooc/largest_cap$g.log"
         say "largest cap ${g} GiB: exit $?"
         grep -h '^fno_bench: ' "$out/ooc/largest_cap$g.log" | cut -c1-200 | tee -a "$summary"
       done
+      ;;
+    nsgpu)
+      # Navier-Stokes on CUDA: the smoke configs' data and both training modes (recurrent
+      # FNO-2D, space-time FNO-3D); then the paper's protocol (nu 1e-3, 256^2 -> 64^2,
+      # dt 1e-4, T 50) for 16 samples, timed
+      local d=$out/ns
+      mkdir -p "$d"
+      "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 --resolution 16 --dt 1e-2 \
+        --t-final 4 --record-every 0.5 --samples 40 --test-samples 8 --seed 0 --device cuda \
+        --progress none --out "$d/ns_smoke.h5" > "$d/datagen_smoke.log" 2>&1
+      say "ns smoke datagen (cuda): exit $?"
+      for m in fno2d fno3d; do
+        timeout 120 "$build/apps/fno_train" --config "configs/ns_smoke_$m.yaml" \
+          --set "data.train_file=$d/ns_smoke_train.h5" \
+          --set "data.test=[{file: $d/ns_smoke_test.h5, name: ns, batch_size: 8}]" \
+          --set device.name=cuda --set output.progress=none --out "$d/smoke_$m" \
+          > "$d/smoke_$m.stdout" 2> "$d/smoke_$m.stderr"
+        say "ns smoke $m (cuda): exit $? $(tail -1 "$d/smoke_$m.stderr" | cut -c1-150)"
+        head -1 "$d/smoke_$m/metrics.jsonl" | cut -c1-200 | tee -a "$summary"
+        tail -1 "$d/smoke_$m/metrics.jsonl" | cut -c1-200 | tee -a "$summary"
+      done
+      local t0
+      t0=$(date +%s)
+      timeout 200 "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 --t-final 50 \
+        --resolution 256 --subsample 4 --samples 16 --test-samples 0 --seed 0 --device cuda \
+        --progress none --out "$d/ns_v1e-3_T50_16.h5" > "$d/datagen_protocol.log" 2>&1
+      say "ns protocol datagen (nu 1e-3, T 50, 16 samples, cuda): exit $?," \
+        "$(($(date +%s) - t0)) s; $(tail -1 "$d/datagen_protocol.log" | cut -c1-150)"
       ;;
     mlp)
       # the fused channel MLP (lifting, projection): its GPU tests, then fno_bench with it
