@@ -420,9 +420,10 @@ TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibT
   // {B, Cin, Cmid, Cout, grid}: the 2D and 3D liftings, the projection (one
   // grid long enough for backward's per-entry chunks: over 2^20 points), and a
   // shape without a kernel (the LibTorch path, said once).
-  const std::vector<std::vector<int64_t>> shapes{
-      {3, 3, 64, 32, 37, 29}, {2, 4, 64, 32, 9, 10, 11}, {2, 32, 64, 1, 1100, 1000},
-      {2, 5, 16, 8, 20, 21}};
+  const std::vector<std::vector<int64_t>> shapes{{3, 3, 64, 32, 37, 29},
+                                                 {2, 4, 64, 32, 9, 10, 11},
+                                                 {2, 32, 64, 1, 1100, 1000},
+                                                 {2, 5, 16, 8, 20, 21}};
   for (const auto& sh : shapes) {
     const int64_t b = sh[0], cin = sh[1], cm = sh[2], cout = sh[3];
     std::vector<int64_t> shape{b, cin};
@@ -430,9 +431,8 @@ TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibT
     const auto u = [&](std::vector<int64_t> s, double bound) {
       return (torch::rand(s, o) * 2 - 1).mul_(bound).requires_grad_();
     };
-    const std::vector<torch::Tensor> p{u({cm, cin, 1}, 1 / std::sqrt(double(cin))),
-                                       u({cm}, 0.5), u({cout, cm, 1}, 1 / std::sqrt(double(cm))),
-                                       u({cout}, 0.5)};
+    const std::vector<torch::Tensor> p{u({cm, cin, 1}, 1 / std::sqrt(double(cin))), u({cm}, 0.5),
+                                       u({cout, cm, 1}, 1 / std::sqrt(double(cm))), u({cout}, 0.5)};
     auto yshape = shape;
     yshape[1] = cout;
     const auto x = torch::randn(shape, o), dy = torch::randn(yshape, o);
@@ -444,8 +444,8 @@ TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibT
         // fused kernel must be as close to fp32 as it is.
         const auto lib = run_mlp(xd, p, dy, gelu_input, false);
         const auto got = run_mlp(xd, p, dy, gelu_input, true);
-        const auto ref_d = dtype == torch::kFloat ? ref : run_mlp(xd.to(torch::kFloat), p, dy,
-                                                                  gelu_input, false);
+        const auto ref_d =
+            dtype == torch::kFloat ? ref : run_mlp(xd.to(torch::kFloat), p, dy, gelu_input, false);
         const double tol = dtype == torch::kFloat ? 1e-5 : 0.0;
         const double ey = rel_err(got.y.to(torch::kFloat), ref_d.y);
         const double ly = rel_err(lib.y.to(torch::kFloat), ref_d.y);

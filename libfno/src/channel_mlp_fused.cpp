@@ -81,8 +81,8 @@ bool fused_channel_mlp_usable(const torch::Tensor& x, const torch::Tensor& w1,
                               const torch::Tensor& b1, const torch::Tensor& w2,
                               const torch::Tensor& b2) {
 #ifdef FNO_CUDA_KERNELS
-  if (!fused_kernels_enabled() || !mlp_kernels_enabled() || !x.defined() || !x.is_cuda() || x.dim() != 3 ||
-      !w1.defined() || !w2.defined() || w1.dim() != 2 || w2.dim() != 2)
+  if (!fused_kernels_enabled() || !mlp_kernels_enabled() || !x.defined() || !x.is_cuda() ||
+      x.dim() != 3 || !w1.defined() || !w2.defined() || w1.dim() != 2 || w2.dim() != 2)
     return false;
   const auto t = x.scalar_type();
   if (!(t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf)) return false;
@@ -136,10 +136,10 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
   const int64_t mid = w1.size(0);
   auto g = torch::empty({x.size(0), mid, x.size(2)}, x.options());
   auto dh = torch::empty_like(g);
-  check(cuda::channel_mlp_hidden_grad(
-            kernel_dtype(x), operand(x), operand(dy), g.data_ptr(), dh.data_ptr(), x.size(0),
-            x.size(1), mid, w2.size(0), x.size(2), w.ptrs(), gelu_input,
-            c10::cuda::getCurrentCUDAStream(x.device().index()).stream()),
+  check(cuda::channel_mlp_hidden_grad(kernel_dtype(x), operand(x), operand(dy), g.data_ptr(),
+                                      dh.data_ptr(), x.size(0), x.size(1), mid, w2.size(0),
+                                      x.size(2), w.ptrs(), gelu_input,
+                                      c10::cuda::getCurrentCUDAStream(x.device().index()).stream()),
         "backward");
   return {g, dh};
 #else

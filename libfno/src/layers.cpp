@@ -375,8 +375,8 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     torch::Tensor gx;
     if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
     // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
-    const bool fused = gy.scalar_type() == x.scalar_type() &&
-                       detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
+    const bool fused =
+        gy.scalar_type() == x.scalar_type() && detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
     over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
       const auto as = gelu_input ? torch::gelu(xs) : xs;

@@ -67,9 +67,9 @@ int channel_mlp_hidden_grad(Dtype dtype, ChannelMlpInput x, ChannelMlpInput dy, 
                             int64_t batch, int64_t in, int64_t mid, int64_t out, int64_t n,
                             const ChannelMlpWeights& w, bool gelu_input, void* stream) {
   if (!channel_mlp_supported(in, mid, out)) return static_cast<int>(cudaErrorInvalidValue);
-  return detail::mlp::dispatch<detail::mlp::HiddenGrad>(dtype, in, out, x, dy, g, dh, batch, mid,
-                                                         n, w, gelu_input,
-                                                         static_cast<cudaStream_t>(stream));
+  return detail::mlp::dispatch<detail::mlp::HiddenGrad>(dtype, in, out, x, dy, g, dh, batch, mid, n,
+                                                        w, gelu_input,
+                                                        static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace fno::cuda

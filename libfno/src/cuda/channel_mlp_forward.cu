@@ -67,8 +67,7 @@ int channel_mlp_forward(Dtype dtype, ChannelMlpInput x, void* y, int64_t batch, 
                         bool gelu_input, void* stream) {
   if (!channel_mlp_supported(in, mid, out)) return static_cast<int>(cudaErrorInvalidValue);
   return detail::mlp::dispatch<detail::mlp::Forward>(dtype, in, out, x, y, batch, mid, n, w,
-                                                      gelu_input,
-                                                      static_cast<cudaStream_t>(stream));
+                                                     gelu_input, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace fno::cuda
