@@ -81,7 +81,9 @@ struct TiledPlan {
   TilePlace gradient = TilePlace::kDevice;
   /// Forward keeps the block input it has just made on the device until the
   /// next sweep has read it (one full-size tensor), instead of reading it
-  /// back from its place.
+  /// back from its place; in training the last block's input stays on until
+  /// backward's first sweep has read it, and is never stored (its place in
+  /// `inputs` is unused).
   bool keep_latest = true;
   /// "tile_rows=R, inputs=recompute/host/..., gradient=device, keep_latest=1"
   std::string to_string() const;
