@@ -31,6 +31,16 @@ namespace {
 
 using Loss = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
 
+// The bytes the allocator holds for tensors now, with its cache emptied (what
+// a budget has to add room to).
+int64_t held_after_empty_cache() {
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return static_cast<int64_t>(
+      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+          .allocated_bytes[0]
+          .current);
+}
+
 // fno::TileStore over offload/'s pinned host tiles.
 class PinnedStore final : public fno::TileStore {
  public:
@@ -225,11 +235,7 @@ TEST_CASE("GPU: offload auto takes tiles where no whole-grid plan fits, within t
   const fno::H1Loss h1(fno::H1LossOptions().d(2));
   const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
   const auto ref = whole_grid(model, x, y, loss);
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  const int64_t held = static_cast<int64_t>(
-      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
-          .allocated_bytes[0]
-          .current);
+  const int64_t held = held_after_empty_cache();
   // One whole-grid stage of one entry needs about 7 block inputs (32 MiB each) on top.
   const int64_t budget = held + (int64_t{128} << 20);
   fno::OffloadSettings settings;
@@ -261,11 +267,7 @@ TEST_CASE("GPU: offload auto refuses in one line naming the pinned host memory t
   const auto y = torch::randn({2, 1, 512, 512}, torch::kCUDA) + 1;
   const fno::LpLoss l2(fno::LpLossOptions().d(2));
   const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return l2(out, yy); };
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  const int64_t held = static_cast<int64_t>(
-      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
-          .allocated_bytes[0]
-          .current);
+  const int64_t held = held_after_empty_cache();
   // Under 24 MiB more than it holds, no plan keeps one entry's 32 MiB gradient
   // between blocks on the GPU: tiles fit only with it in pinned host memory,
   // which a 1 MiB offload.host_memory_limit does not give.
@@ -290,11 +292,7 @@ TEST_CASE("GPU: offload auto refuses in one line naming the pinned host memory t
 TEST_CASE("GPU: out-of-memory advice names auto where no fixed policy fits") {
   auto model = seed_model();
   const auto x = torch::randn({2, 1, 512, 512}, torch::kCUDA);
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  const int64_t held = static_cast<int64_t>(
-      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
-          .allocated_bytes[0]
-          .current);
+  const int64_t held = held_after_empty_cache();
   // Every fixed policy needs a whole-grid stage (about 7 block inputs of 64 MiB
   // at batch 2) on the GPU; auto trains it in tiles.
   fno::OffloadSettings settings;
