@@ -346,6 +346,19 @@ void GenOutput::find_kept() {
       throw std::runtime_error(shard.path + ": not a batch kept by fno_datagen --resume (no " +
                                kShardMagic + " attribute); move it away");
     }
+    const Attribute* first = find("first_sample");
+    const Attribute* count = find("samples");
+    if (first == nullptr || count == nullptr || !first->is_number || !count->is_number ||
+        first->number != static_cast<double>(shard.first) ||
+        count->number != static_cast<double>(shard.count)) {
+      throw std::runtime_error(
+          shard.path + ": holds samples [" +
+          (first && count ? format_number(first->number) + ", " +
+                                format_number(first->number + count->number)
+                          : std::string("?, ?")) +
+          "), not [" + std::to_string(shard.first) + ", " +
+          std::to_string(shard.first + shard.count) + "); the file is damaged");
+    }
     const auto theirs = parse_settings(settings->text);
     for (size_t i = 0; i < std::max(theirs.size(), resume_.settings.size()); ++i) {
       const auto& mine = i < resume_.settings.size() ? resume_.settings[i]
