@@ -5,10 +5,14 @@
 // (--problem poisson3d; fno_data/poisson3d_gen.h), or 2D Navier-Stokes as in
 // the FNO paper (--problem ns; fno_data/navier_stokes_gen.h).
 //
-// Exit codes: 0 done; 2 bad command line; 3 the run failed (output not
-// writable, solver failure, a Navier-Stokes run that blew up); 130/143 stopped
-// by SIGINT/SIGTERM. A run that
-// stops for any reason leaves no output file (temporary file + fsync + rename).
+// Exit codes: 0 done; 2 bad command line (with --resume also: other settings
+// than the kept samples', nothing to resume); 3 the run failed (output not
+// writable, solver failure, a Navier-Stokes run that blew up, damaged or
+// foreign files where --resume keeps its samples); 4 stopped at
+// --stop-after-samples; 130/143 stopped by SIGINT/SIGTERM. A run that stops for
+// any reason leaves no output file (temporary file + fsync + rename); with
+// --resume, the finished batches stay in OUT.partial/ and the same command
+// with --resume goes on after them.
 #include <fno_data/darcy_gen.h>
 #include <fno_data/navier_stokes_gen.h>
 #include <fno_data/poisson3d_gen.h>
@@ -81,12 +85,21 @@ void install_stop_handlers() {
   ::sigaction(SIGTERM, &sa, nullptr);
 }
 
-/// The command line, each argument quoted when it holds a space or quote.
+/// The command line, each argument quoted when it holds a space or quote;
+/// without --resume and --stop-after-samples, which do not change the data (so
+/// that a resumed run writes the same bytes as one run).
 std::string command_line(int argc, char** argv) {
   std::string out;
+  bool first = true;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (i > 0) out += ' ';
+    if (arg == "--resume" || arg.rfind("--stop-after-samples=", 0) == 0) continue;
+    if (arg == "--stop-after-samples") {
+      ++i;
+      continue;
+    }
+    if (!first) out += ' ';
+    first = false;
     if (!arg.empty() && arg.find_first_of(" \t'\"\\$") == std::string::npos) {
       out += arg;
       continue;
@@ -115,8 +128,9 @@ class Progress {
     header_.clear();
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const double eta =
-        done > 0 ? secs * static_cast<double>(total - done) / static_cast<double>(done) : 0;
+    const double eta = done > base_ ? secs * static_cast<double>(total - done) /
+                                          static_cast<double>(done - base_)
+                                    : 0;
     const int pct = static_cast<int>(100 * done / total);
     if (bar_) {
       constexpr int kWidth = 30;
@@ -136,6 +150,15 @@ class Progress {
   void abandon() {
     if (bar_ && header_.empty()) std::fprintf(stderr, "\n");
   }
+  /// A resumed run: `done` units were made before; the header, then `note`.
+  void resumed(int64_t done, const std::string& note) {
+    base_ = done;
+    if (bar_ || plain_) {
+      std::fprintf(stderr, "fno_datagen: %s\n", header_.c_str());
+      std::fprintf(stderr, "fno_datagen: %s\n", note.c_str());
+    }
+    header_.clear();
+  }
 
  private:
   std::string header_;
@@ -143,6 +166,7 @@ class Progress {
   bool bar_ = false;
   bool plain_ = false;
   int next_pct_ = 10;
+  int64_t base_ = 0;  // units made before this run (a resumed run)
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
@@ -157,6 +181,7 @@ struct Job {
   std::vector<std::string> paths;
   std::function<fno::data::DarcyGenSummary(const fno::data::DarcyGenHooks&)> run;
   const char* unit = "samples";  // what the progress counts
+  int64_t units_per_sample = 1;
 };
 
 std::string grid_text(int64_t r, int dims) {
@@ -238,6 +263,15 @@ int main(int argc, char** argv) {
   app.add_option("--initial", initial,
                  "ns: an HDF5 file whose dataset w0 (N, R, R) gives the initial vorticity of "
                  "the first N >= --samples samples (default: the paper's random field)");
+  bool resume = false;
+  int64_t stop_after = 0;
+  app.add_flag("--resume", resume,
+               "keep each finished batch in OUT.partial/ and go on after the samples kept "
+               "there by an earlier run with the same settings; at the end write the output "
+               "(the same bytes as one run) and remove OUT.partial/");
+  app.add_option("--stop-after-samples", stop_after,
+                 "with --resume: stop (exit 4) once at least K samples are kept (for tests)")
+      ->transform(decimal_integer<int64_t>());
   app.add_option("--progress", progress, "auto (a bar on a terminal, else lines), bar, plain, none")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
   try {
@@ -257,6 +291,7 @@ int main(int argc, char** argv) {
       if (app.count(flag) > 0) return fail(2, std::string(flag) + " applies to --problem ns only");
     }
   }
+  if (stop_after > 0 && !resume) return fail(2, "--stop-after-samples needs --resume");
   const std::string line = command_line(argc, argv);
   Job job;
   try {
@@ -320,6 +355,7 @@ int main(int argc, char** argv) {
         return fno::data::generate_navier_stokes(ons, h);
       };
       job.unit = "records";
+      job.units_per_sample = records;
     }
   } catch (const c10::Error& e) {
     return fail(2, e.what_without_backtrace());
@@ -333,6 +369,16 @@ int main(int argc, char** argv) {
   fno::data::DarcyGenHooks hooks;
   hooks.progress = [&](int64_t done, int64_t total) { bar.update(done, total); };
   hooks.stop_requested = [] { return static_cast<int>(g_stop_signal); };
+  hooks.resume = resume;
+  hooks.stop_after_samples = stop_after;
+  hooks.resumed = [&](int64_t kept, int64_t total) {
+    bar.resumed(kept * job.units_per_sample,
+                kept == 0 ? "resumable: finished batches go to '" +
+                                fno::data::datagen_partial_dir(out) + "'"
+                          : "resuming: " + std::to_string(kept) + " of " +
+                                std::to_string(total) + " samples kept in '" +
+                                fno::data::datagen_partial_dir(out) + "'");
+  };
   try {
     const auto summary = job.run(hooks);
     std::printf("device %s\n", summary.device.c_str());
@@ -351,7 +397,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const fno::data::DatagenInterrupted& e) {
     bar.abandon();
-    return fail(128 + e.signal(), e.what());
+    return fail(e.signal() == 0 ? 4 : 128 + e.signal(), e.what());
   } catch (const fno::data::NsBlowUp& e) {
     bar.abandon();
     return fail(3, e.what());

@@ -55,6 +55,11 @@
 #   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
 #   nsgpu        Navier-Stokes on CUDA: smoke data and both training modes; the paper's
 #                protocol (nu 1e-3, T 50) for 16 samples, timed
+#   nsdata       the FNO paper's nu 1e-3 set (T 50, 256^2 -> 64^2, 1200 samples, 200 for testing,
+#                seed 0) by fno_datagen --resume, stopped by SIGTERM at NSDATA_DEADLINE (560) s
+#                after this script started; the kept batches stay in NSDATA_DIR (/tmp/fno-nsdata)
+#                for the next call on the same warm machine only (docs/data.md: nothing larger
+#                than 64 MiB travels, so a fresh machine starts again)
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
@@ -711,6 +716,47 @@ run_suite() {
         --progress none --out "$d/ns_v1e-3_T50_16.h5" > "$d/datagen_protocol.log" 2>&1
       say "ns protocol datagen (nu 1e-3, T 50, 16 samples, cuda): exit $?," \
         "$(($(date +%s) - t0)) s; $(tail -1 "$d/datagen_protocol.log" | cut -c1-150)"
+      ;;
+    nsdata)
+      # issue 27: the paper's nu 1e-3 set, resumable within one warm machine. fno_datagen
+      # --resume keeps each finished batch (NSDATA_BATCH samples, default 16: about 130 s on
+      # an H100) in $dir/ns_v1e-3_T50.h5.partial/; timeout's SIGTERM at the deadline abandons
+      # the batch in flight (exit 143) and the next call goes on after the kept ones. The
+      # machine's disk lasts only while it stays warm (30 s after a call, 30 min held at most),
+      # and ~1 GB cannot travel either way (64 MiB a call), so the set completes only if a
+      # chain of calls on one machine makes all 1200 samples (docs/data.md#resumable-generation).
+      local dir=${NSDATA_DIR:-/tmp/fno-nsdata} d=$out/nsdata
+      local data=$dir/ns_v1e-3_T50.h5
+      mkdir -p "$dir" "$d"
+      kept_samples() {  # the end of the last kept batch (samples_FIRST_END.h5)
+        ls "$data.partial" 2> /dev/null | sed -n 's/^samples_[0-9]*_0*\([0-9][0-9]*\)\.h5$/\1/p' |
+          sort -n | tail -1 | grep . || echo 0
+      }
+      local before left t rc
+      before=$(kept_samples)
+      left=$((${NSDATA_DEADLINE:-560} - ($(date +%s) - script_t0)))
+      if [ -f "${data%.h5}_train.h5" ] && [ -f "${data%.h5}_test.h5" ]; then
+        say "nsdata: $data done already: $(ls -l "${data%.h5}"_t*.h5 | awk '{print $5, $9}' | tr '\n' ' ')"
+      elif [ "$left" -lt 60 ]; then
+        say "nsdata: $left s left before the deadline; not started ($before samples kept)"
+      else
+        t=$(date +%s)
+        timeout -s TERM -k 60 "$left" "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 \
+          --t-final 50 --resolution 256 --subsample 4 --samples 1200 --test-samples 200 --seed 0 \
+          --device cuda --batch "${NSDATA_BATCH:-16}" --progress plain --resume --out "$data" \
+          > "$d/datagen.out" 2>> "$d/datagen.log"
+        rc=$?
+        local after secs
+        after=$(kept_samples)
+        [ "$rc" = 0 ] && after=1200
+        secs=$(($(date +%s) - t))
+        printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" "$before" "$after" \
+          >> "$dir/segments.tsv"
+        cp "$dir/segments.tsv" "$d/"
+        say "nsdata: exit $rc after $secs s; samples kept $before -> $after of 1200" \
+          "($(awk -v n=$((after - before)) -v s="$secs" 'BEGIN { if (n > 0) printf "%.2f s a sample", s / n; else print "none made" }'))"
+        tail -1 "$d/datagen.log" | cut -c1-250 | tee -a "$summary"
+      fi
       ;;
     mlp)
       # the fused channel MLP (lifting, projection): its GPU tests, then fno_bench with it

@@ -362,20 +362,34 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
   const int64_t stored = (r - 1) / k + 1;
   const int64_t total = o.samples();
 
-  gen::GenOutput output(paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored});
-  struct PartStats {
-    double max_residual = 0;
-    int64_t max_iterations = 0;
-  };
-  std::vector<PartStats> stats(output.parts().size());
+  // Measured fastest on a 2-core CPU at 421^2: one sample at a time (cache).
+  const int64_t batch_size = o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? 32 : 1);
+  using gen::format_number;
+  gen::GenOutput output(
+      paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored},
+      gen::resume_of(hooks, o.out(),
+                     {{"problem", "darcy"},
+                      {"generator_version", std::to_string(kGeneratorVersion)},
+                      {"resolution", std::to_string(r)},
+                      {"samples", std::to_string(total)},
+                      {"test_samples", std::to_string(o.test_samples())},
+                      {"seed", std::to_string(o.seed())},
+                      {"subsample", std::to_string(k)},
+                      {"alpha", format_number(o.alpha())},
+                      {"tau", format_number(o.tau())},
+                      {"value_high", format_number(o.value_high())},
+                      {"value_low", format_number(o.value_low())},
+                      {"forcing", format_number(o.forcing())},
+                      {"tolerance", format_number(o.tolerance())},
+                      {"max_iterations", std::to_string(o.max_iterations())},
+                      {"device", device.is_cuda() ? "cuda" : "cpu"},
+                      {"batch", device.is_cuda() ? std::to_string(batch_size) : "any"}}));
+  if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
 
   DarcyGenSummary summary;
   summary.device = device.str();
-  double iteration_sum = 0;
-  // Measured fastest on a 2-core CPU at 421^2: one sample at a time (cache).
-  const int64_t batch_size = o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? 32 : 1);
-  for (int64_t start = 0; start < total; start += batch_size) {
-    gen::check_stop(hooks, start, total);  // before each batch
+  for (int64_t start = output.kept(); start < total; start += batch_size) {
+    output.check_stop(hooks, start);  // before each batch
     const int64_t b = std::min(batch_size, total - start);
     // The coefficients on the CPU, one sample at a time: the same numbers for
     // every batch size and device.
@@ -396,18 +410,10 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
     const torch::Tensor u = every_kth(sol.u, k).to(torch::kCPU, torch::kFloat);
     TORCH_CHECK(torch::isfinite(u).all().item<bool>(), "samples ", start, "..", start + b - 1,
                 ": the solution is not finite");
-    iteration_sum += sol.iterations.sum().item<double>();
-
-    output.write(start, {coeff, u});
-    output.for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
-      stats[p].max_residual =
-          std::max(stats[p].max_residual, residual.narrow(0, offset, count).max().item<double>());
-      stats[p].max_iterations = std::max(
-          stats[p].max_iterations, sol.iterations.narrow(0, offset, count).max().item<int64_t>());
-    });
+    output.write(start, {coeff, u}, {{"residual", residual}, {"iterations", sol.iterations}});
     if (hooks.progress) hooks.progress(start + b, total);
   }
-  gen::check_stop(hooks, total, total);  // before the files appear
+  output.check_stop(hooks, total);  // before the files appear
 
   const std::string fd_scheme =
       "5-point finite differences on the nodes x_i = i/(R-1), boundary included; face "
@@ -442,20 +448,18 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
         text_attr("fd_scheme", fd_scheme),
         text_attr("solver", solver),
         number_attr("tolerance", o.tolerance()),
-        number_attr("max_residual", stats[p].max_residual),
-        number_attr("max_cg_iterations", static_cast<double>(stats[p].max_iterations)),
+        number_attr("max_residual", output.stat_max(p, "residual")),
+        number_attr("max_cg_iterations", output.stat_max(p, "iterations")),
         text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
         text_attr("command_line", o.command_line()),
     });
     return attrs;
   });
-  for (const auto& s : stats) {
-    summary.max_residual = std::max(summary.max_residual, s.max_residual);
-    summary.max_iterations = std::max(summary.max_iterations, s.max_iterations);
-  }
+  summary.max_residual = output.stat_max("residual");
+  summary.max_iterations = static_cast<int64_t>(output.stat_max("iterations"));
   summary.files = paths;
   summary.samples = total;
-  summary.mean_iterations = iteration_sum / static_cast<double>(total);
+  summary.mean_iterations = output.stat_sum("iterations") / static_cast<double>(total);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }

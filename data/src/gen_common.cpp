@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <system_error>
@@ -168,18 +169,31 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> same_shape(
 
 GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
                      const std::vector<std::string>& names,
-                     const std::vector<int64_t>& sample_shape)
-    : GenOutput(paths, total, test_samples, same_shape(names, sample_shape)) {}
+                     const std::vector<int64_t>& sample_shape, Resume resume)
+    : GenOutput(paths, total, test_samples, same_shape(names, sample_shape), std::move(resume)) {}
 
 GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
-                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets) {
+                     const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets,
+                     Resume resume)
+    : datasets_(datasets), total_(total), resume_(std::move(resume)) {
   for (const auto& d : datasets) names_.push_back(d.first);
   const int64_t n_train = total - test_samples;
   parts_.push_back({paths.at(0), test_samples == 0 ? "all" : "train", 0, n_train});
   if (test_samples > 0) parts_.push_back({paths.at(1), "test", n_train, test_samples});
+  max_.resize(parts_.size());
+  if (resume_.dir.empty()) {
+    open_writers();
+  } else {
+    find_kept();  // the files are made at commit, from the kept samples
+  }
+}
+
+GenOutput::~GenOutput() = default;
+
+void GenOutput::open_writers() {
   for (const auto& part : parts_) {
     std::vector<std::pair<std::string, std::vector<int64_t>>> shaped;
-    for (const auto& [name, sample_shape] : datasets) {
+    for (const auto& [name, sample_shape] : datasets_) {
       std::vector<int64_t> shape{part.count};
       shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
       shaped.emplace_back(name, shape);
@@ -187,8 +201,6 @@ GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64
     writers_.push_back(std::make_unique<Hdf5SampleWriter>(part.path, shaped));
   }
 }
-
-GenOutput::~GenOutput() = default;
 
 void GenOutput::for_each_share(int64_t start, int64_t b,
                                const std::function<void(size_t, int64_t, int64_t)>& fn) const {
@@ -199,9 +211,7 @@ void GenOutput::for_each_share(int64_t start, int64_t b,
   }
 }
 
-void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data) {
-  TORCH_CHECK(data.size() == names_.size(), "GenOutput::write: ", data.size(), " tensors for ",
-              names_.size(), " datasets");
+void GenOutput::write_files(int64_t start, const std::vector<torch::Tensor>& data) {
   const int64_t b = data.at(0).size(0);
   for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
     // Sample by sample, so that the chunks lie in the file in the same order
@@ -214,7 +224,277 @@ void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data) {
   });
 }
 
+void GenOutput::add_stats(int64_t start, int64_t b,
+                          const std::vector<std::pair<std::string, std::vector<double>>>& stats) {
+  for (const auto& [name, values] : stats) {
+    TORCH_CHECK(static_cast<int64_t>(values.size()) == b, "GenOutput: statistic '", name, "' has ",
+                values.size(), " values for ", b, " samples");
+    double& sum = sum_[name];
+    for (double v : values) sum += v;
+    for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
+      auto it = max_[p].try_emplace(name, values[static_cast<size_t>(offset)]).first;
+      for (int64_t i = offset; i < offset + count; ++i) {
+        it->second = std::max(it->second, values[static_cast<size_t>(i)]);
+      }
+    });
+  }
+}
+
+namespace {
+
+constexpr const char* kShardMagic = "fno_datagen_partial";
+
+std::string shard_name(int64_t first, int64_t end) {
+  char name[64];
+  std::snprintf(name, sizeof name, "samples_%010lld_%010lld.h5", static_cast<long long>(first),
+                static_cast<long long>(end));
+  return name;
+}
+
+std::string settings_text(const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::string text;
+  for (const auto& [name, value] : settings) text += name + " " + value + "\n";
+  return text;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_settings(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t space = line.find(' ');
+    out.emplace_back(line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1));
+  }
+  return out;
+}
+
+std::string values_text(const std::vector<double>& values) {
+  std::string text;
+  char buf[40];
+  for (double v : values) {
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    if (!text.empty()) text += ' ';
+    text += buf;
+  }
+  return text;
+}
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+void GenOutput::find_kept() {
+  namespace fs = std::filesystem;
+  const std::string& dir = resume_.dir;
+  std::error_code ec;
+  const auto status = fs::status(dir, ec);
+  if (!fs::exists(status)) {
+    for (const auto& part : parts_) {
+      TORCH_CHECK_VALUE(!fs::exists(part.path, ec), "resume: nothing to resume: ",
+                        quoted(part.path), " exists and there is no ", quoted(dir),
+                        " (without --resume the run makes it again)");
+    }
+    if (!fs::create_directory(dir, ec) && ec) {
+      throw std::runtime_error(dir + ": cannot create the directory of kept samples: " +
+                               ec.message());
+    }
+    return;
+  }
+  if (!fs::is_directory(status)) {
+    throw std::runtime_error(dir + ": not a directory of samples kept by fno_datagen --resume; "
+                             "move it away to start again");
+  }
+  std::vector<Shard> shards;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".samples_", 0) == 0 && name.find(".h5.tmp.") != std::string::npos) {
+      fs::remove(entry.path(), ec);  // a batch whose writing was killed
+      continue;
+    }
+    long long a = -1, b = -1;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "samples_%lld_%lld.h5%c", &a, &b, &tail) != 2 ||
+        name != shard_name(a, b) || a < 0 || b <= a) {
+      throw std::runtime_error(dir + ": holds " + quoted(name) +
+                               ", which fno_datagen --resume did not write; move it away");
+    }
+    shards.push_back({a, b - a, dir + "/" + name});
+  }
+  if (ec) throw std::runtime_error(dir + ": cannot list the directory: " + ec.message());
+  std::sort(shards.begin(), shards.end(),
+            [](const Shard& x, const Shard& y) { return x.first < y.first; });
+  int64_t end = 0;
+  for (const auto& shard : shards) {
+    if (shard.first != end || shard.first + shard.count > total_) {
+      throw std::runtime_error(shard.path + ": samples [" + std::to_string(shard.first) + ", " +
+                               std::to_string(shard.first + shard.count) + ") do not follow [0, " +
+                               std::to_string(end) + ") within the run's " +
+                               std::to_string(total_) +
+                               " samples; the kept samples are damaged: remove " + quoted(dir) +
+                               " to start again");
+    }
+    const std::vector<Attribute> attrs = read_hdf5_attributes(shard.path);
+    const auto find = [&](const char* key) -> const Attribute* {
+      for (const auto& a : attrs) {
+        if (a.name == key) return &a;
+      }
+      return nullptr;
+    };
+    const Attribute* magic = find(kShardMagic);
+    const Attribute* settings = find("settings");
+    if (magic == nullptr || settings == nullptr || settings->is_number) {
+      throw std::runtime_error(shard.path + ": not a batch kept by fno_datagen --resume (no " +
+                               kShardMagic + " attribute); move it away");
+    }
+    const Attribute* first = find("first_sample");
+    const Attribute* count = find("samples");
+    if (first == nullptr || count == nullptr || !first->is_number || !count->is_number ||
+        first->number != static_cast<double>(shard.first) ||
+        count->number != static_cast<double>(shard.count)) {
+      throw std::runtime_error(
+          shard.path + ": holds samples [" +
+          (first && count ? format_number(first->number) + ", " +
+                                format_number(first->number + count->number)
+                          : std::string("?, ?")) +
+          "), not [" + std::to_string(shard.first) + ", " +
+          std::to_string(shard.first + shard.count) + "); the file is damaged");
+    }
+    const auto theirs = parse_settings(settings->text);
+    for (size_t i = 0; i < std::max(theirs.size(), resume_.settings.size()); ++i) {
+      const auto& mine = i < resume_.settings.size() ? resume_.settings[i]
+                                                     : std::pair<std::string, std::string>{};
+      const auto& old = i < theirs.size() ? theirs[i] : std::pair<std::string, std::string>{};
+      if (mine == old) continue;
+      const std::string key = mine.first.empty() ? old.first : mine.first;
+      std::string was = old.second;
+      for (const auto& t : theirs) {
+        if (t.first == key) was = t.second;
+      }
+      TORCH_CHECK_VALUE(false, "resume: the samples kept in ", quoted(dir), " were made with ",
+                        key, " ", was.empty() ? "(none)" : was, ", this run has ", key, " ",
+                        mine.second.empty() ? "(none)" : mine.second,
+                        "; go on with the same settings, or remove ", quoted(dir),
+                        " to start again");
+    }
+    std::vector<std::pair<std::string, std::vector<double>>> stats;
+    for (const auto& a : attrs) {
+      if (a.name.rfind("stat_", 0) != 0 || a.is_number) continue;
+      std::vector<double> values;
+      std::istringstream in(a.text);
+      for (std::string word; in >> word;) values.push_back(std::strtod(word.c_str(), nullptr));
+      if (static_cast<int64_t>(values.size()) != shard.count) {
+        throw std::runtime_error(shard.path + ": attribute " + quoted(a.name) + " holds " +
+                                 std::to_string(values.size()) + " values for " +
+                                 std::to_string(shard.count) + " samples; the file is damaged");
+      }
+      stats.emplace_back(a.name.substr(5), std::move(values));
+    }
+    add_stats(shard.first, shard.count, stats);
+    end = shard.first + shard.count;
+  }
+  shards_ = std::move(shards);
+  kept_ = end;
+}
+
+void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data,
+                      const SampleStats& stats) {
+  TORCH_CHECK(data.size() == names_.size(), "GenOutput::write: ", data.size(), " tensors for ",
+              names_.size(), " datasets");
+  const int64_t b = data.at(0).size(0);
+  std::vector<std::pair<std::string, std::vector<double>>> values;
+  for (const auto& [name, t] : stats) {
+    const torch::Tensor v = t.detach().to(torch::kCPU, torch::kDouble).contiguous().view(-1);
+    values.emplace_back(name, std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()));
+  }
+  if (resume_.dir.empty()) {
+    write_files(start, data);
+    add_stats(start, b, values);
+    return;
+  }
+  TORCH_CHECK(start == kept_, "GenOutput::write: samples from ", start, " after ", kept_, " kept");
+  const std::string path = resume_.dir + "/" + shard_name(start, start + b);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shaped;
+  for (const auto& [name, sample_shape] : datasets_) {
+    std::vector<int64_t> shape{b};
+    shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+    shaped.emplace_back(name, shape);
+  }
+  Hdf5SampleWriter shard(path, shaped);
+  for (size_t d = 0; d < names_.size(); ++d) shard.write(names_[d], 0, data[d]);
+  std::vector<Attribute> attrs{
+      text_attr(kShardMagic, "samples [" + std::to_string(start) + ", " +
+                                 std::to_string(start + b) +
+                                 ") of a resumable fno_datagen run; fno_datagen --resume makes "
+                                 "the output files from these files"),
+      text_attr("settings", settings_text(resume_.settings)),
+      number_attr("first_sample", static_cast<double>(start)),
+      number_attr("samples", static_cast<double>(b)),
+  };
+  for (const auto& [name, v] : values) attrs.push_back(text_attr("stat_" + name, values_text(v)));
+  shard.commit(attrs);  // fsync, rename: kept from here on
+  shards_.push_back({start, b, path});
+  kept_ += b;
+  add_stats(start, b, values);
+}
+
+void GenOutput::check_stop(const DarcyGenHooks& hooks, int64_t done) const {
+  if (resume_.dir.empty()) {
+    gen::check_stop(hooks, done, total_);
+    return;
+  }
+  const int sig = hooks.stop_requested ? hooks.stop_requested() : 0;
+  const bool at_count = resume_.stop_after > 0 && kept_ >= resume_.stop_after && kept_ < total_;
+  if (sig == 0 && !at_count) return;
+  const std::string how = sig != 0 ? std::string("stopped by ") + signal_name(sig)
+                                   : std::string("stopped at --stop-after-samples");
+  throw DatagenInterrupted(sig, how + ": " + std::to_string(kept_) + " of " +
+                                    std::to_string(total_) + " samples done, kept in " +
+                                    quoted(resume_.dir) +
+                                    "; run the same command with --resume to go on");
+}
+
+double GenOutput::stat_max(size_t p, const std::string& name) const {
+  const auto it = max_.at(p).find(name);
+  return it == max_.at(p).end() ? 0.0 : it->second;
+}
+
+double GenOutput::stat_max(const std::string& name) const {
+  double m = 0;
+  bool any = false;
+  for (const auto& part : max_) {
+    const auto it = part.find(name);
+    if (it == part.end()) continue;
+    m = any ? std::max(m, it->second) : it->second;
+    any = true;
+  }
+  return m;
+}
+
+double GenOutput::stat_sum(const std::string& name) const {
+  const auto it = sum_.find(name);
+  return it == sum_.end() ? 0.0 : it->second;
+}
+
 void GenOutput::commit(const std::function<std::vector<Attribute>(size_t)>& attributes) {
+  if (!resume_.dir.empty()) {
+    TORCH_CHECK(kept_ == total_, "GenOutput::commit: ", kept_, " of ", total_, " samples kept");
+    open_writers();
+    for (const auto& shard : shards_) {
+      std::vector<torch::Tensor> data;
+      for (const auto& [name, sample_shape] : datasets_) {
+        torch::Tensor t = load_hdf5(shard.path, LoadOptions().x_key(name).y_key(name)).x.squeeze(1);
+        std::vector<int64_t> want{shard.count};
+        want.insert(want.end(), sample_shape.begin(), sample_shape.end());
+        if (t.sizes().vec() != want) {
+          throw std::runtime_error(shard.path + ": dataset " + quoted(name) + " has shape " +
+                                   c10::str(t.sizes()) + ", expected " + c10::str(c10::IntArrayRef(want)) +
+                                   "; the file is damaged");
+        }
+        data.push_back(std::move(t));
+      }
+      write_files(shard.first, data);
+    }
+  }
   std::vector<std::string> committed;
   try {
     for (size_t p = 0; p < parts_.size(); ++p) {
@@ -225,6 +505,27 @@ void GenOutput::commit(const std::function<std::vector<Attribute>(size_t)>& attr
     for (const auto& path : committed) std::remove(path.c_str());  // all files or none
     throw;
   }
+  if (!resume_.dir.empty()) {
+    std::error_code ec;
+    for (const auto& shard : shards_) std::filesystem::remove(shard.path, ec);
+    std::filesystem::remove(resume_.dir, ec);
+  }
+}
+
+Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
+                 std::vector<std::pair<std::string, std::string>> settings) {
+  Resume r;
+  if (!hooks.resume) return r;
+  r.dir = datagen_partial_dir(out);
+  r.settings = std::move(settings);
+  r.stop_after = hooks.stop_after_samples;
+  return r;
 }
 
 }  // namespace fno::data::gen
+
+namespace fno::data {
+
+std::string datagen_partial_dir(const std::string& out) { return out + ".partial"; }
+
+}  // namespace fno::data

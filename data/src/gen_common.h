@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -81,6 +82,23 @@ void append(std::vector<Attribute>& attrs, const std::vector<Attribute>& more);
 /// Throws DatagenInterrupted when hooks.stop_requested answers a signal.
 void check_stop(const DarcyGenHooks& hooks, int64_t done, int64_t total);
 
+/// Per-sample statistics of a batch: (name, [b] values of any dtype and device).
+/// GenOutput keeps their largest value per file and their sum.
+using SampleStats = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// A resumable run (DarcyGenHooks::resume): `dir` (empty: not resumable) keeps
+/// the finished batches; `settings` (name, value), which every kept batch
+/// records, must match those of a run that goes on with them.
+struct Resume {
+  std::string dir;
+  std::vector<std::pair<std::string, std::string>> settings;
+  int64_t stop_after = 0;
+};
+
+/// Resume of `hooks` for the output `out` (dir empty when hooks.resume is off).
+Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
+                 std::vector<std::pair<std::string, std::string>> settings);
+
 /// The output files of one run of `total` samples: paths[0] holds samples
 /// [0, total - test_samples) ("all", or "train" with a test split), paths[1]
 /// the last test_samples ("test"). Each holds float32 datasets `names`, of
@@ -96,27 +114,64 @@ class GenOutput {
   };
 
   GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
-            const std::vector<std::string>& names, const std::vector<int64_t>& sample_shape);
-  /// Datasets of different sample shapes: (name, sample shape) each.
+            const std::vector<std::string>& names, const std::vector<int64_t>& sample_shape,
+            Resume resume = {});
+  /// Datasets of different sample shapes: (name, sample shape) each. With
+  /// resume.dir, the samples kept there by an earlier run are found (and
+  /// checked: settings, names, order) and the output files are made at commit.
   GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
-            const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets);
+            const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets,
+            Resume resume = {});
   ~GenOutput();
 
   const std::vector<Part>& parts() const { return parts_; }
-  /// Writes the run's samples [start, start + b): data[d] is [b, *sample_shape] for names[d].
-  void write(int64_t start, const std::vector<torch::Tensor>& data);
+  /// Samples [0, kept()) are done already (kept by an earlier resumable run):
+  /// the run goes on with sample kept().
+  int64_t kept() const { return kept_; }
+  /// Writes the run's samples [start, start + b): data[d] is [b, *sample_shape]
+  /// for names[d], `stats` their per-sample statistics. Resumable: the batch
+  /// becomes one file in resume.dir (start must be kept()), kept from then on.
+  void write(int64_t start, const std::vector<torch::Tensor>& data, const SampleStats& stats = {});
+  /// check_stop for this output: `done` samples done (not resumable), or the
+  /// samples kept and how to go on; resumable, also stops (signal 0) once
+  /// resume.stop_after samples are kept, before the last.
+  void check_stop(const DarcyGenHooks& hooks, int64_t done) const;
+  /// The largest value of statistic `name` over the samples of part p (0 when none) ...
+  double stat_max(size_t p, const std::string& name) const;
+  /// ... over all samples, and its sum over all samples.
+  double stat_max(const std::string& name) const;
+  double stat_sum(const std::string& name) const;
   /// For each file holding some of the samples [start, start + b): fn(part, offset
   /// of its first one in the batch, how many).
   void for_each_share(int64_t start, int64_t b,
                       const std::function<void(size_t, int64_t, int64_t)>& fn) const;
   /// Adds each file's root attributes, attributes(part index), and makes the
   /// files appear; all of them or, on an error, none.
+  /// Resumable: the files are made from the kept samples (all of them must
+  /// be), then resume.dir is removed.
   void commit(const std::function<std::vector<Attribute>(size_t)>& attributes);
 
  private:
+  struct Shard {
+    int64_t first = 0;
+    int64_t count = 0;
+    std::string path;
+  };
+  void open_writers();
+  void write_files(int64_t start, const std::vector<torch::Tensor>& data);
+  void add_stats(int64_t start, int64_t b, const std::vector<std::pair<std::string, std::vector<double>>>& stats);
+  void find_kept();
+
   std::vector<Part> parts_;
   std::vector<std::unique_ptr<Hdf5SampleWriter>> writers_;
   std::vector<std::string> names_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> datasets_;  // sample shapes
+  int64_t total_ = 0;
+  Resume resume_;
+  int64_t kept_ = 0;
+  std::vector<Shard> shards_;
+  std::vector<std::map<std::string, double>> max_;  // per part
+  std::map<std::string, double> sum_;
 };
 
 }  // namespace fno::data::gen

@@ -473,6 +473,83 @@ FieldPairs load_hdf5(const std::string& path, const LoadOptions& options) {
 
 namespace {
 
+herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+
+// The root attributes of `path` (scalar numbers as double, strings), under hdf5_mutex().
+std::vector<Attribute> read_attributes_locked(const Context& ctx, const std::string& path) {
+  QuietErrors quiet;
+  const htri_t is_hdf5 = is_hdf5_file(path);
+  if (is_hdf5 == 0) ctx.fail("not an HDF5 file");
+  if (is_hdf5 < 0) ctx.fail_h5("cannot read the file");
+  Handle fapl = file_access(ctx);
+  Handle file = ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
+                          "not a readable HDF5 file");
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  ctx.check(H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, &index, collect_attribute_name,
+                        &names),
+            "cannot list the attributes");
+  std::vector<Attribute> out;
+  for (const auto& name : names) {
+    const std::string what = "attribute " + single_quoted(name);
+    Handle attr = ctx.check(H5Aopen(file.get(), name.c_str(), H5P_DEFAULT), H5Aclose,
+                            "cannot open " + what);
+    Handle space = ctx.check(H5Aget_space(attr.get()), H5Sclose, "cannot read the shape of " + what);
+    if (H5Sget_simple_extent_type(space.get()) != H5S_SCALAR) continue;
+    Handle type = ctx.check(H5Aget_type(attr.get()), H5Tclose, "cannot read the type of " + what);
+    const H5T_class_t cls = H5Tget_class(type.get());
+    Attribute a;
+    a.name = name;
+    if (cls == H5T_FLOAT || cls == H5T_INTEGER) {
+      a.is_number = true;
+      ctx.check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &a.number), "cannot read " + what);
+    } else if (cls == H5T_STRING) {
+      const htri_t vlen = H5Tis_variable_str(type.get());
+      if (vlen < 0) ctx.fail_h5("cannot read the type of " + what);
+      Handle mem = ctx.check(H5Tcopy(H5T_C_S1), H5Tclose, "cannot create a string type");
+      ctx.check(H5Tset_cset(mem.get(), H5Tget_cset(type.get())), "cannot create a string type");
+      if (vlen > 0) {
+        ctx.check(H5Tset_size(mem.get(), H5T_VARIABLE), "cannot create a string type");
+        char* text = nullptr;
+        ctx.check(H5Aread(attr.get(), mem.get(), &text), "cannot read " + what);
+        if (text != nullptr) {
+          a.text = text;
+          H5free_memory(text);
+        }
+      } else {
+        const size_t size = H5Tget_size(type.get());
+        std::string buf(size + 1, '\0');
+        ctx.check(H5Tset_size(mem.get(), size + 1), "cannot create a string type");
+        ctx.check(H5Aread(attr.get(), mem.get(), buf.data()), "cannot read " + what);
+        a.text = buf.c_str();
+      }
+    } else {
+      continue;
+    }
+    out.push_back(std::move(a));
+  }
+  if (file.close() < 0) ctx.fail_h5("cannot close the file");
+  return out;
+}
+
+}  // namespace
+
+std::vector<Attribute> read_hdf5_attributes(const std::string& path) {
+  const Context ctx{path};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
+  if (st.st_size == 0) ctx.fail("empty file");
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  probe_in_child(ctx, [&] { read_attributes_locked(ctx, path); });
+  return read_attributes_locked(ctx, path);
+}
+
+namespace {
+
 // The HDF5 part of load_hdf5, under hdf5_mutex(). `quiet`: no warnings on stderr.
 FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const LoadOptions& options,
                             const char (&header)[128], bool quiet_warnings) {

@@ -264,16 +264,37 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       o.forcing() == "paper" ? ns_paper_forcing(r, torch::TensorOptions().device(device))
                              : torch::Tensor();
 
-  gen::GenOutput output(navier_stokes_output_paths(o), total, o.test_samples(),
-                        {{"a", {stored, stored}}, {"u", {stored, stored, records}}});
-  DarcyGenSummary summary;
-  summary.device = device.str();
   const int64_t auto_batch = std::clamp<int64_t>((int64_t{1} << 22) / (r * r), 1, 64);
   const int64_t batch_size =
       o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
+  using gen::format_number;
+  gen::GenOutput output(
+      navier_stokes_output_paths(o), total, o.test_samples(),
+      {{"a", {stored, stored}}, {"u", {stored, stored, records}}},
+      gen::resume_of(hooks, o.out(),
+                     {{"problem", "ns"},
+                      {"generator_version", std::to_string(kGeneratorVersion)},
+                      {"resolution", std::to_string(r)},
+                      {"samples", std::to_string(total)},
+                      {"test_samples", std::to_string(o.test_samples())},
+                      {"seed", std::to_string(o.seed())},
+                      {"subsample", std::to_string(k)},
+                      {"viscosity", format_number(o.viscosity())},
+                      {"dt", format_number(o.dt())},
+                      {"t_final", format_number(o.t_final())},
+                      {"record_every", format_number(o.record_every())},
+                      {"forcing", o.forcing()},
+                      {"initial", o.initial().empty() ? "grf" : o.initial()},
+                      {"alpha", format_number(o.alpha())},
+                      {"tau", format_number(o.tau())},
+                      {"device", device.is_cuda() ? "cuda" : "cpu"},
+                      {"batch", device.is_cuda() ? std::to_string(batch_size) : "any"}}));
+  if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
+  DarcyGenSummary summary;
+  summary.device = device.str();
   const int64_t units = total * records;
-  for (int64_t start = 0; start < total; start += batch_size) {
-    gen::check_stop(hooks, start, total);
+  for (int64_t start = output.kept(); start < total; start += batch_size) {
+    output.check_stop(hooks, start);
     const int64_t b = std::min(batch_size, total - start);
     torch::Tensor w0;
     if (initial.defined()) {
@@ -291,7 +312,7 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     const auto solve = [&](int64_t first, int64_t count) {
       return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
                       steps_per_record, records, [&](int64_t rec) {
-                        gen::check_stop(hooks, first, total);
+                        output.check_stop(hooks, first);
                         if (hooks.progress) hooks.progress(first * records + (rec + 1) * count, units);
                       });
     };
@@ -308,11 +329,12 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     const torch::Tensor u32 = every_kth(u, k).to(torch::kCPU, torch::kFloat);
     TORCH_CHECK(torch::isfinite(u32).all().item<bool>(), "samples ", start, "..", start + b - 1,
                 ": the vorticity exceeds float32's range");
-    summary.max_abs = std::max({summary.max_abs, u32.abs().max().item<double>(),
-                                a32.abs().max().item<double>()});
-    output.write(start, {a32, u32});
+    // The largest |w| of each sample, stored (a and u).
+    const torch::Tensor max_abs =
+        torch::maximum(a32.abs().flatten(1).amax(1), u32.abs().flatten(1).amax(1));
+    output.write(start, {a32, u32}, {{"max_abs", max_abs}});
   }
-  gen::check_stop(hooks, total, total);  // before the files appear
+  output.check_stop(hooks, total);  // before the files appear
 
   using gen::number_attr;
   using gen::text_attr;
@@ -360,6 +382,7 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     }
     return attrs;
   });
+  summary.max_abs = output.stat_max("max_abs");
   summary.files = navier_stokes_output_paths(o);
   summary.samples = total;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -179,16 +179,30 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
   const int64_t stored = r / k;
   const int64_t total = o.samples();
 
-  gen::GenOutput output(paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored, stored});
-  std::vector<double> max_residual(output.parts().size(), 0.0);
-
-  DarcyGenSummary summary;
-  summary.device = device.str();
   const int64_t auto_batch = std::clamp<int64_t>((int64_t{1} << 24) / (r * r * r), 1, 32);
   const int64_t batch_size =
       o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
-  for (int64_t start = 0; start < total; start += batch_size) {
-    gen::check_stop(hooks, start, total);  // before each batch
+  using gen::format_number;
+  gen::GenOutput output(
+      paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored, stored},
+      gen::resume_of(hooks, o.out(),
+                     {{"problem", "poisson3d"},
+                      {"generator_version", std::to_string(kGeneratorVersion)},
+                      {"resolution", std::to_string(r)},
+                      {"samples", std::to_string(total)},
+                      {"test_samples", std::to_string(o.test_samples())},
+                      {"seed", std::to_string(o.seed())},
+                      {"subsample", std::to_string(k)},
+                      {"alpha", format_number(o.alpha())},
+                      {"tau", format_number(o.tau())},
+                      {"device", device.is_cuda() ? "cuda" : "cpu"},
+                      {"batch", device.is_cuda() ? std::to_string(batch_size) : "any"}}));
+  if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
+
+  DarcyGenSummary summary;
+  summary.device = device.str();
+  for (int64_t start = output.kept(); start < total; start += batch_size) {
+    output.check_stop(hooks, start);  // before each batch
     const int64_t b = std::min(batch_size, total - start);
     std::vector<torch::Tensor> noise;
     noise.reserve(static_cast<size_t>(b));
@@ -213,14 +227,10 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
     TORCH_CHECK(torch::isfinite(f).all().item<bool>() && torch::isfinite(u).all().item<bool>(),
                 "samples ", start, "..", start + b - 1, ": the fields are not finite");
 
-    output.write(start, {f, u});
-    output.for_each_share(start, b, [&](size_t p, int64_t offset, int64_t count) {
-      max_residual[p] =
-          std::max(max_residual[p], fields.residual.narrow(0, offset, count).max().item<double>());
-    });
+    output.write(start, {f, u}, {{"residual", fields.residual}});
     if (hooks.progress) hooks.progress(start + b, total);
   }
-  gen::check_stop(hooks, total, total);  // before the files appear
+  output.check_stop(hooks, total);  // before the files appear
 
   using gen::number_attr;
   using gen::text_attr;
@@ -249,13 +259,13 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
         number_attr("tau", o.tau()),
         text_attr("solver",
                   "spectral, float64: u_hat(k) = f_hat(k) / (4 pi^2 |k|^2), u_hat(0) = 0"),
-        number_attr("max_residual", max_residual[p]),
+        number_attr("max_residual", output.stat_max(p, "residual")),
         text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
         text_attr("command_line", o.command_line()),
     });
     return attrs;
   });
-  for (double m : max_residual) summary.max_residual = std::max(summary.max_residual, m);
+  summary.max_residual = output.stat_max("residual");
   summary.files = paths;
   summary.samples = total;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

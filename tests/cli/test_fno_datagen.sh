@@ -134,4 +134,87 @@ EOF
   [ -z "$(ls "$work" | grep 'blown')" ] && ok || bad "a blown-up run left files: $(ls "$work")"
 fi
 
+# --resume: a run stopped after k samples (--stop-after-samples, then SIGTERM), then resumed,
+# writes the bytes of one run, for every problem; other settings, a foreign or damaged
+# directory of kept samples, or --resume with an output and nothing kept: one line, files kept.
+nsr0=(--problem ns --resolution 16 --test-samples 2 --seed 3 --device cpu --dt 0.01
+  --t-final 0.3 --record-every 0.1 --subsample 2 --progress none)
+nsr=("${nsr0[@]}" --samples 5)
+dar=(--resolution 17 --subsample 2 --samples 7 --test-samples 3 --seed 5 --device cpu --batch 2 --progress none)
+p3r=(--problem poisson3d --resolution 8 --samples 5 --seed 5 --device cpu --progress none)
+for prob in ns darcy poisson3d; do
+  case $prob in
+    ns) args=("${nsr[@]}") files="r_train.h5 r_test.h5" ;;
+    darcy) args=("${dar[@]}") files="r_train.h5 r_test.h5" ;;
+    poisson3d) args=("${p3r[@]}") files="r.h5" ;;
+  esac
+  rm -rf "$work/one" "$work/res" && mkdir -p "$work/one" "$work/res"
+  (cd "$work/one" && "$bin" "${args[@]}" --out r.h5 > /dev/null 2>&1) || bad "$prob: one run"
+  (cd "$work/res" && "$bin" "${args[@]}" --out r.h5 --resume --stop-after-samples 2 > out 2> err)
+  rc=$?
+  if [ "$rc" -eq 4 ] && [ "$(wc -l < "$work/res/err")" -eq 1 ] &&
+     grep -q "stopped at --stop-after-samples: [2-4] of [57] samples done, kept in 'r.h5.partial'; run the same command with --resume to go on" "$work/res/err" &&
+     [ ! -e "$work/res/r.h5" ] && [ ! -e "$work/res/r_train.h5" ] && [ -n "$(ls "$work/res/r.h5.partial")" ]
+  then ok; else bad "$prob --stop-after-samples 2: exit $rc: $(cat "$work/res/err"; ls "$work/res")"; fi
+  (cd "$work/res" && "$bin" "${args[@]}" --resume --stop-after-samples 4 --out r.h5 > /dev/null 2>&1)
+  [ $? -eq 4 ] && ok || bad "$prob --stop-after-samples 4"
+  if (cd "$work/res" && "$bin" "${args[@]}" --out r.h5 --resume > out 2> err) && [ ! -e "$work/res/r.h5.partial" ]; then
+    same=1
+    for f in $files; do cmp -s "$work/one/$f" "$work/res/$f" || same=0; done
+    [ $same -eq 1 ] && ok || bad "$prob: resumed files differ from one run's"
+  else bad "$prob resumed run: $(cat "$work/res/err"; ls -A "$work/res")"; fi
+done
+
+# SIGTERM mid-run with --resume: exit 143, the finished samples kept; resumed, one run's bytes.
+rm -rf "$work/res" && mkdir -p "$work/res"
+slow=(--problem ns --resolution 32 --samples 6 --seed 4 --device cpu --dt 0.002 --t-final 0.4
+  --record-every 0.2 --subsample 4 --progress none)
+(cd "$work/one" && rm -f r.h5 && "$bin" "${slow[@]}" --out r.h5 > /dev/null 2>&1) || bad "slow one run"
+(cd "$work/res" && exec "$bin" "${slow[@]}" --resume --out r.h5 > out 2> err) &
+pid=$!
+for _ in $(seq 1 400); do  # wait for the first kept sample
+  [ -n "$(ls "$work/res/r.h5.partial" 2> /dev/null | grep '^samples_')" ] && break
+  sleep 0.05
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ "$rc" -eq 143 ] && [ "$(wc -l < "$work/res/err")" -eq 1 ] &&
+   grep -q "stopped by SIGTERM: [0-9] of 6 samples done, kept in 'r.h5.partial'; run the same command with --resume to go on" "$work/res/err" &&
+   [ ! -e "$work/res/r.h5" ]; then ok; else bad "SIGTERM with --resume: exit $rc: $(cat "$work/res/err")"; fi
+(cd "$work/res" && "$bin" "${slow[@]}" --resume --out r.h5 > /dev/null 2>&1) && cmp -s "$work/one/r.h5" "$work/res/r.h5" &&
+  [ ! -e "$work/res/r.h5.partial" ] && ok || bad "resumed after SIGTERM: files differ or r.h5.partial left"
+
+# Bad input with --resume: one line, nothing overwritten or lost.
+rm -rf "$work/res" && mkdir -p "$work/res"
+(cd "$work/res" && "$bin" "${nsr[@]}" --out r.h5 --resume --stop-after-samples 2 > /dev/null 2>&1)
+kept=$(cd "$work/res/r.h5.partial" && md5sum samples_* | md5sum)
+cd "$work/res"
+expect 2 "resume: the samples kept in 'r.h5.partial' were made with viscosity 0.001, this run has viscosity 0.01; go on with the same settings, or remove 'r.h5.partial' to start again" -- \
+  "${nsr[@]}" --viscosity 1e-2 --out r.h5 --resume
+expect 2 "were made with samples 5, this run has samples 6" -- "${nsr0[@]}" --samples 6 --out r.h5 --resume
+expect 2 "were made with problem ns, this run has problem darcy" -- --resolution 17 --samples 5 --test-samples 2 --seed 3 --device cpu --progress none --out r.h5 --resume
+expect 2 "--stop-after-samples needs --resume" -- "${nsr[@]}" --out r.h5 --stop-after-samples 2
+[ "$(cd r.h5.partial && md5sum samples_* | md5sum)" = "$kept" ] && ok || bad "a refused resume changed the kept samples"
+cp r.h5.partial/samples_0000000000_0000000001.h5 "$work/keep.h5"
+echo junk > r.h5.partial/notes.txt
+expect 3 "r.h5.partial: holds 'notes.txt', which fno_datagen --resume did not write; move it away" -- "${nsr[@]}" --out r.h5 --resume
+rm r.h5.partial/notes.txt
+head -c 3000 "$work/keep.h5" > r.h5.partial/samples_0000000000_0000000001.h5
+expect 3 "r.h5.partial/samples_0000000000_0000000001.h5: " -- "${nsr[@]}" --out r.h5 --resume
+"$bin" "${base[@]}" --out r.h5.partial/samples_0000000000_0000000001.h5 > /dev/null 2>&1
+expect 3 "samples_0000000000_0000000001.h5: not a batch kept by fno_datagen --resume" -- "${nsr[@]}" --out r.h5 --resume
+cp "$work/keep.h5" r.h5.partial/samples_0000000000_0000000001.h5
+mv r.h5.partial/samples_0000000001_0000000002.h5 r.h5.partial/samples_0000000001_0000000003.h5
+expect 3 "samples_0000000001_0000000003.h5: holds samples \[1, 2), not \[1, 3); the file is damaged" -- "${nsr[@]}" --out r.h5 --resume
+mv r.h5.partial/samples_0000000001_0000000003.h5 r.h5.partial/samples_0000000002_0000000003.h5
+expect 3 "samples_0000000002_0000000003.h5: samples \[2, 3) do not follow \[0, 1) within the run's 5 samples; the kept samples are damaged: remove 'r.h5.partial' to start again" -- "${nsr[@]}" --out r.h5 --resume
+rm -rf r.h5.partial
+: > r_train.h5
+expect 2 "resume: nothing to resume: 'r_train.h5' exists and there is no 'r.h5.partial' (without --resume the run makes it again)" -- "${nsr[@]}" --out r.h5 --resume
+[ ! -s r_train.h5 ] && [ ! -e r.h5.partial ] && ok || bad "--resume with an output and nothing kept changed files: $(ls -A)"
+echo notadir > r.h5.partial
+expect 3 "r.h5.partial: not a directory of samples kept by fno_datagen --resume" -- "${nsr[@]}" --out r.h5 --resume
+cd - > /dev/null
+
 finish "fno_datagen CLI"

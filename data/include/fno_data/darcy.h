@@ -71,6 +71,11 @@ struct Attribute {
   bool is_number = false;
 };
 
+/// The root attributes of an HDF5 file: scalar numbers (as double) and
+/// strings; others are skipped. Read in a forked child first, as load_hdf5.
+/// Throws std::runtime_error naming the file.
+std::vector<Attribute> read_hdf5_attributes(const std::string& path);
+
 /// Writes float/int/bool tensors as HDF5 datasets (chunked, deflate-compressed),
 /// with attributes on the root group, atomically (temporary file, fsync, rename).
 void write_hdf5(const std::string& path,

@@ -144,9 +144,28 @@ struct DarcyGenHooks {
   /// Polled before each batch; a non-zero answer (a signal number) stops the
   /// run with DatagenInterrupted, leaving no output file.
   std::function<int()> stop_requested;
+  /// Resumable (fno_datagen --resume): each finished batch is kept as its own
+  /// file (written atomically) in the directory datagen_partial_dir(out), and
+  /// a run finds the samples kept there by an earlier one, checks that they
+  /// were made with the same settings and goes on after them; at the end the
+  /// output files are made from the kept samples (the same bytes as a run
+  /// without resume) and the directory is removed. A stop leaves the kept
+  /// samples. Refused (c10::ValueError): other settings, or no directory while
+  /// an output file exists; a directory that holds anything else or damaged
+  /// files: std::runtime_error.
+  bool resume = false;
+  /// With resume: stops with DatagenInterrupted (signal 0) before a batch
+  /// once at least this many samples are kept (0: never; for tests).
+  int64_t stop_after_samples = 0;
+  /// With resume: called once before the first batch with the samples kept.
+  std::function<void(int64_t kept, int64_t total)> resumed;
 };
 
-/// The run stopped on request (SIGINT, SIGTERM): no output file was written.
+/// Where a resumable run keeps its finished samples: OUT.partial (a directory).
+std::string datagen_partial_dir(const std::string& out);
+
+/// The run stopped on request (SIGINT, SIGTERM; signal() 0: stop_after_samples
+/// was reached): no output file was written (a resumable run keeps its samples).
 class DatagenInterrupted : public std::runtime_error {
  public:
   DatagenInterrupted(int signal, const std::string& what)
