@@ -9,10 +9,16 @@
 #include <hdf5.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <thread>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "golden.h"
 
@@ -133,6 +139,87 @@ TEST_CASE("resuming on the CPU reproduces the uninterrupted run exactly") {
   CHECK(metrics_without_timing(part) == metrics_without_timing(full));
 }
 
+// Checkpoints are written by the writer thread from a snapshot taken at the
+// epoch's end: the checkpoint of epoch 3 (now checkpoint_previous.pt) must hold
+// epoch 3's state although epoch 4 trained while it was written.
+TEST_CASE("checkpoints written off the training thread resume exactly") {
+  const auto full = fresh_dir("run_bg_full");
+  fno::Trainer(fno::parse_config(kSmall, "small.yaml", {"training.checkpoint_every=1"}), full).train();
+  // The last checkpoint holds the final model, bit for bit.
+  const auto latest = fno::load_checkpoint_file(full + "/checkpoint_latest.pt");
+  const auto model = fno::load_tensor_dict(full + "/model.pt");
+  CHECK(latest["meta.epoch"].item<int64_t>() == 4);
+  for (const auto& item : model) {
+    INFO("model." << item.key());
+    REQUIRE(latest.find("model." + item.key()) != nullptr);
+    CHECK(torch::equal(latest["model." + item.key()], item.value()));
+  }
+  CHECK(fno::load_checkpoint_file(full + "/checkpoint_previous.pt")["meta.epoch"].item<int64_t>() == 3);
+  // Resume from epoch 3's checkpoint alone (the latest removed): epoch 4 again, the same metrics.
+  const auto again = fresh_dir("run_bg_again");
+  REQUIRE(std::system(("cp -r '" + full + "' '" + again + "'").c_str()) == 0);
+  std::remove((again + "/checkpoint_latest.pt").c_str());
+  std::remove((again + "/summary.json").c_str());
+  fno::Trainer resumed(fno::parse_config(kSmall, "small.yaml", {"training.checkpoint_every=1"}), again);
+  CHECK(resumed.resume() == 3);
+  resumed.train();
+  CHECK(metrics_without_timing(again) == metrics_without_timing(full));
+  CHECK(exists(again + "/summary.json"));
+}
+
+namespace {
+extern "C" void ignore_signal(int) {}
+}  // namespace
+
+// SIGTERM mid-run: the step finishes, the writer writes the mid-epoch
+// checkpoint and train() waits for it before throwing Interrupted; resuming
+// from it ends with exactly the uninterrupted run's metrics.
+TEST_CASE("a run stopped by SIGTERM waits for its checkpoint and resumes exactly") {
+  const std::vector<std::string> set{"training.epochs=12", "data.n_train=128"};
+  const auto full = fresh_dir("run_term_full");
+  fno::Trainer(fno::parse_config(kSmall, "small.yaml", set), full).train();
+
+  // A stray SIGTERM after train() returns must not end the test program.
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = ignore_signal;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGTERM, &ignore, &old);
+  const auto dir = fresh_dir("run_term");
+  std::atomic<bool> running{true};
+  std::thread killer([&] {
+    // After the second epoch's line, at some step of the third epoch.
+    while (running) {
+      const auto log = read(dir + "/metrics.jsonl");
+      if (std::count(log.begin(), log.end(), '\n') >= 2) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        ::kill(::getpid(), SIGTERM);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  bool interrupted = false;
+  try {
+    fno::Trainer(fno::parse_config(kSmall, "small.yaml", set), dir).train();
+  } catch (const fno::Interrupted& e) {
+    interrupted = true;
+    CHECK(e.signal() == SIGTERM);
+    CHECK(std::string(e.what()).find("checkpoint written") != std::string::npos);
+  }
+  running = false;
+  killer.join();
+  ::sigaction(SIGTERM, &old, nullptr);
+  REQUIRE(interrupted);
+  // On disk and whole when train() threw: no temporary file left.
+  const auto ckpt = fno::load_checkpoint_file(dir + "/checkpoint_latest.pt");
+  CHECK(ckpt["meta.epoch"].item<int64_t>() >= 2);
+  CHECK(std::system(("ls '" + dir + "'/.*.tmp.* > /dev/null 2>&1").c_str()) != 0);
+  fno::Trainer resumed(fno::parse_config(kSmall, "small.yaml", set), dir);
+  resumed.resume();
+  resumed.train();
+  CHECK(metrics_without_timing(dir) == metrics_without_timing(full));
+}
+
 TEST_CASE("a non-finite loss stops the run with a clear error and keeps the last checkpoint") {
   const auto dir = fresh_dir("run_nan");
   fno::Trainer trainer(fno::parse_config(kSmall, "small.yaml", {"optimizer.lr=1e30", "training.epochs=20"}), dir);
@@ -144,6 +231,16 @@ TEST_CASE("a non-finite loss stops the run with a clear error and keeps the last
     INFO(msg);
     CHECK(msg.find("the training loss is") != std::string::npos);
     CHECK(msg.find('\n') == std::string::npos);
+    // The loss is read at the epoch's end: nothing of the failed epoch is
+    // checkpointed, and a checkpoint it names is on disk and whole.
+    if (msg.find("the last good checkpoint is") != std::string::npos) {
+      const auto ckpt = fno::load_checkpoint_file(dir + "/checkpoint_latest.pt");
+      const auto epoch = std::stoll(msg.substr(msg.find("epoch ") + 6));
+      CHECK(ckpt["meta.epoch"].item<int64_t>() == epoch - 1);
+    } else {
+      CHECK(msg.find("no checkpoint was written") != std::string::npos);
+      CHECK(!exists(dir + "/checkpoint_latest.pt"));
+    }
   }
 }
 

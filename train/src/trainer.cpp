@@ -7,6 +7,7 @@
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
 #include <fno_data/navier_stokes.h>
+#include <fno_train/background_writer.h>
 #include <fno_train/distributed.h>
 #include <fno_train/offload_step.h>
 #include <fno_train/rollout.h>
@@ -733,13 +734,19 @@ class TrainingRun {
   static constexpr const char* kPerStep = "#step#";
   torch::Tensor train_step(const torch::Tensor& x, const torch::Tensor& y, bool& stepped);
   void after_step(int64_t epoch, Clock::time_point step_t0, bool record);
-  void save_checkpoint(const std::string& name, int64_t epoch, int64_t batch = 0,
-                       double loss_sum = 0, int64_t samples = 0);
-  void save_latest(int64_t epoch, int64_t batch = 0, double loss_sum = 0, int64_t samples = 0);
+  // Hands the checkpoint of now to the writer thread, to be written to each
+  // of `names` in order (rank 0; "checkpoint_latest.pt" rotates).
+  void save_checkpoints(const std::vector<std::string>& names, int64_t epoch, int64_t batch = 0,
+                        double loss_sum = 0, int64_t samples = 0);
   [[noreturn]] void stop(int sig, int64_t epoch, size_t batch, std::pair<double, int64_t> totals);
   void log_epoch(int64_t epoch, const EpochStats& stats,
                  const std::map<std::string, double>& metrics, double seconds, int64_t peak);
-  void write_predictions();
+  // predictions.h5's datasets and attributes (none: not written), on the CPU.
+  struct Predictions {
+    std::vector<std::pair<std::string, torch::Tensor>> sets;
+    std::vector<data::Attribute> attrs;
+  };
+  Predictions predictions();
   void write_summary(const std::map<std::string, double>& metrics, Clock::time_point wall0);
 
   Trainer::State& s_;
@@ -750,6 +757,9 @@ class TrainingRun {
   std::ofstream telemetry_;
   int64_t global_step_ = 0;
   int64_t timeline_step_ = -1;  // the step whose memory timeline is written
+  // Writes checkpoints, predictions.h5 and model.pt off this thread; last, so
+  // that it is destroyed (waiting for the write in flight) first.
+  BackgroundWriter writer_;
 };
 
 void TrainingRun::open_logs() {
@@ -851,23 +861,30 @@ std::map<std::string, double> TrainingRun::evaluate() {
   return metrics;
 }
 
-// Checkpoints: rank 0 writes them (the state is the same on every rank).
-void TrainingRun::save_checkpoint(const std::string& name, int64_t epoch, int64_t batch,
-                                  double loss_sum, int64_t samples) {
-  if (!s_.main()) return;
-  save_checkpoint_file(checkpoint_dict(s_, epoch, batch, loss_sum, samples), s_.path(name));
-}
-
-// The latest checkpoint rotates: the one it replaces stays as checkpoint_previous.pt.
-void TrainingRun::save_latest(int64_t epoch, int64_t batch, double loss_sum, int64_t samples) {
-  if (!s_.main()) return;
-  const std::string latest = s_.path("checkpoint_latest.pt");
-  if (file_exists(latest) &&
-      ::rename(latest.c_str(), s_.path("checkpoint_previous.pt").c_str()) != 0) {
-    throw std::runtime_error(latest +
-                             ": cannot rotate to checkpoint_previous.pt: " + std::strerror(errno));
-  }
-  save_checkpoint("checkpoint_latest.pt", epoch, batch, loss_sum, samples);
+// Checkpoints: rank 0 writes them (the state is the same on every rank), on
+// the writer thread. This thread waits for the previous request first (so
+// that at most one snapshot is held beside the live state, and a write error
+// surfaces here), takes the snapshot (host copies: training goes on mutating
+// the live tensors) and returns while the files are written. The latest
+// checkpoint rotates there: the one it replaces stays as checkpoint_previous.pt.
+void TrainingRun::save_checkpoints(const std::vector<std::string>& names, int64_t epoch,
+                                   int64_t batch, double loss_sum, int64_t samples) {
+  if (!s_.main() || names.empty()) return;
+  writer_.wait();
+  auto snap = std::make_shared<TensorSnapshot>(
+      snapshot_tensors(checkpoint_dict(s_, epoch, batch, loss_sum, samples)));
+  writer_.submit([snap, names, dir = s_.run_dir] {
+    snap->wait();
+    for (const auto& name : names) {
+      const std::string path = dir + "/" + name;
+      if (name == "checkpoint_latest.pt" && file_exists(path) &&
+          ::rename(path.c_str(), (dir + "/checkpoint_previous.pt").c_str()) != 0) {
+        throw std::runtime_error(path + ": cannot rotate to checkpoint_previous.pt: " +
+                                 std::strerror(errno));
+      }
+      save_checkpoint_file(snap->tensors, path);
+    }
+  });
 }
 
 // The shared training step (TrainStep), with a step that does not fit the
@@ -883,6 +900,7 @@ torch::Tensor TrainingRun::train_step(const torch::Tensor& x, const torch::Tenso
     throw TrainingError(e.what());
   } catch (const c10::OutOfMemoryError&) {
     progress_.break_line();
+    writer_.wait();  // (the last checkpoint on disk, or its write error)
     const std::string advice = s_.step->out_of_memory_advice(x);
     const std::string latest = s_.path("checkpoint_latest.pt");
     throw TrainingError(
@@ -919,7 +937,9 @@ void TrainingRun::after_step(int64_t epoch, Clock::time_point step_t0, bool reco
 // Stop after this step: save where we are, mid-epoch, and let the caller exit.
 void TrainingRun::stop(int sig, int64_t epoch, size_t batch, std::pair<double, int64_t> totals) {
   progress_.break_line();
-  save_latest(epoch - 1, static_cast<int64_t>(batch), totals.first, totals.second);
+  save_checkpoints({"checkpoint_latest.pt"}, epoch - 1, static_cast<int64_t>(batch),
+                   totals.first, totals.second);
+  writer_.wait();  // on disk before the process exits
   throw Interrupted(
       sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " in epoch " +
                std::to_string(epoch) + " after batch " + std::to_string(batch) +
@@ -994,6 +1014,7 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   stats.train_loss = epoch_loss / static_cast<double>(epoch_samples);
   if (!std::isfinite(stats.train_loss)) {
     progress_.break_line();
+    writer_.wait();  // the last good checkpoint on disk (nothing of this epoch is written)
     const std::string kept =
         file_exists(s_.path("checkpoint_latest.pt"))
             ? "; the last good checkpoint is " + s_.path("checkpoint_latest.pt")
@@ -1019,14 +1040,20 @@ void TrainingRun::end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_
   }
   if (s_.group) peak = s_.group->all_reduce_max(peak);  // the largest of any rank's GPU
   log_epoch(epoch, stats, metrics, seconds, peak);
+  // One request to the writer: the best and the latest checkpoint of this
+  // epoch are one snapshot (the same state), written in this order.
+  std::vector<std::string> checkpoints;
   if (!metrics.empty()) {
     last_metrics = metrics;
     if (!s_.best_key.empty() && metrics.count(s_.best_key) && metrics[s_.best_key] < s_.best) {
       s_.best = metrics[s_.best_key];
-      save_checkpoint("checkpoint_best.pt", epoch);
+      checkpoints.push_back("checkpoint_best.pt");
     }
   }
-  if (epoch % c_.training.checkpoint_every == 0 || epoch == c_.training.epochs) save_latest(epoch);
+  if (epoch % c_.training.checkpoint_every == 0 || epoch == c_.training.epochs) {
+    checkpoints.push_back("checkpoint_latest.pt");
+  }
+  save_checkpoints(checkpoints, epoch);
   if (!progress_.shows()) return;
   std::ostringstream msg;
   msg << "epoch " << epoch << "/" << c_.training.epochs << "  lr " << stats.lr << "  train_"
@@ -1066,8 +1093,8 @@ void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
 }
 
 // predictions.h5: the first few samples of each test set.
-void TrainingRun::write_predictions() {
-  if (c_.data.n_predictions <= 0 || s_.tests.empty()) return;
+TrainingRun::Predictions TrainingRun::predictions() {
+  if (c_.data.n_predictions <= 0 || s_.tests.empty()) return {};
   torch::NoGradGuard no_grad;
   s_.model->eval();
   std::vector<std::pair<std::string, torch::Tensor>> sets;
@@ -1106,7 +1133,7 @@ void TrainingRun::write_predictions() {
     mode.text = to_string(c_.data.ns_mode);
     attrs.push_back(mode);
   }
-  data::write_hdf5(s_.path("predictions.h5"), sets, attrs);
+  return {std::move(sets), std::move(attrs)};
 }
 
 void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
@@ -1127,12 +1154,23 @@ void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
   write_text_atomic(s_.path("summary.json"), summary.text() + "\n");
 }
 
+// The predictions' forward runs here while the writer may still write the
+// last checkpoint; predictions.h5 and model.pt are then one request to the
+// writer, and summary.json is written once they are on disk.
 void TrainingRun::write_outputs(const std::map<std::string, double>& metrics,
                                 Clock::time_point wall0) {
-  write_predictions();
+  auto preds = std::make_shared<Predictions>(predictions());
+  writer_.wait();
   // The model alone, as a plain state dict: torch.load + neuraloperator's
   // FNO.load_state_dict read it in Python.
-  save_tensor_dict(state_dict(*s_.model), s_.path("model.pt"));
+  auto model = std::make_shared<TensorSnapshot>(snapshot_tensors(state_dict(*s_.model)));
+  writer_.submit([preds, model, predictions_h5 = s_.path("predictions.h5"),
+                  model_pt = s_.path("model.pt")] {
+    if (!preds->sets.empty()) data::write_hdf5(predictions_h5, preds->sets, preds->attrs);
+    model->wait();
+    save_tensor_dict(model->tensors, model_pt);
+  });
+  writer_.wait();
   write_summary(metrics, wall0);
 }
 
