@@ -365,25 +365,19 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
   // Measured fastest on a 2-core CPU at 421^2: one sample at a time (cache).
   const int64_t batch_size = o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? 32 : 1);
   using gen::format_number;
+  const auto settings = gen::resume_settings(
+      {"darcy", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
+       batch_size},
+      {{"alpha", format_number(o.alpha())},
+       {"tau", format_number(o.tau())},
+       {"value_high", format_number(o.value_high())},
+       {"value_low", format_number(o.value_low())},
+       {"forcing", format_number(o.forcing())},
+       {"tolerance", format_number(o.tolerance())},
+       {"max_iterations", std::to_string(o.max_iterations())}});
   gen::GenOutput output(
       paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored},
-      gen::resume_of(hooks, o.out(),
-                     {{"problem", "darcy"},
-                      {"generator_version", std::to_string(kGeneratorVersion)},
-                      {"resolution", std::to_string(r)},
-                      {"samples", std::to_string(total)},
-                      {"test_samples", std::to_string(o.test_samples())},
-                      {"seed", std::to_string(o.seed())},
-                      {"subsample", std::to_string(k)},
-                      {"alpha", format_number(o.alpha())},
-                      {"tau", format_number(o.tau())},
-                      {"value_high", format_number(o.value_high())},
-                      {"value_low", format_number(o.value_low())},
-                      {"forcing", format_number(o.forcing())},
-                      {"tolerance", format_number(o.tolerance())},
-                      {"max_iterations", std::to_string(o.max_iterations())},
-                      {"device", device.is_cuda() ? "cuda" : "cpu"},
-                      {"batch", device.is_cuda() ? std::to_string(batch_size) : "any"}}));
+      gen::resume_of(hooks, o.out(), settings));
   if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
 
   DarcyGenSummary summary;

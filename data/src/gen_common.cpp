@@ -522,6 +522,22 @@ Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
   return r;
 }
 
+std::vector<std::pair<std::string, std::string>> resume_settings(
+    const RunSettings& run, const std::vector<std::pair<std::string, std::string>>& own) {
+  std::vector<std::pair<std::string, std::string>> s{
+      {"problem", run.problem},
+      {"generator_version", std::to_string(run.version)},
+      {"resolution", std::to_string(run.resolution)},
+      {"samples", std::to_string(run.samples)},
+      {"test_samples", std::to_string(run.test_samples)},
+      {"seed", std::to_string(run.seed)},
+      {"subsample", std::to_string(run.subsample)}};
+  s.insert(s.end(), own.begin(), own.end());
+  s.emplace_back("device", run.cuda ? "cuda" : "cpu");
+  s.emplace_back("batch", run.cuda ? std::to_string(run.batch) : "any");
+  return s;
+}
+
 }  // namespace fno::data::gen
 
 namespace fno::data {

@@ -99,6 +99,22 @@ struct Resume {
 Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
                  std::vector<std::pair<std::string, std::string>> settings);
 
+/// What every generator's resume compares: the problem and its generator's
+/// version, the grid, the sample counts, the seed and the subsampling, then
+/// the problem's own settings (`own`), then the device and, on CUDA, the
+/// batch (whose size changes the numbers there; "any" on the CPU).
+struct RunSettings {
+  std::string problem;
+  int version = 1;
+  int64_t resolution = 0, samples = 0, test_samples = 0;
+  uint64_t seed = 0;
+  int64_t subsample = 1;
+  bool cuda = false;
+  int64_t batch = 1;
+};
+std::vector<std::pair<std::string, std::string>> resume_settings(
+    const RunSettings& run, const std::vector<std::pair<std::string, std::string>>& own);
+
 /// The output files of one run of `total` samples: paths[0] holds samples
 /// [0, total - test_samples) ("all", or "train" with a test split), paths[1]
 /// the last test_samples ("test"). Each holds float32 datasets `names`, of

@@ -268,27 +268,21 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   const int64_t batch_size =
       o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
   using gen::format_number;
+  const auto settings = gen::resume_settings(
+      {"ns", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
+       batch_size},
+      {{"viscosity", format_number(o.viscosity())},
+       {"dt", format_number(o.dt())},
+       {"t_final", format_number(o.t_final())},
+       {"record_every", format_number(o.record_every())},
+       {"forcing", o.forcing()},
+       {"initial", o.initial().empty() ? "grf" : o.initial()},
+       {"alpha", format_number(o.alpha())},
+       {"tau", format_number(o.tau())}});
   gen::GenOutput output(
       navier_stokes_output_paths(o), total, o.test_samples(),
       {{"a", {stored, stored}}, {"u", {stored, stored, records}}},
-      gen::resume_of(hooks, o.out(),
-                     {{"problem", "ns"},
-                      {"generator_version", std::to_string(kGeneratorVersion)},
-                      {"resolution", std::to_string(r)},
-                      {"samples", std::to_string(total)},
-                      {"test_samples", std::to_string(o.test_samples())},
-                      {"seed", std::to_string(o.seed())},
-                      {"subsample", std::to_string(k)},
-                      {"viscosity", format_number(o.viscosity())},
-                      {"dt", format_number(o.dt())},
-                      {"t_final", format_number(o.t_final())},
-                      {"record_every", format_number(o.record_every())},
-                      {"forcing", o.forcing()},
-                      {"initial", o.initial().empty() ? "grf" : o.initial()},
-                      {"alpha", format_number(o.alpha())},
-                      {"tau", format_number(o.tau())},
-                      {"device", device.is_cuda() ? "cuda" : "cpu"},
-                      {"batch", device.is_cuda() ? std::to_string(batch_size) : "any"}}));
+      gen::resume_of(hooks, o.out(), settings));
   if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
   DarcyGenSummary summary;
   summary.device = device.str();

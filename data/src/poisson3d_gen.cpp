@@ -183,20 +183,14 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
   const int64_t batch_size =
       o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
   using gen::format_number;
+  const auto settings = gen::resume_settings(
+      {"poisson3d", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
+       batch_size},
+      {{"alpha", format_number(o.alpha())},
+       {"tau", format_number(o.tau())}});
   gen::GenOutput output(
       paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored, stored},
-      gen::resume_of(hooks, o.out(),
-                     {{"problem", "poisson3d"},
-                      {"generator_version", std::to_string(kGeneratorVersion)},
-                      {"resolution", std::to_string(r)},
-                      {"samples", std::to_string(total)},
-                      {"test_samples", std::to_string(o.test_samples())},
-                      {"seed", std::to_string(o.seed())},
-                      {"subsample", std::to_string(k)},
-                      {"alpha", format_number(o.alpha())},
-                      {"tau", format_number(o.tau())},
-                      {"device", device.is_cuda() ? "cuda" : "cpu"},
-                      {"batch", device.is_cuda() ? std::to_string(batch_size) : "any"}}));
+      gen::resume_of(hooks, o.out(), settings));
   if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
 
   DarcyGenSummary summary;
