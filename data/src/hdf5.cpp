@@ -473,6 +473,17 @@ FieldPairs load_hdf5(const std::string& path, const LoadOptions& options) {
 
 namespace {
 
+// `path` opened for reading, or a one-line failure naming it ("not an HDF5
+// file", ...); the caller holds a QuietErrors and hdf5_mutex().
+Handle open_read_only(const Context& ctx, const std::string& path) {
+  const htri_t is_hdf5 = is_hdf5_file(path);
+  if (is_hdf5 == 0) ctx.fail("not an HDF5 file");
+  if (is_hdf5 < 0) ctx.fail_h5("cannot read the file");
+  Handle fapl = file_access(ctx);
+  return ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
+                   "not a readable HDF5 file");
+}
+
 herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* out) {
   static_cast<std::vector<std::string>*>(out)->push_back(name);
   return 0;
@@ -481,12 +492,7 @@ herr_t collect_attribute_name(hid_t, const char* name, const H5A_info_t*, void* 
 // The root attributes of `path` (scalar numbers as double, strings), under hdf5_mutex().
 std::vector<Attribute> read_attributes_locked(const Context& ctx, const std::string& path) {
   QuietErrors quiet;
-  const htri_t is_hdf5 = is_hdf5_file(path);
-  if (is_hdf5 == 0) ctx.fail("not an HDF5 file");
-  if (is_hdf5 < 0) ctx.fail_h5("cannot read the file");
-  Handle fapl = file_access(ctx);
-  Handle file = ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
-                          "not a readable HDF5 file");
+  Handle file = open_read_only(ctx, path);
   std::vector<std::string> names;
   hsize_t index = 0;
   ctx.check(H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, &index, collect_attribute_name,
@@ -556,13 +562,7 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   const std::string x_key = options.x_key().empty() ? "coeff" : options.x_key();
   const std::string y_key = options.y_key().empty() ? "sol" : options.y_key();
   QuietErrors quiet;
-  const htri_t is_hdf5 = is_hdf5_file(path);
-  if (is_hdf5 == 0) ctx.fail("not an HDF5 file");
-  if (is_hdf5 < 0) ctx.fail_h5("cannot read the file");
-
-  Handle fapl = file_access(ctx);
-  Handle file = ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
-                          "not a readable HDF5 file");
+  Handle file = open_read_only(ctx, path);
 
   // MATLAB v7.3: a 512-byte user block that starts with the MAT-file header.
   bool matlab = false;
