@@ -36,8 +36,13 @@ void say_no_kernel(int64_t in, int64_t mid, int64_t out) {
   }
   std::ostringstream line;
   line << "fno: the fused channel MLP has no kernel for " << in << " -> " << mid << " -> " << out
-       << " channels (compiled: 3 or 4 -> 32 and 32 -> 1, hidden width up to "
-       << cuda::kMaxChannelMlpMid << "); it runs the LibTorch path\n";
+       << " channels (compiled:";
+  const char* sep = " ";
+  for (const auto& c : cuda::kCompiledChannelMlps) {
+    line << sep << c.in << " -> " << c.out;
+    sep = ", ";
+  }
+  line << "; hidden width up to " << cuda::kMaxChannelMlpMid << "); it runs the LibTorch path\n";
   std::cerr << line.str() << std::flush;
 }
 

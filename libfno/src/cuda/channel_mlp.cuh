@@ -74,7 +74,7 @@ __device__ __forceinline__ float hidden(const float* sw, int mid, int k, const f
   return round_to<T>(h);
 }
 
-// The compiled (Cin, Cout) pairs (channel_mlp_supported); F<T, IN, OUT>::run(args...).
+// The compiled (Cin, Cout) pairs, kCompiledChannelMlps; F<T, IN, OUT>::run(args...).
 template <template <typename, int, int> class F, typename T, typename... Args>
 int by_shape(int64_t in, int64_t out, Args... args) {
   if (in == 3 && out == 32) return F<T, 3, 32>::run(args...);

@@ -34,6 +34,12 @@ namespace fno::cuda {
 bool channel_mlp_supported(int64_t in, int64_t mid, int64_t out);
 constexpr int64_t kMaxChannelMlpMid = 256;  // the weights fit 48 KiB of shared memory
 
+/// The (Cin, Cout) pairs compiled (channel_mlp.cuh's by_shape instantiates them).
+struct ChannelMlpShape {
+  int in, out;
+};
+constexpr ChannelMlpShape kCompiledChannelMlps[] = {{3, 32}, {4, 32}, {32, 1}};
+
 /// fp32 device pointers: w1 [Cmid, Cin], b1 [Cmid] or null, w2 [Cout, Cmid],
 /// b2 [Cout] or null, contiguous.
 struct ChannelMlpWeights {

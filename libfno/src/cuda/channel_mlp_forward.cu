@@ -58,7 +58,8 @@ struct Forward {
 }  // namespace detail::mlp
 
 bool channel_mlp_supported(int64_t in, int64_t mid, int64_t out) {
-  const bool shape = (in == 3 && out == 32) || (in == 4 && out == 32) || (in == 32 && out == 1);
+  bool shape = false;
+  for (const auto& c : kCompiledChannelMlps) shape = shape || (in == c.in && out == c.out);
   return shape && mid >= 1 && mid <= kMaxChannelMlpMid;
 }
 
