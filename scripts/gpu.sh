@@ -65,6 +65,10 @@
 #                by kernel (bench/trace_kernels.py)
 #   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
 #                at 1024^2 (none, fp32/bf16) and 2048^2 (none, auto under 2 GiB), batch 8
+#   small        issue 28's rows: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16;
+#                the seed main command's whole-process wall time
+#   moonshot     issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU
+#   nsspeed      the Navier-Stokes generator at 256^2 over one time unit, batch 16/64/256
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -775,6 +779,44 @@ run_suite() {
           --gpu-memory-limit 2GiB
       done
       unset FNO_FUSED_MLP
+      ;;
+    small)
+      # issue 28's rows: fno_bench none at 64^2, 128^2, 256^2 (batch 32, fp32 and bf16, 30
+      # steps), and the seed main command's whole-process wall time (fno_train, configs/darcy.yaml)
+      mkdir -p "$out/small"
+      timeout 200 "$bench" --resolutions 64 128 256 --batches 32 --policies none \
+        --precision fp32 bf16 --warmup 5 --steps 30 --json "$out/small/small.json" \
+        --csv "$out/small/small.csv" > /dev/null 2> "$out/small/small.log"
+      say "small: exit $?"
+      grep -h '^fno_bench: ' "$out/small/small.log" | cut -c1-200 | tee -a "$summary"
+      local t1
+      t1=$(date +%s%N)
+      timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/small/seed" \
+        > "$out/small/seed.log" 2>&1
+      say "seed main command: exit $? in $((($(date +%s%N) - t1) / 1000000)) ms"
+      tail -2 "$out/small/seed.log" | cut -c1-300 | tee -a "$summary"
+      ;;
+    moonshot)
+      # issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU (then with bf16
+      # host storage)
+      for c in none bf16; do
+        ooc_row moon_16384_bf16_c$c --resolutions 16384 --batches 1 --policies auto \
+          --precision bf16 --compress $c --warmup 1 --steps 2
+      done
+      ;;
+    nsspeed)
+      # the Navier-Stokes generator's speed at the paper's 256^2 (nu 1e-3, dt 1e-4) over one
+      # time unit (10^4 steps) against the batch; seconds per sample
+      mkdir -p "$out/nsspeed"
+      for b in 16 64 256; do
+        local t1
+        t1=$(date +%s%N)
+        timeout 150 "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 --resolution 256 \
+          --subsample 4 --dt 1e-4 --t-final 1 --record-every 1 --samples $b --batch $b \
+          --seed 0 --device cuda --progress none --out "$out/nsspeed/ns_b$b.h5" \
+          > "$out/nsspeed/ns_b$b.log" 2>&1
+        say "ns 256^2 T=1 batch $b: exit $? in $((($(date +%s%N) - t1) / 1000000)) ms"
+      done
       ;;
     *) say "unknown suite $1" ;;
   esac
