@@ -801,7 +801,7 @@ run_suite() {
       # host storage)
       for c in none bf16; do
         ooc_row moon_16384_bf16_c$c --resolutions 16384 --batches 1 --policies auto \
-          --precision bf16 --compress $c --warmup 1 --steps 2
+          --precision bf16 --compress $c
       done
       ;;
     nsspeed)
