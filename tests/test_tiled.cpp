@@ -115,6 +115,10 @@ TEST_CASE("a step over tiles gives the whole-grid step's loss and gradients (2D,
       p.inputs = all(TilePlace::kHost);
       p.keep_latest = true;
       variants.push_back({"every input on the host, keep latest", p});
+      p.inputs = {TilePlace::kHost, TilePlace::kRecompute, TilePlace::kHost};
+      p.gradient = TilePlace::kDevice;
+      variants.push_back({"block 1 remade from block 0's host input, announced early", p});
+      p.gradient = TilePlace::kHost;
       p.inputs = all(TilePlace::kDevice);
       p.gradient = TilePlace::kDevice;
       p.keep_latest = false;

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -188,6 +189,7 @@ struct TiledStep::Impl {
   at::Tensor recompute(const at::Tensor& x, int64_t j, int64_t t);
   at::Tensor input(const at::Tensor& x, int64_t j, int64_t t);
   void expect_inputs(int64_t j);
+  bool expect_next_inputs_early(int64_t j);
   void keep(int64_t j, int64_t t, const at::Tensor& a, std::vector<at::Tensor>& next_latest);
   at::Tensor forward_sweeps(const at::Tensor& x, bool training);
   at::Tensor lifting_sweep(const at::Tensor& x, std::vector<at::Tensor>& next_latest);
@@ -410,6 +412,20 @@ void TiledStep::Impl::expect_inputs(int64_t j) {
   if (from >= 0) stores[static_cast<size_t>(from)]->expect(all_tiles(count));
 }
 
+// Backward: announces the reads of sweep j - 1's input while sweep j still
+// runs, so that its first tiles are on the device when it starts. Only where
+// sweep j - 1 reads another store than sweep j (a store's reads restart with
+// each announcement). Returns whether it announced.
+bool TiledStep::Impl::expect_next_inputs_early(int64_t j) {
+  if (j < 1) return false;
+  const int64_t next = source(j - 1);
+  if (next < 0) return false;
+  const bool reads_latest = static_cast<int64_t>(latest.size()) == count;
+  if (!reads_latest && source(j) == next) return false;
+  stores[static_cast<size_t>(next)]->expect(all_tiles(count));
+  return true;
+}
+
 void TiledStep::Impl::keep(int64_t j, int64_t t, const at::Tensor& a,
                            std::vector<at::Tensor>& next_latest) {
   // With keep_latest the last block's input is read from `latest` only (its
@@ -520,9 +536,10 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
   TileStore* g_read = gradients[0].get();
   TileStore* g_write = gradients[1].get();  // null on the device: in place
   at::Tensor d_next;  // the gradient of the next block's spectrum (before mixing)
+  int64_t announced = -1;  // the sweep whose input reads were announced early
   for (int64_t j = layers - 1; j >= 0; --j) {
     const bool last = j == layers - 1;
-    expect_inputs(j);
+    if (announced != j) expect_inputs(j);
     if (!last) g_read->expect(all_tiles(count));
     auto& g_out = g_write != nullptr ? *g_write : *g_read;
     std::vector<at::Tensor> sums(6);  // the tail's weight gradients over the tiles
@@ -552,6 +569,9 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
       da = at::Tensor();
       const auto part = detail::synthesis_tile_adjoint(modes[static_cast<size_t>(j)], ds, r0(t));
       dy = dy.defined() ? dy.add_(part) : part;
+      // The next sweep's first tiles come in during this sweep's last two,
+      // after the tiles they replace on the device have been read.
+      if (t == std::max<int64_t>(count - 3, 0) && expect_next_inputs_early(j)) announced = j - 1;
     }
     // The tail's weights, once per sweep, through autograd (gradient hooks fire).
     const auto params = weights(j).params;
