@@ -716,6 +716,15 @@ TEST_CASE("host tiles: put, expect and get round-trip, prefetched ahead; bf16 st
   CHECK(torch::equal(tiles.get(2), src[2]));
   stats = off.end_step();
   CHECK(stats.bytes_fetched_on_demand == 2 * src[2].nbytes());
+  // Announced a sweep early: one tile comes before the first get, then two ahead again.
+  off.begin_step();
+  tiles.expect({0, 1, 2, 3, 4}, 1);
+  CHECK(off.end_step().bytes_prefetched == static_cast<int64_t>(src[0].nbytes()));
+  off.begin_step();
+  for (int64_t t = 0; t < 5; ++t) CHECK(torch::equal(tiles.get(t), src[t]));
+  stats = off.end_step();
+  CHECK(stats.bytes_prefetched == total - static_cast<int64_t>(src[0].nbytes()));
+  CHECK(stats.bytes_fetched_on_demand == 0);
   // Replacing a tile, and clearing.
   const auto other = torch::randn({2, 3, 4, 5});
   tiles.put(1, other);

@@ -413,17 +413,17 @@ void TiledStep::Impl::expect_inputs(int64_t j) {
 }
 
 // Backward: announces the reads of sweep j - 1's input while sweep j still
-// runs, so that its first tiles are on the device when it starts. Only where
-// sweep j - 1 reads another store than sweep j (a store's reads restart with
-// each announcement). Returns whether it announced.
+// runs, so that its first tile is on the device when it starts (one tile: the
+// plans' estimates count it). Only where sweep j - 1 reads another store than
+// sweep j (a store's reads restart with each announcement). Returns whether
+// the store took it.
 bool TiledStep::Impl::expect_next_inputs_early(int64_t j) {
   if (j < 1) return false;
   const int64_t next = source(j - 1);
   if (next < 0) return false;
   const bool reads_latest = static_cast<int64_t>(latest.size()) == count;
   if (!reads_latest && source(j) == next) return false;
-  stores[static_cast<size_t>(next)]->expect(all_tiles(count));
-  return true;
+  return stores[static_cast<size_t>(next)]->expect_early(all_tiles(count), 1);
 }
 
 void TiledStep::Impl::keep(int64_t j, int64_t t, const at::Tensor& a,
@@ -569,8 +569,7 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
       da = at::Tensor();
       const auto part = detail::synthesis_tile_adjoint(modes[static_cast<size_t>(j)], ds, r0(t));
       dy = dy.defined() ? dy.add_(part) : part;
-      // The next sweep's first tiles come in during this sweep's last two,
-      // after the tiles they replace on the device have been read.
+      // The next sweep's first tile comes in during this sweep's last two.
       if (t == std::max<int64_t>(count - 3, 0) && expect_next_inputs_early(j)) announced = j - 1;
     }
     // The tail's weights, once per sweep, through autograd (gradient hooks fire).

@@ -43,6 +43,7 @@ struct HostTiles::Impl {
   std::vector<int64_t> order;                       // the expected gets
   size_t next = 0;                                  // the next of them to prefetch
   int64_t ahead = 0;                                // prefetched, not yet read
+  int64_t cap = -1;  // expect(order, ahead): tiles fetched before the first get
   std::deque<std::pair<int64_t, int64_t>> leaving;  // (tile, link bytes) copying out
   int64_t leaving_bytes = 0;
 
@@ -69,7 +70,8 @@ struct HostTiles::Impl {
   }
 
   void prefetch_locked() {
-    while (ahead < prefetch_tiles && next < order.size()) {
+    const int64_t limit = cap >= 0 ? std::min(cap, prefetch_tiles) : prefetch_tiles;
+    while (ahead < limit && next < order.size()) {
       const int64_t t = order[next++];
       if (t < 0 || t >= static_cast<int64_t>(slots.size())) continue;
       auto& sl = slots[static_cast<size_t>(t)];
@@ -169,15 +171,17 @@ at::Tensor HostTiles::get(int64_t t) {
   sl.fetched = c10::Storage();
   sl.in->stream_wait();
   p.s->engine->record_use(storage);
+  p.cap = -1;
   p.prefetch_locked();
   return at::empty({0}, sl.options).set_(storage, 0, sl.sizes);
 }
 
-void HostTiles::expect(const std::vector<int64_t>& order) {
+void HostTiles::expect(const std::vector<int64_t>& order, int64_t ahead) {
   auto& p = *p_;
   std::lock_guard<std::mutex> lock(p.s->mu);
   for (auto& sl : p.slots) p.drop_fetched(sl);
   p.ahead = 0;
+  p.cap = ahead;
   p.order = order;
   p.next = 0;
   p.prefetch_locked();
@@ -191,6 +195,7 @@ void HostTiles::clear() {
     sl.filled = false;
   }
   p.ahead = 0;
+  p.cap = -1;
   p.order.clear();
   p.next = 0;
 }

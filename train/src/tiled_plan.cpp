@@ -138,8 +138,10 @@ TiledChoice estimate_tiled(FNO model, at::IntArrayRef x_shape, TiledPlan plan,
   // (the gradient between blocks, or with keep_latest the last block's input
   // held from forward, which the gradient store replaces tile by tile)
   const bool held = !host_gradient || plan.keep_latest;
+  // (a host input: two tiles fetched ahead, and the next sweep's first while
+  // the sweep before it ends)
   const double backward = on_device * hidden + (held ? hidden : 0) + 8 * tile +
-                          (on_host > 0 ? 2 * tile : 0) + (host_gradient ? window + 2 * tile : 0);
+                          (on_host > 0 ? 3 * tile : 0) + (host_gradient ? window + 2 * tile : 0);
   out.peak_bytes = c.base_bytes + c.grad_bytes + static_cast<int64_t>(12 * output) +
                    static_cast<int64_t>(std::max(forward, backward));
   const double f = c.compress ? 0.5 : 1.0;  // host bytes per device byte

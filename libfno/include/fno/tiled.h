@@ -63,6 +63,14 @@ class TileStore {
   virtual at::Tensor get(int64_t t) = 0;
   /// The tiles the next gets will read, in order (a store may fetch them ahead).
   virtual void expect(const std::vector<int64_t>& order) { (void)order; }
+  /// As expect, a sweep early: at most `tiles` of them may come to the device
+  /// before the first get. Returns whether the store took it (false: the
+  /// caller announces the reads with expect when they start).
+  virtual bool expect_early(const std::vector<int64_t>& order, int64_t tiles) {
+    (void)order;
+    (void)tiles;
+    return false;
+  }
   /// Drops every tile.
   virtual void clear() = 0;
 };

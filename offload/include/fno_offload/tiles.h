@@ -47,7 +47,9 @@ class HostTiles {
   /// Tile t on its device, usable on the current stream.
   at::Tensor get(int64_t t);
   /// The next gets, in order.
-  void expect(const std::vector<int64_t>& order);
+  /// `ahead` >= 0: at most that many of them come back before the first get
+  /// (an announcement a sweep early, which may cost no more GPU memory).
+  void expect(const std::vector<int64_t>& order, int64_t ahead = -1);
   /// Forgets the tiles (the host memory stays for the next ones).
   void clear();
   /// Pinned bytes held.

@@ -30,6 +30,10 @@ class PinnedTileStore final : public TileStore {
   void put_held(int64_t t, const at::Tensor& tile) override { tiles_.put(t, tile, true); }
   at::Tensor get(int64_t t) override { return tiles_.get(t); }
   void expect(const std::vector<int64_t>& order) override { tiles_.expect(order); }
+  bool expect_early(const std::vector<int64_t>& order, int64_t tiles) override {
+    tiles_.expect(order, tiles);
+    return true;
+  }
   void clear() override { tiles_.clear(); }
 
  private:
