@@ -12,7 +12,7 @@
 #include <fno/precision.h>
 #include <fno/tiled.h>
 #include <fno_offload/planner.h>
-#include <fno_offload/tiles.h>
+#include <fno_train/tiled_plan.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -28,18 +28,6 @@
 #include <vector>
 
 namespace {
-
-class PinnedStore final : public fno::TileStore {
- public:
-  PinnedStore(fno::offload::Offloader& off, const std::string& name) : tiles_(off, name) {}
-  void put(int64_t t, const at::Tensor& tile) override { tiles_.put(t, tile); }
-  at::Tensor get(int64_t t) override { return tiles_.get(t); }
-  void expect(const std::vector<int64_t>& order) override { tiles_.expect(order); }
-  void clear() override { tiles_.clear(); }
-
- private:
-  fno::offload::HostTiles tiles_;
-};
 
 fno::TiledPlan parse(const std::string& text) {
   std::vector<std::string> parts;
@@ -113,7 +101,7 @@ int main(int argc, char** argv) {
       std::unique_ptr<fno::TiledStep> step;
       if (name != "whole") {
         step = std::make_unique<fno::TiledStep>(model, parse(name), [&](const std::string& n) {
-          return std::make_unique<PinnedStore>(off, n);
+          return std::make_unique<fno::PinnedTileStore>(off, n);
         });
       }
       const auto one = [&] {

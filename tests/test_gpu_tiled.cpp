@@ -9,8 +9,8 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno/tiled.h>
-#include <fno_offload/tiles.h>
 #include <fno_train/offload_step.h>
+#include <fno_train/tiled_plan.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <doctest/doctest.h>
@@ -40,19 +40,6 @@ int64_t held_after_empty_cache() {
           .allocated_bytes[0]
           .current);
 }
-
-// fno::TileStore over offload/'s pinned host tiles.
-class PinnedStore final : public fno::TileStore {
- public:
-  PinnedStore(fno::offload::Offloader& off, const std::string& name) : tiles_(off, name) {}
-  void put(int64_t t, const at::Tensor& tile) override { tiles_.put(t, tile); }
-  at::Tensor get(int64_t t) override { return tiles_.get(t); }
-  void expect(const std::vector<int64_t>& order) override { tiles_.expect(order); }
-  void clear() override { tiles_.clear(); }
-
- private:
-  fno::offload::HostTiles tiles_;
-};
 
 fno::FNO seed_model(std::vector<int64_t> modes = {16, 16}) {
   torch::manual_seed(21);
@@ -87,7 +74,7 @@ TEST_CASE("GPU: tiled steps give the whole-grid step's gradients (fused kernels,
   MESSAGE("the whole-grid fp32 step's worst gradient error against float64: ", noise);
   fno::offload::Offloader off(fno::offload::OffloadOptions().max_inflight_bytes(8 << 20));
   const fno::TileStoreFactory host = [&](const std::string& name) {
-    return std::make_unique<PinnedStore>(off, name);
+    return std::make_unique<fno::PinnedTileStore>(off, name);
   };
   const auto four = [](TilePlace a, TilePlace b, TilePlace c, TilePlace d) {
     return std::vector<TilePlace>{a, b, c, d};
@@ -171,7 +158,7 @@ TEST_CASE("GPU: tiled steps in tf32, bf16 and fp16 follow fp32 as the whole-grid
   plan3.inputs = {TilePlace::kRecompute, TilePlace::kHost, TilePlace::kDevice, TilePlace::kHost};
   plan3.gradient = TilePlace::kHost;
   fno::TiledStep step3(model3, plan3, [&](const std::string& name) {
-    return std::make_unique<PinnedStore>(off, name);
+    return std::make_unique<fno::PinnedTileStore>(off, name);
   });
   const auto got3 = run(model3, [&] { return step3.forward_backward(x3, y3, loss3); });
   check_same(got3, ref3, f64, fp32_noise(ref3, f64));
@@ -213,7 +200,7 @@ TEST_CASE("GPU: a tiled step over a block input of more than 2^31 elements") {
   plan.inputs = {TilePlace::kRecompute, TilePlace::kHost, TilePlace::kHost, TilePlace::kHost};
   plan.gradient = TilePlace::kDevice;
   fno::TiledStep step(model, plan, [&](const std::string& name) {
-    return std::make_unique<PinnedStore>(off, name);
+    return std::make_unique<fno::PinnedTileStore>(off, name);
   });
   off.begin_step();
   const auto got = run(model, [&] { return step.forward_backward(x, y, loss); });
