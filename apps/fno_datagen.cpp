@@ -22,6 +22,9 @@
 
 #include <signal.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <charconv>
@@ -193,6 +196,13 @@ std::string grid_text(int64_t r, int dims) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  // The solvers' FFTs allocate and free buffers of a few hundred KiB every
+  // step on the CPU; glibc's adaptive thresholds can hand them back to the
+  // system and fault them in again each time. Fixed thresholds keep them.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
   CLI::App app{
       "Generates PDE data into HDF5 files that fno_train reads directly.\n"
       "--problem darcy (default): Darcy flow as in the FNO paper (Li et al. 2020, appendix "
