@@ -48,9 +48,16 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", dry_run,
                "build the model, print its parameter count and the resolved settings, and exit "
                "(needs no GPU)");
-  app.add_option("--resolutions", o.resolutions, "grid sizes N (N x N for a 2D model)")
+  app.add_option("--resolutions", o.resolutions,
+                 "grid sizes N (N x N for a 2D model, N x N x N for a 3D one, N x N x T with "
+                 "--time-length)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  int64_t time_length = -1;
+  app.add_option("--time-length", time_length,
+                 "a 3D model's last axis T: grids N x N x T (a space-time Navier-Stokes model; "
+                 "default: its config's data.t_out, else N; 0: N)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
   std::vector<std::string> policies;
   app.add_option("--policies", policies,
@@ -125,6 +132,7 @@ int main(int argc, char** argv) {
   if (!overrides.empty() && config_path.empty()) return fail(2, "--set needs --config FILE");
   try {
     if (!config_path.empty()) fno::use_config(o, config_path, overrides);
+    if (time_length >= 0) o.time_length = time_length;
     if (!precisions.empty()) {
       o.precisions.clear();
       for (const auto& p : precisions) o.precisions.push_back(fno::parse_precision(p));
@@ -133,6 +141,10 @@ int main(int argc, char** argv) {
     return fail(2, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("--precision: ") + e.what());
+  }
+  if (o.time_length > 0 && o.model.n_modes().size() != 3) {
+    return fail(2, "--time-length " + std::to_string(o.time_length) + " needs a 3D model (" +
+                       std::to_string(o.model.n_modes().size()) + "D here)");
   }
   if (dry_run) {
     try {

@@ -22,6 +22,9 @@
 
 #include <signal.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <charconv>
@@ -193,6 +196,13 @@ std::string grid_text(int64_t r, int dims) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  // The solvers' FFTs allocate and free buffers of a few hundred KiB every
+  // step on the CPU; glibc's adaptive thresholds can hand them back to the
+  // system and fault them in again each time. Fixed thresholds keep them.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
   CLI::App app{
       "Generates PDE data into HDF5 files that fno_train reads directly.\n"
       "--problem darcy (default): Darcy flow as in the FNO paper (Li et al. 2020, appendix "
@@ -218,7 +228,8 @@ int main(int argc, char** argv) {
   double viscosity = ons.viscosity(), dt = ons.dt(), t_final = ons.t_final(),
          record_every = ons.record_every();
   std::string problem = "darcy", out, device = "auto", progress = "auto", forcing = "paper",
-              initial;
+              initial, precision = ons.precision();
+  bool no_cuda_graph = false;
   app.add_option("--problem", problem, "darcy (default), poisson3d or ns")
       ->check(CLI::IsMember({"darcy", "poisson3d", "ns"}));
   app.add_option("--resolution", resolution,
@@ -247,8 +258,9 @@ int main(int argc, char** argv) {
       ->transform(decimal_integer<int64_t>());
   app.add_option("--batch", batch,
                  "samples solved together (default 1 on the CPU; on CUDA 32 for darcy, "
-                 "2^24 / R^3 within [1, 32] for poisson3d, 2^22 / R^2 within [1, 64] for ns); "
-                 "on the CPU the data do not depend on it")
+                 "2^24 / R^3 within [1, 32] for poisson3d, for ns as many as fit in the free GPU "
+                 "memory, a power of 2, at most 256 and --samples); on the CPU the data do not "
+                 "depend on it")
       ->transform(decimal_integer<int64_t>());
   app.add_option("--device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
   app.add_option("--tolerance", tolerance,
@@ -260,6 +272,13 @@ int main(int argc, char** argv) {
                  "ns: the time between records, a whole number of steps (default 1)");
   app.add_option("--forcing", forcing, "ns: paper (default) or none")
       ->check(CLI::IsMember({"paper", "none"}));
+  app.add_option("--precision", precision,
+                 "ns: the solve's precision, float64 (default) or float32 (the FNO paper's; about "
+                 "half the memory traffic)")
+      ->check(CLI::IsMember({"float64", "float32"}));
+  app.add_flag("--no-cuda-graph", no_cuda_graph,
+               "ns: on CUDA, launch every step's kernels instead of replaying CUDA graphs (the "
+               "same numbers; for timing)");
   app.add_option("--initial", initial,
                  "ns: an HDF5 file whose dataset w0 (N, R, R) gives the initial vorticity of "
                  "the first N >= --samples samples (default: the paper's random field)");
@@ -286,8 +305,8 @@ int main(int argc, char** argv) {
     return fail(2, "--tolerance applies to --problem darcy only");
   }
   if (problem != "ns") {
-    for (const char* flag :
-         {"--viscosity", "--dt", "--t-final", "--record-every", "--forcing", "--initial"}) {
+    for (const char* flag : {"--viscosity", "--dt", "--t-final", "--record-every", "--forcing",
+                             "--initial", "--precision", "--no-cuda-graph"}) {
       if (app.count(flag) > 0) return fail(2, std::string(flag) + " applies to --problem ns only");
     }
   }
@@ -341,6 +360,8 @@ int main(int argc, char** argv) {
           .record_every(record_every)
           .forcing(forcing)
           .initial(initial)
+          .precision(precision)
+          .cuda_graph(!no_cuda_graph)
           .batch_size(batch)
           .device(device)
           .out(out)
@@ -386,6 +407,8 @@ int main(int argc, char** argv) {
     std::printf("seconds %.2f\n", summary.seconds);
     if (problem == "ns") {
       std::printf("max_abs_vorticity %.4g\n", summary.max_abs);
+      std::printf("batch %lld\n", static_cast<long long>(summary.batch));
+      std::printf("solve_seconds %.3f\n", summary.solve_seconds);
     } else {
       std::printf("max_residual %.3g\n", summary.max_residual);
     }

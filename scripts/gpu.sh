@@ -68,7 +68,10 @@
 #   small        issue 28's rows: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16;
 #                the seed main command's whole-process wall time
 #   moonshot     issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU
-#   nsspeed      the Navier-Stokes generator at 256^2 over one time unit, batch 16/64/256
+#   nsspeed      the Navier-Stokes generator at 256^2 over one time unit: float64 and float32,
+#                batch 16/64/256 and automatic, CUDA graphs on and off; seconds a sample at T 50
+#   nsooc        fno_bench on the space-time FNO-3D (configs/ns_v1e-3_fno3d.yaml) at 256^2 x 40,
+#                batch 4: none, and auto under 4, 8 and 16 GiB
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
@@ -805,17 +808,71 @@ run_suite() {
       done
       ;;
     nsspeed)
-      # the Navier-Stokes generator's speed at the paper's 256^2 (nu 1e-3, dt 1e-4) over one
-      # time unit (10^4 steps) against the batch; seconds per sample
-      mkdir -p "$out/nsspeed"
-      for b in 16 64 256; do
-        local t1
+      # issue 27: the Navier-Stokes generator at the paper's settings (nu 1e-3, dt 1e-4, 256^2
+      # solved, 64^2 stored) over NSSPEED_T time units (default 1: 10^4 steps), float64 and
+      # float32, batch 16/64/256 and the automatic batch (NSSPEED_BATCHES; "auto" with
+      # NSSPEED_AUTO_SAMPLES = 512 samples), then without CUDA graphs (NSSPEED_NOGRAPH,
+      # default batch 64). Seconds per sample at the paper's T = 50: the solve's time
+      # (solve_seconds: GRF, writing and the process start left out) x 50 / T / samples.
+      local d=$out/nsspeed T=${NSSPEED_T:-1}
+      mkdir -p "$d"
+      printf 'precision\tcuda_graph\tbatch\tsamples\texit\twall_s\tsolve_s\ts_per_sample_T50\tus_per_sample_step\n' \
+        > "$d/nsspeed.tsv"
+      ns_speed() {  # PRECISION on|off BATCH|auto
+        local p=$1 g=$2 b=$3 n=$3 name="$1_$2_b$3" t1 rc wall batch solve
+        local extra=(--batch "$b")
+        if [ "$b" = auto ]; then n=${NSSPEED_AUTO_SAMPLES:-512}; extra=(); fi
+        [ "$g" = off ] && extra+=(--no-cuda-graph)
         t1=$(date +%s%N)
-        timeout 150 "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 --resolution 256 \
-          --subsample 4 --dt 1e-4 --t-final 1 --record-every 1 --samples $b --batch $b \
-          --seed 0 --device cuda --progress none --out "$out/nsspeed/ns_b$b.h5" \
-          > "$out/nsspeed/ns_b$b.log" 2>&1
-        say "ns 256^2 T=1 batch $b: exit $? in $((($(date +%s%N) - t1) / 1000000)) ms"
+        timeout 300 "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 --resolution 256 \
+          --subsample 4 --dt 1e-4 --t-final "$T" --record-every 1 --samples "$n" --seed 0 \
+          --device cuda --precision "$p" "${extra[@]}" --progress none \
+          --out "$d/ns_$name.h5" > "$d/ns_$name.log" 2>&1
+        rc=$?
+        wall=$(awk -v t="$(($(date +%s%N) - t1))" 'BEGIN { printf "%.2f", t / 1e9 }')
+        batch=$(sed -n 's/^batch //p' "$d/ns_$name.log")
+        solve=$(sed -n 's/^solve_seconds //p' "$d/ns_$name.log")
+        rm -f "$d/ns_$name.h5"
+        if [ "$rc" = 0 ] && [ -n "$solve" ]; then
+          awk -v p="$p" -v g="$g" -v b="$batch" -v n="$n" -v w="$wall" -v s="$solve" -v T="$T" \
+            'BEGIN { printf "%s\t%s\t%s\t%s\t0\t%s\t%s\t%.3f\t%.3f\n", p, g, b, n, w, s,
+                     s * 50 / T / n, s / (n * T * 1e4) * 1e6 }' >> "$d/nsspeed.tsv"
+          say "ns 256^2 T=$T $p graph $g batch $batch ($b, $n samples): wall $wall s, solve $solve s:" \
+            "$(tail -1 "$d/nsspeed.tsv" | cut -f8) s a sample at T=50," \
+            "$(tail -1 "$d/nsspeed.tsv" | cut -f9) us a sample-step"
+        else
+          printf '%s\t%s\t%s\t%s\t%s\t%s\t\t\t\n' "$p" "$g" "$b" "$n" "$rc" "$wall" >> "$d/nsspeed.tsv"
+          say "ns 256^2 T=$T $p graph $g batch $b: exit $rc after $wall s; $(tail -1 "$d/ns_$name.log" | cut -c1-200)"
+        fi
+      }
+      for p in float64 float32; do
+        for b in ${NSSPEED_BATCHES:-16 64 256 auto}; do ns_speed "$p" on "$b"; done
+      done
+      for p in float64 float32; do
+        for b in ${NSSPEED_NOGRAPH:-64}; do ns_speed "$p" off "$b"; done
+      done
+      ;;
+    nsooc)
+      # issue 27 item 5: offload under Navier-Stokes. fno_bench on the space-time FNO-3D of
+      # configs/ns_v1e-3_fno3d.yaml at 256^2 x T (T its t_out, 40; NSOOC_T overrides), batch
+      # NSOOC_BATCH (4): none, and auto under NSOOC_BUDGETS GiB (4 8 16); JSON/CSV per run in
+      # nsooc/ for notebooks/navier_stokes.ipynb (FNO_NB_NSOOC_DIR)
+      local d=$out/nsooc b=${NSOOC_BATCH:-4} run
+      local time_args=()
+      [ -n "${NSOOC_T:-}" ] && time_args=(--time-length "$NSOOC_T")
+      mkdir -p "$d"
+      for run in none ${NSOOC_BUDGETS:-4 8 16}; do
+        local name=none
+        local policy=(--policies none)
+        if [ "$run" != none ]; then
+          name=auto$run
+          policy=(--policies auto --gpu-memory-limit "${run}GiB")
+        fi
+        timeout 400 "$bench" --config configs/ns_v1e-3_fno3d.yaml "${time_args[@]}" \
+          --resolutions 256 --batches "$b" --warmup 1 --steps "$steps" "${policy[@]}" \
+          --json "$d/$name.json" --csv "$d/$name.csv" > /dev/null 2> "$d/$name.log"
+        say "nsooc $name: exit $? $(grep '^fno_bench: ' "$d/$name.log" | cut -c1-330)"
+        grep -h 'over budget\|offload auto: budget' "$d/$name.log" | cut -c1-300 | tee -a "$summary"
       done
       ;;
     *) say "unknown suite $1" ;;

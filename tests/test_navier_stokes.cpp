@@ -1,8 +1,10 @@
 // Navier-Stokes data generation (fno_data/navier_stokes_gen.h, fno_datagen
 // --problem ns): exact solutions (fields whose advection vanishes decay as
 // exp(-nu 4 pi^2 |k|^2 t)), first-order convergence in dt and spectral
-// convergence in the resolution of a nonlinear flow, the initial field's
-// variance against the paper's covariance, blow-up, and the files: records at
+// convergence in the resolution of a nonlinear flow, the step against the
+// scheme's plain arithmetic (version 1's step), float32 against float64, the
+// initial field's variance against the paper's covariance, blow-up (the exact
+// step, both precisions), the automatic batch, and the files: records at
 // (r + 1) record_every, subsampling, determinism whatever the batch, initial
 // files, option errors; the records as training pairs (space-time and
 // recurrent).
@@ -43,6 +45,66 @@ torch::Tensor smooth_field(int64_t r) {
   const auto [x, y] = grid(r);
   return torch::cos(2 * kPi * x) * torch::cos(2 * kPi * y) + 0.5 * torch::sin(4 * kPi * x) +
          0.3 * torch::cos(2 * kPi * (x + 2 * y)) + 0.2 * torch::sin(2 * kPi * (3 * y - x));
+}
+
+// The scheme in its plain arithmetic, one transform per field and the update
+// as ns_2d.py writes it: what ns_solve's step of few passes must reproduce to
+// round-off. Records [B, R, R, records], float64.
+torch::Tensor reference_solve(const torch::Tensor& w0, const torch::Tensor& f, double nu, double dt,
+                              int64_t steps_per_record, int64_t records) {
+  const int64_t r = w0.size(1);
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const auto kx = torch::fft::fftfreq(r, 1.0 / r, f64).view({-1, 1});
+  const auto ky = torch::fft::rfftfreq(r, 1.0 / r, f64).view({1, -1});
+  const auto no_nyquist = [&](const torch::Tensor& k) {
+    return torch::where(k.abs() >= r / 2.0, torch::zeros_like(k), k);
+  };
+  const auto i2pi = c10::complex<double>(0.0, 2.0 * kPi);
+  const auto ikx = no_nyquist(kx).expand({r, r / 2 + 1}).to(torch::kComplexDouble) * i2pi;
+  const auto iky = no_nyquist(ky).expand({r, r / 2 + 1}).to(torch::kComplexDouble) * i2pi;
+  const auto lap = (4.0 * kPi * kPi) * (kx.square() + ky.square());
+  auto inv_lap = lap.reciprocal();
+  inv_lap.index_put_({0, 0}, 0.0);
+  const double cut = 2.0 / 3.0 * (r / 2.0);
+  const auto dealias = ((kx.abs() <= cut) & (ky.abs() <= cut)).to(torch::kDouble);
+  const auto half = 0.5 * dt * nu * lap;
+  const auto f_hat = f.defined() ? torch::fft::rfft2(f.to(torch::kDouble)) : torch::Tensor();
+  auto w_h = torch::fft::rfft2(w0.to(torch::kDouble));
+  auto out = torch::empty({w0.size(0), r, r, records}, f64);
+  for (int64_t rec = 0; rec < records; ++rec) {
+    for (int64_t s = 0; s < steps_per_record; ++s) {
+      const auto u = torch::fft::irfft2(w_h * iky * inv_lap, torch::IntArrayRef{r, r});
+      const auto v = torch::fft::irfft2(-w_h * ikx * inv_lap, torch::IntArrayRef{r, r});
+      const auto wx = torch::fft::irfft2(w_h * ikx, torch::IntArrayRef{r, r});
+      const auto wy = torch::fft::irfft2(w_h * iky, torch::IntArrayRef{r, r});
+      const auto adv_h = torch::fft::rfft2(u * wx + v * wy) * dealias;
+      auto rhs = (1.0 - half) * w_h - dt * adv_h;
+      if (f_hat.defined()) rhs = rhs + dt * f_hat;
+      w_h = rhs / (1.0 + half);
+    }
+    out.select(3, rec).copy_(torch::fft::irfft2(w_h, torch::IntArrayRef{r, r}));
+  }
+  return out;
+}
+
+// A file's text attribute ("" when absent).
+std::string text_attribute(const std::string& path, const std::string& name) {
+  for (const auto& a : fno::data::read_hdf5_attributes(path)) {
+    if (a.name == name && !a.is_number) return a.text;
+  }
+  return "";
+}
+
+// The step at which ns_solve reports a blow-up (0: none).
+int64_t blow_up_step(const torch::Tensor& w0, double dt, int64_t steps_per_record, int64_t records,
+                     torch::Dtype precision) {
+  try {
+    fno::data::ns_solve(w0, torch::Tensor(), 1e-5, dt, steps_per_record, records,
+                        fno::data::NsSolveOptions().precision(precision));
+  } catch (const fno::data::NsBlowUp& e) {
+    return e.step();
+  }
+  return 0;
 }
 
 NavierStokesGenOptions small(const std::string& out) {
@@ -129,6 +191,59 @@ TEST_CASE("Navier-Stokes: first order in dt, spectral in the resolution (a nonli
   CHECK(c32 < c16 / 100);
 }
 
+TEST_CASE("Navier-Stokes: the step of few passes is the scheme's plain arithmetic (float64)") {
+  // A nonlinear flow with the forcing, at a power of 2 and at an even R that is not one.
+  for (const int64_t r : {32, 24}) {
+    INFO("R = " << r);
+    const auto w0 = torch::stack({fno::data::ns_initial_vorticity(3, 0, r), smooth_field(r)});
+    const auto f = fno::data::ns_paper_forcing(r, torch::TensorOptions());
+    const auto ours = fno::data::ns_solve(w0, f, 1e-3, 1e-3, 100, 3);
+    const auto plain = reference_solve(w0, f, 1e-3, 1e-3, 100, 3);
+    REQUIRE(ours.sizes() == plain.sizes());
+    CHECK((ours.scalar_type() == torch::kDouble));
+    const double e = rel(ours, plain);
+    MESSAGE("R " << r << ": relative difference " << e);
+    CHECK(e < 1e-12);
+    // Unforced too (the forcing rides in the advection's transform).
+    CHECK(rel(fno::data::ns_solve(w0, torch::Tensor(), 1e-3, 1e-3, 50, 2),
+              reference_solve(w0, torch::Tensor(), 1e-3, 1e-3, 50, 2)) < 1e-12);
+  }
+  // Records subsampled by the solve: every k-th point of the full records.
+  const auto w0 = fno::data::ns_initial_vorticity(4, 1, 32).unsqueeze(0);
+  const auto full = fno::data::ns_solve(w0, torch::Tensor(), 1e-3, 1e-3, 20, 2);
+  const auto sub = fno::data::ns_solve(w0, torch::Tensor(), 1e-3, 1e-3, 20, 2,
+                                       fno::data::NsSolveOptions().subsample(4));
+  REQUIRE(sub.sizes() == torch::IntArrayRef({1, 8, 8, 2}));
+  CHECK(torch::equal(sub, full.slice(1, 0, 32, 4).slice(2, 0, 32, 4)));
+}
+
+TEST_CASE("Navier-Stokes: float32 follows float64 within float32's rounding") {
+  const int64_t r = 32;
+  const auto w0 = torch::stack(
+      {fno::data::ns_initial_vorticity(5, 0, r), fno::data::ns_initial_vorticity(5, 1, r)});
+  const auto f = fno::data::ns_paper_forcing(r, torch::TensorOptions());
+  const auto f64 = fno::data::ns_solve(w0, f, 1e-3, 1e-3, 100, 3);
+  const auto f32 = fno::data::ns_solve(w0, f, 1e-3, 1e-3, 100, 3,
+                                       fno::data::NsSolveOptions().precision(torch::kFloat));
+  CHECK((f32.scalar_type() == torch::kFloat));
+  REQUIRE(f32.sizes() == f64.sizes());
+  for (int64_t rec = 0; rec < 3; ++rec) {
+    const double e = rel(f32.select(3, rec).to(torch::kDouble), f64.select(3, rec));
+    MESSAGE("record " << rec << " (step " << 100 * (rec + 1) << "): float32 against float64 " << e);
+    // float32's unit round-off is 6e-8: a few hundred steps of it, not more.
+    CHECK(e > 1e-9);
+    CHECK(e < 1e-5);
+  }
+  // The exactly decaying field: float32's rounding of Crank-Nicolson's factor.
+  const auto [x, y] = grid(r);
+  const auto c = (torch::cos(2 * kPi * x) * torch::cos(2 * kPi * y)).unsqueeze(0);
+  const auto d32 = fno::data::ns_solve(c, torch::Tensor(), 1e-2, 1e-3, 100, 1,
+                                       fno::data::NsSolveOptions().precision(torch::kFloat));
+  const double x_step = 1e-3 * 1e-2 * 4 * kPi * kPi * 2;
+  const double cn = (1 - x_step / 2) / (1 + x_step / 2);
+  CHECK(rel(d32[0].select(2, 0).to(torch::kDouble), c[0] * std::pow(cn, 100.0)) < 1e-5);
+}
+
 TEST_CASE("Navier-Stokes: the initial field has the paper's covariance, per (seed, sample)") {
   const int64_t r = 32;
   const double alpha = 2.5, tau = 7;
@@ -160,6 +275,20 @@ TEST_CASE("Navier-Stokes: a run that blows up names the step and writes no file"
     CHECK(e.step() >= 1);
     CHECK(e.step() <= 200);
     CHECK(std::string(e.what()).find("smaller --dt") != std::string::npos);
+  }
+  // The exact first non-finite step, in both precisions: checked once per record, then the
+  // record solved again step by step, it is the step that a check after every step finds
+  // (one step per record), wherever it falls in a record; the steps before it are finite.
+  for (const auto precision : {torch::kDouble, torch::kFloat}) {
+    INFO("precision " << precision);
+    const int64_t exact = blow_up_step(w0, 0.5, 1, 200, precision);
+    MESSAGE("blow-up at step " << exact << " in " << precision);
+    REQUIRE(exact > 1);
+    CHECK(blow_up_step(w0, 0.5, 200, 1, precision) == exact);
+    CHECK(blow_up_step(w0, 0.5, 7, 30, precision) == exact);
+    CHECK(blow_up_step(w0, 0.5, exact, 2, precision) == exact);  // the record's last step
+    CHECK(blow_up_step(w0, 0.5, exact - 1, 1, precision) == 0);
+    CHECK(blow_up_step(w0, 0.5, 1, exact - 1, precision) == 0);
   }
   // From a file: the same field blows up in generate_navier_stokes, and no file appears.
   const auto init = out_path("ns_blowup_init.h5"), out = out_path("ns_blowup.h5");
@@ -215,6 +344,32 @@ TEST_CASE("Navier-Stokes files: records at (r + 1) record_every, subsampled, wha
       fno::data::load_hdf5(summary.files[1], fno::data::LoadOptions().x_key("u").y_key("u")).x;
   CHECK(torch::equal(test[0], all[2]));
   CHECK(summary.max_abs > 0);
+  // float32: the same records within float32's rounding, and the files say so.
+  const auto single = out_path("ns_f32.h5");
+  fno::data::generate_navier_stokes(small(single).precision("float32"));
+  const auto u32 = fno::data::load_hdf5(single, fno::data::LoadOptions().x_key("u").y_key("u")).x;
+  CHECK(rel(u32.to(torch::kDouble), all.to(torch::kDouble)) < 1e-5);
+  CHECK(!torch::equal(u32, all));
+  CHECK(text_attribute(single, "precision") == "float32");
+  CHECK(text_attribute(one, "precision") == "float64");
+}
+
+TEST_CASE("Navier-Stokes: the automatic CUDA batch: free memory, at most 256 and the samples") {
+  using fno::data::ns_auto_batch;
+  using fno::data::ns_bytes_per_sample;
+  const int64_t gib = int64_t{1} << 30;
+  // The paper's grid: 256^2 solved, 64^2 stored, 50 records.
+  const int64_t per64 = ns_bytes_per_sample(256, 4, 50, torch::kDouble);
+  const int64_t per32 = ns_bytes_per_sample(256, 4, 50, torch::kFloat);
+  MESSAGE("bytes per sample at 256^2, T 50: float64 " << per64 << ", float32 " << per32);
+  CHECK(per64 == 2 * per32 - 256 * 256 * 8);  // (the float64 initial field either way)
+  CHECK(ns_auto_batch(256, 4, 50, torch::kDouble, 1200, 70 * gib) == fno::data::kNsMaxAutoBatch);
+  CHECK(ns_auto_batch(256, 4, 50, torch::kDouble, 100, 70 * gib) == 100);
+  // Memory bounds it: the largest power of 2 with twice its bytes free.
+  const int64_t b = ns_auto_batch(256, 4, 50, torch::kDouble, 1200, 40 * per64);
+  CHECK(b == 16);
+  CHECK(ns_auto_batch(256, 4, 50, torch::kFloat, 1200, 40 * per64) == 32);
+  CHECK(ns_auto_batch(4096, 1, 50, torch::kDouble, 1200, 0) == 1);
 }
 
 TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
@@ -227,6 +382,7 @@ TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
   refused(small(out).resolution(15), "resolution must be even");
   refused(small(out).subsample(3), "subsample 3 does not divide resolution = 16");
   refused(small(out).forcing("kolmogorov"), "forcing must be paper or none, got 'kolmogorov'");
+  refused(small(out).precision("float16"), "precision must be float64 or float32, got 'float16'");
   refused(small(out).test_samples(3), "test_samples must be in [0, samples - 1]");
   refused(small(out).samples(1000000000).resolution(4096).t_final(100),
           "bytes of records, over 2^62: fewer samples, records or grid points");

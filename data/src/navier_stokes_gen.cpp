@@ -1,7 +1,8 @@
 // The 2D Navier-Stokes generator (see fno_data/navier_stokes_gen.h): the
-// paper's initial fields and forcing, its pseudo-spectral scheme in float64 on
-// the real half spectrum, and the records streamed into HDF5 files by the
-// machinery the other generators use (gen_common.h).
+// paper's initial fields and forcing, its pseudo-spectral scheme on the real
+// half spectrum (float64 or float32; on CUDA replayed from CUDA graphs), and
+// the records streamed into HDF5 files by the machinery the other generators
+// use (gen_common.h).
 #include <fno_data/navier_stokes_gen.h>
 
 #include <fno_data/darcy.h>
@@ -12,9 +13,18 @@
 #include <torch/fft.h>
 #include <torch/torch.h>
 
+#ifdef FNO_DATA_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,8 +33,9 @@ namespace fno::data {
 namespace {
 
 using gen::kPi;
-/// Bumped whenever the same options would give different data.
-constexpr int kGeneratorVersion = 1;
+/// Bumped whenever the same options would give different data (2: the step
+/// of fewer passes, whose float64 rounding differs from version 1's).
+constexpr int kGeneratorVersion = 2;
 constexpr int64_t kMaxResolution = 4096;
 /// At most this many records (the datasets' chunks hold one sample each).
 constexpr int64_t kMaxRecords = 100000;
@@ -129,8 +140,117 @@ torch::Tensor ns_paper_forcing(int64_t resolution, const torch::TensorOptions& o
   return 0.1 * (torch::sin(2.0 * kPi * s) + torch::cos(2.0 * kPi * s));
 }
 
-torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity,
-                       double dt, int64_t steps_per_record, int64_t records,
+namespace {
+
+/// One solve's state, w_hat [B, R, R/2+1], and the buffers and tables of its
+/// step, allocated once: on CUDA a graph captures step() and replays it on
+/// the same addresses.
+class NsStepper {
+ public:
+  NsStepper(const torch::Tensor& w0, const torch::Tensor& f, double viscosity, double dt,
+            torch::Dtype real)
+      : r_(w0.size(1)) {
+    const auto device = w0.device();
+    const auto complex = real == torch::kFloat ? torch::kComplexFloat : torch::kComplexDouble;
+    const auto ops = spectral_ops(r_, device);  // float64
+    // Crank-Nicolson's factors for the diffusion.
+    const auto half = 0.5 * dt * viscosity * ops.lap;
+    const auto keep = (1.0 - half) / (1.0 + half);
+    const auto gain = (1.0 + half).reciprocal();
+    // The irfft2 of the step is unnormalized: its 1/R^2 goes into the
+    // spectra's factors (exact for R a power of 2).
+    const double scale = 1.0 / static_cast<double>(r_ * r_);
+    // u = d psi / dy, v = -d psi / dx (psi_hat = w_hat / |k|^2), dw/dx, dw/dy, keep.
+    coef_ = torch::stack({ops.iky * ops.inv_lap * scale, -ops.ikx * ops.inv_lap * scale,
+                          ops.ikx * scale, ops.iky * scale, keep.to(torch::kComplexDouble)})
+                .unsqueeze(1)
+                .to(complex)
+                .contiguous();  // [5, 1, R, R/2+1]
+    // dt F_hat, dealiased, with the 1 / (1 + half) factor folded in, and
+    // minus: F_hat here is the transform of u . grad(w) - f.
+    minus_dt_gain_ = (-dt * gain * ops.dealias).to(complex);
+    if (f.defined()) {
+      TORCH_CHECK(f.dim() == 2 && f.size(0) == r_ && f.size(1) == r_, "ns_solve: f must be [", r_,
+                  ", ", r_, "], got shape ", f.sizes());
+      minus_f_ = (-f.to(device, torch::kDouble)).to(real).contiguous();
+    }
+    w_hat_ = torch::fft::rfft2(w0.to(real), c10::nullopt, kDims).contiguous();
+    const int64_t b = w0.size(0);
+    spectra_ = torch::empty({5, b, r_, r_ / 2 + 1}, w_hat_.options());
+    advection_ = torch::empty({b, r_, r_}, w0.options().dtype(real));
+  }
+
+  /// One time step, in place.
+  void step() {
+    // [5, B, R, R/2+1]: the spectra of u, v, dw/dx, dw/dy (over R^2), keep w_hat.
+    at::mul_out(spectra_, coef_, w_hat_);
+    // (irfft2 rather than its out= form, which transforms into a temporary
+    // and copies; norm "forward" leaves the inverse unscaled.)
+    const auto fields = torch::fft::irfft2(spectra_.narrow(0, 0, 4), torch::IntArrayRef{r_, r_},
+                                           {2, 3}, "forward");  // [4, B, R, R]
+    // u . grad(w) - f
+    if (minus_f_.defined()) {
+      at::addcmul_out(advection_, minus_f_, fields[0], fields[2]);
+    } else {
+      at::mul_out(advection_, fields[0], fields[2]);
+    }
+    advection_.addcmul_(fields[1], fields[3]);
+    const auto advection_hat = torch::fft::rfft2(advection_, c10::nullopt, kDims);
+    // keep w_hat - dt gain dealias (F_hat - f_hat)
+    at::addcmul_out(w_hat_, spectra_[4], advection_hat, minus_dt_gain_);
+  }
+
+  /// The field on the grid, [B, R, R].
+  torch::Tensor field() const {
+    return torch::fft::irfft2(w_hat_, torch::IntArrayRef{r_, r_}, kDims);
+  }
+  bool finite() const { return torch::isfinite(torch::view_as_real(w_hat_)).all().item<bool>(); }
+  torch::Tensor& w_hat() { return w_hat_; }
+
+ private:
+  int64_t r_;
+  torch::Tensor coef_, minus_dt_gain_, minus_f_;
+  torch::Tensor w_hat_, spectra_, advection_;
+};
+
+#ifdef FNO_DATA_CUDA
+/// `steps` steps of a stepper, captured once as a CUDA graph on a side stream
+/// (after a warm-up step on a copy of the state, so that cuFFT's plans exist)
+/// and replayed on the current stream.
+class StepGraph {
+ public:
+  StepGraph(NsStepper& stepper, int64_t steps) {
+    const auto device = stepper.w_hat().device();
+    const auto saved = stepper.w_hat().clone();
+    stepper.step();
+    stepper.w_hat().copy_(saved);
+    c10::cuda::device_synchronize();
+    const auto side = c10::cuda::getStreamFromPool(false, device.index());
+    {
+      const c10::cuda::CUDAStreamGuard guard(side);
+      graph_.capture_begin();
+      for (int64_t s = 0; s < steps; ++s) stepper.step();
+      graph_.capture_end();
+    }
+    c10::cuda::device_synchronize();
+  }
+  void replay() { graph_.replay(); }
+
+ private:
+  at::cuda::CUDAGraph graph_;
+};
+#endif
+
+std::string blow_up_text(int64_t step, double dt) {
+  return "the vorticity is not finite after step " + std::to_string(step) +
+         " (t = " + number_text(static_cast<double>(step) * dt) +
+         "): the run blew up; try a smaller --dt (now " + number_text(dt) + ")";
+}
+
+}  // namespace
+
+torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity, double dt,
+                       int64_t steps_per_record, int64_t records, const NsSolveOptions& options,
                        const std::function<void(int64_t)>& on_record) {
   TORCH_CHECK(w0.dim() == 3 && w0.size(1) == w0.size(2) && w0.size(1) >= 2 &&
                   w0.size(1) % 2 == 0,
@@ -140,54 +260,87 @@ torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double v
   TORCH_CHECK(steps_per_record >= 1 && records >= 1,
               "ns_solve: steps_per_record and records must be >= 1, got ", steps_per_record,
               " and ", records);
+  const auto real = options.precision();
+  TORCH_CHECK(real == torch::kDouble || real == torch::kFloat,
+              "ns_solve: precision must be float64 or float32, got ", real);
+  const int64_t k = options.subsample();
+  TORCH_CHECK(k >= 1 && w0.size(1) % k == 0, "ns_solve: subsample ", k,
+              " does not divide the resolution ", w0.size(1));
+  TORCH_CHECK(options.graph_steps() >= 0, "ns_solve: graph_steps must be >= 0, got ",
+              options.graph_steps());
   torch::NoGradGuard no_grad;
   const int64_t b = w0.size(0), r = w0.size(1);
-  const auto device = w0.device();
-  const auto ops = spectral_ops(r, device);
-  torch::Tensor w_h = torch::fft::rfft2(w0.to(torch::kDouble), c10::nullopt, kDims);
-  torch::Tensor f_dt;  // dt f_hat
-  if (f.defined()) {
-    TORCH_CHECK(f.dim() == 2 && f.size(0) == r && f.size(1) == r, "ns_solve: f must be [", r,
-                ", ", r, "], got shape ", f.sizes());
-    f_dt = dt * torch::fft::rfft2(f.to(device, torch::kDouble), c10::nullopt, {0, 1});
+  NsStepper stepper(w0, f, viscosity, dt, real);
+  // Steps per graph replay, and the replays per record (the rest of a record's
+  // steps run eagerly).
+  int64_t graph_steps = 0, replays = 0;
+#ifdef FNO_DATA_CUDA
+  std::unique_ptr<StepGraph> graph;
+  if (w0.is_cuda() && options.cuda_graph()) {
+    graph_steps = options.graph_steps() > 0 ? std::min(options.graph_steps(), steps_per_record)
+                                            : std::min<int64_t>(steps_per_record, 100);
+    replays = steps_per_record / graph_steps;
+    const c10::cuda::CUDAGuard device_guard(w0.device());
+    graph = std::make_unique<StepGraph>(stepper, graph_steps);
   }
-  // Crank-Nicolson's factors for the diffusion.
-  const auto half = 0.5 * dt * viscosity * ops.lap;
-  const auto keep = (1.0 - half) / (1.0 + half);
-  const auto gain = (1.0 + half).reciprocal();
-  // dt F_hat, dealiased, with the 1 / (1 + half) factor folded in.
-  const auto minus_dt_gain = -dt * gain * ops.dealias;
-  const auto f_gain = f_dt.defined() ? f_dt * gain : torch::Tensor();
-  // u = d psi / dy and v = -d psi / dx from w's spectrum (psi_hat = w_hat / |k|^2).
-  const auto u_of_w = ops.iky * ops.inv_lap, v_of_w = -ops.ikx * ops.inv_lap;
-  auto out = torch::empty({b, r, r, records}, w0.options().dtype(torch::kDouble));
-  // Finite steps so far, counted on the device (no sync per step).
-  auto finite_steps = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
-  int64_t step = 0;
+#endif
+  auto out = torch::empty({b, r / k, r / k, records}, w0.options().dtype(real));
+  torch::Tensor start;  // w_hat at the record's start, to find a blow-up's step
   for (int64_t rec = 0; rec < records; ++rec) {
-    for (int64_t s = 0; s < steps_per_record; ++s, ++step) {
-      // u = d psi / dy, v = -d psi / dx, and w's gradient, on the grid.
-      const auto fields = torch::fft::irfft2(
-          torch::stack({w_h * u_of_w, w_h * v_of_w, w_h * ops.ikx, w_h * ops.iky}),
-          torch::IntArrayRef{r, r}, {2, 3});
-      const auto adv = fields[0] * fields[2] + fields[1] * fields[3];  // u . grad(w)
-      const auto adv_h = torch::fft::rfft2(adv, c10::nullopt, kDims);
-      w_h = w_h * keep + adv_h * minus_dt_gain;
-      if (f_gain.defined()) w_h += f_gain;
-      finite_steps += torch::isfinite(torch::view_as_real(w_h)).all();
+    if (start.defined()) {
+      start.copy_(stepper.w_hat());
+    } else {
+      start = stepper.w_hat().clone();
     }
-    const auto w = torch::fft::irfft2(w_h, torch::IntArrayRef{r, r}, kDims);
-    const int64_t finite = finite_steps.item<int64_t>();
-    if (finite < step) {
-      throw NsBlowUp(finite + 1,
-                     "the vorticity is not finite after step " + std::to_string(finite + 1) +
-                         " (t = " + number_text(static_cast<double>(finite + 1) * dt) +
-                         "): the run blew up; try a smaller --dt (now " + number_text(dt) + ")");
+#ifdef FNO_DATA_CUDA
+    for (int64_t g = 0; g < replays; ++g) graph->replay();
+#endif
+    for (int64_t s = replays * graph_steps; s < steps_per_record; ++s) stepper.step();
+    if (!stepper.finite()) {
+      // Non-finite entries of w_hat stay so: solve the record again from its
+      // start, one step at a time, checking each (the same kernels as the graph's).
+      stepper.w_hat().copy_(start);
+      const int64_t first = rec * steps_per_record;
+      for (int64_t s = 1; s <= steps_per_record; ++s) {
+        stepper.step();
+        if (!stepper.finite()) throw NsBlowUp(first + s, blow_up_text(first + s, dt));
+      }
+      throw NsBlowUp(first + steps_per_record,
+                     blow_up_text(first + steps_per_record, dt) +
+                         " (the step-by-step solve of the record did not reproduce it)");
     }
-    out.select(3, rec).copy_(w);
+    out.select(3, rec).copy_(every_kth(stepper.field(), k));
     if (on_record) on_record(rec);
   }
   return out;
+}
+
+torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity, double dt,
+                       int64_t steps_per_record, int64_t records,
+                       const std::function<void(int64_t)>& on_record) {
+  return ns_solve(w0, f, viscosity, dt, steps_per_record, records, NsSolveOptions(), on_record);
+}
+
+int64_t ns_bytes_per_sample(int64_t resolution, int64_t subsample, int64_t records,
+                            torch::Dtype precision) {
+  const int64_t e = precision == torch::kFloat ? 4 : 8;
+  const int64_t r = resolution, stored = resolution / std::max<int64_t>(subsample, 1);
+  const int64_t spectrum = r * (r / 2 + 1) * 2 * e, field = r * r * e;
+  // Spectra: w_hat, the record's start, the step's five, the inverse FFT's
+  // copy of its four input spectra, cuFFT's work area (taken as four), the
+  // advection's. Fields: the four, the advection, the record's field. The
+  // initial field (float64) and the records.
+  return 16 * spectrum + 6 * field + r * r * 8 + stored * stored * records * e;
+}
+
+int64_t ns_auto_batch(int64_t resolution, int64_t subsample, int64_t records,
+                      torch::Dtype precision, int64_t samples, int64_t free_bytes) {
+  const int64_t per = ns_bytes_per_sample(resolution, subsample, records, precision);
+  // Half the free memory: room for the allocator's rounding and CUDA graphs' pools.
+  int64_t fit = std::max<int64_t>(free_bytes / 2 / per, 1);
+  int64_t batch = 1;
+  while (batch * 2 <= fit) batch *= 2;
+  return std::clamp<int64_t>(std::min(batch, samples), 1, kNsMaxAutoBatch);
 }
 
 namespace {
@@ -218,6 +371,8 @@ void check_options(const NavierStokesGenOptions& o) {
                     std::round(o.t_final() / o.record_every()));
   TORCH_CHECK_VALUE(o.forcing() == "paper" || o.forcing() == "none", "forcing must be paper or ",
                     "none, got '", o.forcing(), "'");
+  TORCH_CHECK_VALUE(o.precision() == "float64" || o.precision() == "float32",
+                    "precision must be float64 or float32, got '", o.precision(), "'");
   TORCH_CHECK_VALUE(std::isfinite(o.alpha()) && o.alpha() > 0, "alpha must be > 0, got ",
                     o.alpha());
   TORCH_CHECK_VALUE(std::isfinite(o.tau()) && o.tau() > 0, "tau must be > 0, got ", o.tau());
@@ -247,6 +402,22 @@ std::vector<std::string> navier_stokes_output_paths(const NavierStokesGenOptions
   return gen::output_paths(o.out(), o.test_samples());
 }
 
+namespace {
+
+// The automatic batch on a CUDA device, from its free memory.
+int64_t cuda_auto_batch(const NavierStokesGenOptions& o, const torch::Device& device,
+                        int64_t records, torch::Dtype precision) {
+  int64_t free_bytes = int64_t{1} << 30;
+#ifdef FNO_DATA_CUDA
+  const c10::cuda::CUDAGuard guard(device);
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess) free_bytes = static_cast<int64_t>(free);
+#endif
+  return ns_auto_batch(o.resolution(), o.subsample(), records, precision, o.samples(), free_bytes);
+}
+
+}  // namespace
+
 DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                                        const DarcyGenHooks& hooks) {
   check_options(o);
@@ -264,9 +435,10 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       o.forcing() == "paper" ? ns_paper_forcing(r, torch::TensorOptions().device(device))
                              : torch::Tensor();
 
-  const int64_t auto_batch = std::clamp<int64_t>((int64_t{1} << 22) / (r * r), 1, 64);
+  const torch::Dtype precision = o.precision() == "float32" ? torch::kFloat : torch::kDouble;
   const int64_t batch_size =
-      o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
+      o.batch_size() > 0 ? o.batch_size()
+                         : (device.is_cuda() ? cuda_auto_batch(o, device, records, precision) : 1);
   using gen::format_number;
   const auto settings = gen::resume_settings(
       {"ns", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
@@ -278,7 +450,8 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
        {"forcing", o.forcing()},
        {"initial", o.initial().empty() ? "grf" : o.initial()},
        {"alpha", format_number(o.alpha())},
-       {"tau", format_number(o.tau())}});
+       {"tau", format_number(o.tau())},
+       {"precision", o.precision()}});
   gen::GenOutput output(
       navier_stokes_output_paths(o), total, o.test_samples(),
       {{"a", {stored, stored}}, {"u", {stored, stored, records}}},
@@ -287,6 +460,8 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   DarcyGenSummary summary;
   summary.device = device.str();
   const int64_t units = total * records;
+  const auto solve_options =
+      NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k);
   for (int64_t start = output.kept(); start < total; start += batch_size) {
     output.check_stop(hooks, start);
     const int64_t b = std::min(batch_size, total - start);
@@ -305,11 +480,12 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     // stop request and the progress in records.
     const auto solve = [&](int64_t first, int64_t count) {
       return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
-                      steps_per_record, records, [&](int64_t rec) {
+                      steps_per_record, records, solve_options, [&](int64_t rec) {
                         output.check_stop(hooks, first);
                         if (hooks.progress) hooks.progress(first * records + (rec + 1) * count, units);
                       });
     };
+    const auto solve_t0 = std::chrono::steady_clock::now();
     torch::Tensor u;
     if (device.is_cpu()) {
       // One sample at a time: its numbers are then its own whatever the batch.
@@ -320,7 +496,9 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       u = solve(start, b);
     }
     const torch::Tensor a32 = every_kth(w0, k).to(torch::kCPU, torch::kFloat);
-    const torch::Tensor u32 = every_kth(u, k).to(torch::kCPU, torch::kFloat);
+    const torch::Tensor u32 = u.to(torch::kCPU, torch::kFloat);  // (subsampled by the solve)
+    summary.solve_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_t0).count();
     TORCH_CHECK(torch::isfinite(u32).all().item<bool>(), "samples ", start, "..", start + b - 1,
                 ": the vorticity exceeds float32's range");
     // The largest |w| of each sample, stored (a and u).
@@ -356,13 +534,18 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                                  ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))"
                                  : "none"),
         text_attr("scheme",
-                  "pseudo-spectral, float64, real half spectrum; 2/3-rule dealiasing of "
-                  "u.grad(w); Crank-Nicolson diffusion, explicit Euler advection and forcing "
-                  "(the paper's ns_2d.py)"),
+                  "pseudo-spectral, " + o.precision() +
+                      ", real half spectrum; 2/3-rule dealiasing of u.grad(w); Crank-Nicolson "
+                      "diffusion, explicit Euler advection and forcing (the paper's ns_2d.py)"),
+        text_attr("precision", o.precision()),
     };
     gen::append(attrs, gen::grid_attrs(r, k, stored));
     gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
     attrs.push_back(text_attr("device", device.is_cuda() ? "cuda" : "cpu"));
+    // On CUDA the batch's cuFFT plans may round differently from another batch's.
+    if (device.is_cuda()) {
+      attrs.push_back(number_attr("cuda_batch", static_cast<double>(batch_size)));
+    }
     attrs.push_back(text_attr("command_line", o.command_line()));
     if (o.initial().empty()) {
       attrs.push_back(text_attr(
@@ -379,6 +562,7 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   summary.max_abs = output.stat_max("max_abs");
   summary.files = navier_stokes_output_paths(o);
   summary.samples = total;
+  summary.batch = batch_size;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }

@@ -36,6 +36,15 @@ done
 # A 3D model (fno_train would refuse the 2D data): inputs get three grid dims.
 dry_run --config "$small" --set "model.n_modes=[4, 4, 4]" && has "input [batch, 1, N, N, N], N in resolutions" "3D"
 
+# A space-time Navier-Stokes config: N x N x t_out (40), or --time-length T; 0 for a cube.
+ns3d=$src/configs/ns_v1e-3_fno3d.yaml
+dry_run --config "$ns3d" --resolutions 256 && has "input [batch, 10, N, N, 40], N in resolutions" "ns 3D" &&
+  has "time length 40" "ns 3D"
+dry_run --config "$ns3d" --resolutions 256 --time-length 50 &&
+  has "input [batch, 10, N, N, 50], N in resolutions" "ns 3D --time-length 50"
+dry_run --config "$ns3d" --time-length 0 && has "input [batch, 10, N, N, N], N in resolutions" "--time-length 0"
+expect 2 "--time-length 40 needs a 3D model (2D here)" -- --config "$darcy" --time-length 40 --dry-run
+
 expect 2 "--set needs --config" -- --set model.hidden_channels=8 --dry-run
 expect 2 "unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run
 

@@ -44,6 +44,8 @@ expect 2 "record_every (0.015) must be a whole number of steps of dt (0.01)" -- 
 expect 2 "resolution must be even and in \[8, 4096\], got 15" -- "${ns0[@]}" --record-every 0.1 --progress none --resolution 15 --out "$work/n.h5"
 expect 2 "forcing: kolmogorov not in" -- "${ns[@]}" --forcing kolmogorov --out "$work/n.h5"
 expect 2 "--viscosity applies to --problem ns only" -- "${base[@]}" --viscosity 1e-3 --out "$work/d.h5"
+expect 2 "--precision applies to --problem ns only" -- "${base[@]}" --precision float32 --out "$work/d.h5"
+expect 2 "--precision: float16 not in {float64,float32}" -- "${ns[@]}" --precision float16 --out "$work/n.h5"
 expect 2 "initial: " -- "${ns[@]}" --initial "$work/no_such.h5" --out "$work/n.h5"
 [ -z "$(ls -A "$work" | grep -v '^out$\|^err$\|^help$')" ] && ok || bad "a refused run left files: $(ls -A "$work")"
 
@@ -193,6 +195,7 @@ cd "$work/res"
 expect 2 "resume: the samples kept in 'r.h5.partial' were made with viscosity 0.001, this run has viscosity 0.01; go on with the same settings, or remove 'r.h5.partial' to start again" -- \
   "${nsr[@]}" --viscosity 1e-2 --out r.h5 --resume
 expect 2 "were made with samples 5, this run has samples 6" -- "${nsr0[@]}" --samples 6 --out r.h5 --resume
+expect 2 "were made with precision float64, this run has precision float32" -- "${nsr[@]}" --precision float32 --out r.h5 --resume
 expect 2 "were made with problem ns, this run has problem darcy" -- --resolution 17 --samples 5 --test-samples 2 --seed 3 --device cpu --progress none --out r.h5 --resume
 expect 2 "--stop-after-samples needs --resume" -- "${nsr[@]}" --out r.h5 --stop-after-samples 2
 [ "$(cd r.h5.partial && md5sum samples_* | md5sum)" = "$kept" ] && ok || bad "a refused resume changed the kept samples"

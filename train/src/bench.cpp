@@ -129,6 +129,7 @@ struct Runner {
     if (needs_loss_scaling(precision)) scaler.emplace(GradScalerOptions(), torch::kCUDA);
     row.resolution = res;
     row.batch = batch;
+    if (o.model.n_modes().size() == 3) row.time_length = o.time_length;
     try {
       measure(row, step_for(policy, precision), scaler ? &*scaler : nullptr, warmup, timed);
       row.status = "ok";
@@ -156,12 +157,15 @@ struct Runner {
   void measure(BenchRow& row, OffloadedStep& step, GradScaler* scaler, int64_t warmup,
                int64_t timed) {
     torch::manual_seed(1);
-    // [batch, channels, res, ...]: one res per spatial dim of the model.
+    // [batch, channels, res, ...]: one res per spatial dim of the model (a 3D
+    // model's last one the time length, when given).
     std::vector<int64_t> x_shape{row.batch, o.model.in_channels()},
         y_shape{row.batch, o.model.out_channels()};
-    for (size_t d = 0; d < o.model.n_modes().size(); ++d) {
-      x_shape.push_back(row.resolution);
-      y_shape.push_back(row.resolution);
+    const size_t dims = o.model.n_modes().size();
+    for (size_t d = 0; d < dims; ++d) {
+      const int64_t n = d == 2 && row.time_length > 0 ? row.time_length : row.resolution;
+      x_shape.push_back(n);
+      y_shape.push_back(n);
     }
     const auto x = torch::randn(x_shape, torch::kCUDA);
     const auto y = torch::randn(y_shape, torch::kCUDA);
@@ -253,9 +257,9 @@ struct Runner {
   }
 };
 
-void log_row(const BenchRow& r) {
+void log_row(const BenchRow& r, size_t dims) {
   std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.precision << " "
-            << r.resolution << "^2 b" << r.batch << ": " << r.status;
+            << grid_text(r, dims) << " b" << r.batch << ": " << r.status;
   if (r.status == "ok") {
     if (r.world_size > 1) {
       std::cerr << std::fixed << std::setprecision(1) << "  " << r.world_size
@@ -290,6 +294,12 @@ std::string join(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+std::string grid_text(const BenchRow& row, size_t dims) {
+  const std::string n = std::to_string(row.resolution);
+  if (dims == 3 && row.time_length > 0) return n + "^2 x " + std::to_string(row.time_length);
+  return n + "^" + std::to_string(dims);
+}
+
 std::vector<offload::Policy> default_bench_policies() {
   std::vector<offload::Policy> policies;
   for (const char* name : {"none", "all", "recompute+offload", "auto"}) {
@@ -311,6 +321,11 @@ void use_config(BenchOptions& o, const std::string& config_path,
   if (cfg.data.problem == DataProblem::kNavierStokes && cfg.data.ns_mode == NsMode::kRecurrent) {
     o.model_source += "; one step of its recurrent rollout, which trains t_out of them per step";
   }
+  // A space-time config trains on N x N x t_out grids.
+  if (cfg.data.problem == DataProblem::kNavierStokes && cfg.data.ns_mode == NsMode::kSpaceTime &&
+      cfg.model.n_modes().size() == 3 && cfg.data.t_out > 0) {
+    o.time_length = cfg.data.t_out;
+  }
 }
 
 std::string describe_bench(const BenchOptions& o) {
@@ -322,8 +337,12 @@ std::string describe_bench(const BenchOptions& o) {
   s << " (from " << o.model_source << ")\n";
   s << "n_params " << count_params(*model) << "\n";
   s << "input [batch, " << o.model.in_channels();
-  for (size_t d = 0; d < o.model.n_modes().size(); ++d) s << ", N";
+  const size_t dims = o.model.n_modes().size();
+  for (size_t d = 0; d < dims; ++d) {
+    s << ", " << (d == 2 && o.time_length > 0 ? std::to_string(o.time_length) : "N");
+  }
   s << "], N in resolutions\n";
+  if (dims == 3 && o.time_length > 0) s << "time length " << o.time_length << "\n";
   s << "resolutions " << join(o.resolutions) << "\n";
   s << "batches " << join(o.batches) << "\n";
   std::string policies;
@@ -368,6 +387,7 @@ BenchResult run_bench(const BenchOptions& o) {
               "fno_bench: --find-largest needs --cap (the memory to fit)");
   BenchResult result;
   result.device = at::cuda::getCurrentDeviceProperties()->name;
+  result.grid_dims = o.model.n_modes().size();
   result.device_bytes = offload::device_total_bytes();
   result.memory_cap = o.memory_cap;
   if (o.memory_cap > 0) offload::cap_device_memory(o.memory_cap);
@@ -379,7 +399,7 @@ BenchResult run_bench(const BenchOptions& o) {
       for (auto res : o.resolutions) {
         for (auto batch : o.batches) {
           result.rows.push_back(runner.run(policy, precision, res, batch, o.warmup, o.steps));
-          if (result.rank == 0) log_row(result.rows.back());
+          if (result.rank == 0) log_row(result.rows.back(), result.grid_dims);
         }
       }
     }
@@ -394,14 +414,18 @@ BenchResult run_bench(const BenchOptions& o) {
         const int64_t mid = (lo + hi) / 2;
         auto row = runner.run(policy, precision, mid * o.grid_step, batch, 1, 1);
         row.policy += " (search)";
-        log_row(row);
+        log_row(row, result.grid_dims);
         result.rows.push_back(row);
         (row.status == "ok" ? lo : hi) = mid;
       }
       result.largest.emplace_back(policy.text, lo * o.grid_step);
+      BenchRow largest_row;
+      largest_row.resolution = lo * o.grid_step;
+      if (result.grid_dims == 3) largest_row.time_length = o.time_length;
       std::cerr << "fno_bench: largest grid for " << policy.text << " under "
-                << offload::format_bytes(o.memory_cap) << ": " << lo * o.grid_step << "^2 (batch "
-                << batch << ")" << std::endl;
+                << offload::format_bytes(o.memory_cap) << ": "
+                << grid_text(largest_row, result.grid_dims) << " (batch " << batch << ")"
+                << std::endl;
     }
   }
   return result;
@@ -416,8 +440,9 @@ std::string BenchResult::to_json(const std::string& command) const {
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     j << "    {\"policy\": \"" << json::escape(r.policy) << "\", \"precision\": \"" << r.precision
-      << "\", \"resolution\": " << r.resolution << ", \"batch\": " << r.batch << ", \"status\": \""
-      << json::escape(r.status) << "\", \"ms_per_step\": " << r.ms_per_step
+      << "\", \"resolution\": " << r.resolution << ", \"time_length\": " << r.time_length
+      << ", \"grid\": \"" << grid_text(r, grid_dims) << "\", \"batch\": " << r.batch
+      << ", \"status\": \"" << json::escape(r.status) << "\", \"ms_per_step\": " << r.ms_per_step
       << ", \"peak_allocated_bytes\": " << r.peak_allocated
       << ", \"peak_reserved_bytes\": " << r.peak_reserved
       << ", \"bytes_offloaded\": " << r.bytes_offloaded
@@ -456,7 +481,7 @@ std::string BenchResult::to_csv() const {
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
        "backward_wait_ms,estimated_peak_bytes,plan_seconds,world_size,samples_per_s,"
        "ms_per_step_one_gpu,scaling_efficiency,forward_stall_ms,inflight_window_bytes,"
-       "link_overlap_ms,link_floor_ms,plan\n";
+       "link_overlap_ms,link_floor_ms,plan,time_length\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
       << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
@@ -467,7 +492,7 @@ std::string BenchResult::to_csv() const {
       << r.plan_seconds << ',' << r.world_size << ',' << r.samples_per_s << ','
       << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ',' << r.forward_stall_ms << ','
       << r.inflight_window << ',' << r.link_overlap_ms << ',' << r.link_floor_ms << ",\"" << r.plan
-      << "\"\n";
+      << "\"," << r.time_length << "\n";
   }
   return c.str();
 }

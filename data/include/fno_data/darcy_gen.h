@@ -185,6 +185,8 @@ struct DarcyGenSummary {
   int64_t max_iterations = 0;
   double mean_iterations = 0;
   double max_abs = 0;  // largest |value| stored (Navier-Stokes: the vorticity)
+  int64_t batch = 0;   // Navier-Stokes: the samples solved together
+  double solve_seconds = 0;  // Navier-Stokes: the time in the solver (device to host included)
 };
 
 /// Checks the options; throws c10::ValueError naming the option and its value.

@@ -13,10 +13,23 @@
 // the 2/3 rule, then per step
 //   w_hat <- ((1 - dt nu |k|^2 / 2) w_hat - dt F_hat + dt f_hat) / (1 + dt nu |k|^2 / 2)
 // (|k|^2 meaning 4 pi^2 |k|^2): Crank-Nicolson for the diffusion, explicit
-// Euler for the advection and the forcing. Everything is float64 on the real
-// half spectrum (rfft2); derivatives drop the Nyquist modes, whose sign is
-// ambiguous (the paper's full spectrum keeps them at k = -R/2; the fields
-// there are ~1e-10 of the whole, and the 2/3 rule removes them from F).
+// Euler for the advection and the forcing. It runs on the real half spectrum
+// (rfft2), in float64 by default or in float32 (the paper's precision);
+// derivatives drop the Nyquist modes, whose sign is ambiguous (the paper's
+// full spectrum keeps them at k = -R/2; the fields there are ~1e-10 of the
+// whole, and the 2/3 rule removes them from F).
+//
+// A step makes few passes over memory (ns_solve): one broadcast multiply of
+// w_hat by a precomputed [5, R, R/2+1] table gives the spectra of u, v, dw/dx,
+// dw/dy (with the inverse transform's 1/R^2) and the Crank-Nicolson term
+// keep w_hat at once; one inverse FFT of the four; two fused multiply-adds
+// form u . grad(w) - f on the grid (the forcing rides in the advection's
+// transform); one forward FFT; one fused multiply-add updates w_hat in place.
+// On CUDA the steps are replayed from a CUDA graph of a chunk of steps. The
+// finite check runs once per record: a non-finite entry of w_hat stays
+// non-finite at every later step (keep w_hat + ... keeps it), so a record that
+// ends finite had every step finite, and one that does not is solved again
+// from its start, step by step, to name the first non-finite step exactly.
 //
 // Grid and layout: x_i = i / R, y_j = j / R; fields [B, i, j] = (sample, x_i, y_j).
 // Records: record r (r = 0 .. T-1) is the field at time (r + 1) * record_every.
@@ -62,15 +75,51 @@ class NsBlowUp : public std::runtime_error {
   int64_t step_;
 };
 
-/// Solves from w0 [B, R, R] (any float type, any device; computed in float64
-/// there) for `records` x `steps_per_record` steps of `dt`, with forcing f
-/// ([R, R], or undefined for none), and returns the records [B, R, R, records]
-/// float64. `on_record(r)` is called after record r is made (progress,
-/// interruption: it may throw). Throws NsBlowUp naming the step when the field
-/// is not finite at a record.
+/// How ns_solve runs (the equation and the schedule are its arguments).
+struct NsSolveOptions {
+  /// The solve's real type: torch::kDouble (default) or torch::kFloat (the
+  /// paper's ns_2d.py; half the bytes a step moves). Spectra are complex of it.
+  TORCH_ARG(torch::Dtype, precision) = torch::kDouble;
+  /// On CUDA, replay the steps from CUDA graphs (false: launch every kernel
+  /// of every step). The numbers are the same either way.
+  TORCH_ARG(bool, cuda_graph) = true;
+  /// Steps per CUDA graph (0: min(steps_per_record, 100)); the remainder of
+  /// each record runs without the graph.
+  TORCH_ARG(int64_t, graph_steps) = 0;
+  /// Keep every k-th grid point per side in the records (k divides R).
+  TORCH_ARG(int64_t, subsample) = 1;
+};
+
+/// Solves from w0 [B, R, R] (any float type, any device; computed in
+/// options.precision there) for `records` x `steps_per_record` steps of `dt`,
+/// with forcing f ([R, R], or undefined for none), and returns the records
+/// [B, R/k, R/k, records] in options.precision (k = options.subsample).
+/// `on_record(r)` is called after record r is made (progress, interruption:
+/// it may throw). Throws NsBlowUp naming the first step after which the field
+/// is not finite.
+torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity, double dt,
+                       int64_t steps_per_record, int64_t records, const NsSolveOptions& options,
+                       const std::function<void(int64_t)>& on_record = {});
+
+/// ns_solve in float64 with the default options.
 torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity,
                        double dt, int64_t steps_per_record, int64_t records,
                        const std::function<void(int64_t)>& on_record = {});
+
+/// Bytes of device memory one sample of a solve takes (state, the step's
+/// buffers and transforms' temporaries, the records), for the automatic batch.
+int64_t ns_bytes_per_sample(int64_t resolution, int64_t subsample, int64_t records,
+                            torch::Dtype precision);
+
+/// The automatic CUDA batch: as many samples as fit in `free_bytes` (with a
+/// margin) at ns_bytes_per_sample each, rounded down to a power of two, at
+/// most kNsMaxAutoBatch and `samples`, at least 1.
+int64_t ns_auto_batch(int64_t resolution, int64_t subsample, int64_t records,
+                      torch::Dtype precision, int64_t samples, int64_t free_bytes);
+/// The automatic batch's cap: 256 samples at 256^2 give kernels of 2^24 points
+/// a field, many times a GPU's threads, and keep a batch short enough that
+/// --resume loses little when a run is stopped.
+constexpr int64_t kNsMaxAutoBatch = 256;
 
 struct NavierStokesGenOptions {
   /// Grid points per side of the solve (x_i = i / R), 8 to 4096, even.
@@ -100,10 +149,16 @@ struct NavierStokesGenOptions {
   /// The initial GRF's exponent and inverse length scale.
   TORCH_ARG(double, alpha) = 2.5;
   TORCH_ARG(double, tau) = 7.0;
-  /// Samples solved together, 0: 1 on the CPU, 2^22 / R^2 within [1, 64] on
-  /// CUDA. On the CPU every sample is solved alone, so the data do not depend
-  /// on it; on CUDA cuFFT's batching is not ours.
+  /// Samples solved together, 0: automatic (1 on the CPU; on CUDA
+  /// ns_auto_batch of the device's free memory). On the CPU every sample is
+  /// solved alone, so the data do not depend on it; on CUDA cuFFT's batched
+  /// plans may round differently for another batch size.
   TORCH_ARG(int64_t, batch_size) = 0;
+  /// "float64" (default) or "float32": the solve's precision (NsSolveOptions);
+  /// a resume setting, and the files' `precision` attribute.
+  TORCH_ARG(std::string, precision) = "float64";
+  /// On CUDA, replay the steps from CUDA graphs (the same numbers; false for timing).
+  TORCH_ARG(bool, cuda_graph) = true;
   /// "cpu", "cuda", "cuda:N" or "auto" (CUDA when available).
   TORCH_ARG(std::string, device) = "auto";
   /// Output file (.h5); with test_samples > 0, STEM_train.EXT and STEM_test.EXT instead.

@@ -22,8 +22,13 @@ FNOOptions seed_model();
 std::vector<offload::Policy> default_bench_policies();
 
 struct BenchOptions {
-  /// --resolutions: grid sizes N (N x N for a 2D model).
+  /// --resolutions: grid sizes N (N x N for a 2D model, N x N x N for a 3D one
+  /// unless time_length is set).
   std::vector<int64_t> resolutions{256, 512, 1024};
+  /// --time-length: a 3D model's last axis (time, for a space-time Navier-Stokes
+  /// model): grids N x N x T; 0: N x N x N. use_config sets it to a space-time
+  /// config's data.t_out.
+  int64_t time_length = 0;
   /// --batches: batch sizes.
   std::vector<int64_t> batches{8};
   /// --policies: the offload policy of each row (the offload section's policy is unused).
@@ -64,6 +69,7 @@ struct BenchRow {
   std::string policy;
   std::string precision = "fp32";
   int64_t resolution = 0, batch = 0;
+  int64_t time_length = 0;  // a 3D model's last axis when not resolution (0: it is)
   std::string status;  // "ok" | "oom" | "over budget: ..." | "error: ..."
   double ms_per_step = 0;
   int64_t peak_allocated = 0, peak_reserved = 0;
@@ -89,8 +95,12 @@ struct BenchRow {
   double scaling_efficiency = 0;
 };
 
+/// A row's grid as text: "256^2", "256^3", or "256^2 x 40" with a time length.
+std::string grid_text(const BenchRow& row, size_t dims);
+
 struct BenchResult {
   std::string device;
+  size_t grid_dims = 2;  // the model's spatial dims
   int64_t device_bytes = 0;
   int64_t memory_cap = 0;
   int64_t world_size = 1, rank = 0;  // under torchrun; rank 0 reports
@@ -107,7 +117,8 @@ BenchResult run_bench(const BenchOptions& options);
 /// fno_train's parser (load_config, with `overrides` "section.key=value"): a bad
 /// config throws the same one-line ConfigError as fno_train gets. A Navier-Stokes
 /// config's model is benchmarked as any other on the bench's grids (a recurrent
-/// one: one step of its rollout, which model_source says).
+/// one: one step of its rollout, which model_source says); a space-time one on
+/// N x N x t_out (time_length), when its data.t_out is given.
 void use_config(BenchOptions& options, const std::string& config_path,
                 const std::vector<std::string>& overrides = {});
 
