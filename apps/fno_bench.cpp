@@ -97,6 +97,11 @@ int main(int argc, char** argv) {
                  "compute precisions, each row in each: fp32, tf32, bf16, fp16 (default: fp32, or "
                  "the config's training.precision)")
       ->delimiter(',');
+  std::string cuda_graphs;
+  app.add_option("--cuda-graphs", cuda_graphs,
+                 "each step as one CUDA graph per shape: auto (where graphs work: offload policy "
+                 "none, one micro-batch, one rank), on (the same, saying why when they cannot) or "
+                 "off (default: auto, or the config's training.cuda_graphs)");
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--csv", csv_path, "write the results as CSV here");
   try {
@@ -133,6 +138,11 @@ int main(int argc, char** argv) {
     return fail(2, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("--precision: ") + e.what());
+  }
+  try {
+    if (!cuda_graphs.empty()) o.cuda_graphs = fno::parse_cuda_graphs(cuda_graphs);
+  } catch (const std::invalid_argument& e) {
+    return fail(2, std::string("--cuda-graphs: ") + e.what());
   }
   if (dry_run) {
     try {

@@ -36,6 +36,12 @@ done
 # A 3D model (fno_train would refuse the 2D data): inputs get three grid dims.
 dry_run --config "$small" --set "model.n_modes=[4, 4, 4]" && has "input [batch, 1, N, N, N], N in resolutions" "3D"
 
+# --cuda-graphs: auto by default, else as given or as the config's training.cuda_graphs.
+dry_run && has "cuda graphs auto" "(default)"
+dry_run --cuda-graphs off && has "cuda graphs off" "--cuda-graphs off"
+dry_run --config "$small" --set training.cuda_graphs=on && has "cuda graphs on" "training.cuda_graphs=on"
+expect 2 "--cuda-graphs: unknown cuda_graphs setting 'maybe' (expected auto, on or off)" -- --cuda-graphs maybe --dry-run
+
 expect 2 "--set needs --config" -- --set model.hidden_channels=8 --dry-run
 expect 2 "unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run
 
