@@ -2,6 +2,15 @@
 
 #include <torch/torch.h>
 
+#ifdef FNO_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/adamw.h"
+#include "cuda/block_tail.h"  // error_string
+#endif
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -9,6 +18,46 @@
 #include <stdexcept>
 
 namespace fno {
+
+namespace {
+
+// p = fma(step, q, p) then p = fma(decay, p, p) for fp32 CUDA parameters, with
+// step and decay fp32 device scalars (cuda/adamw.h); false, having done
+// nothing, for anything else (the caller takes torch's kernels).
+bool apply_on_device(const std::vector<torch::Tensor>& params,
+                     const std::vector<torch::Tensor>& updates, const torch::Tensor& step,
+                     const torch::Tensor& decay) {
+#ifdef FNO_CUDA_KERNELS
+  const auto fp32_on = [&](const torch::Tensor& t) {
+    return t.is_cuda() && t.scalar_type() == torch::kFloat && t.is_contiguous() &&
+           t.device() == step.device();
+  };
+  if (!fp32_on(step) || (decay.defined() && !fp32_on(decay))) return false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!fp32_on(params[i]) || !fp32_on(updates[i])) return false;
+  }
+  const c10::cuda::CUDAGuard guard(step.device());
+  const auto stream = c10::cuda::getCurrentCUDAStream(step.device().index()).stream();
+  for (size_t first = 0; first < params.size(); first += cuda::kAdamWApplyTensors) {
+    cuda::AdamWApplyArgs args{};
+    const size_t end = std::min(params.size(), first + cuda::kAdamWApplyTensors);
+    for (size_t i = first; i < end; ++i) {
+      args.p[args.count] = params[i].data_ptr<float>();
+      args.q[args.count] = updates[i].data_ptr<float>();
+      args.n[args.count] = params[i].numel();
+      ++args.count;
+    }
+    const int err = cuda::adamw_apply(args, step.data_ptr<float>(),
+                                      decay.defined() ? decay.data_ptr<float>() : nullptr, stream);
+    TORCH_CHECK(err == 0, "AdamW: the device step's kernel failed: ", cuda::error_string(err));
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // AdamW
@@ -315,10 +364,13 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
       auto updates = at::_foreach_sqrt(vs);
       at::_foreach_add_(updates, o.eps());
       updates = at::_foreach_div(ms, updates);
-      at::_foreach_mul_(updates, neg_step);
-      at::_foreach_add_(params, updates);
-      if (o.weight_decay() > 0.0) {
-        at::_foreach_add_(params, at::_foreach_mul(params, decay.to(dtype)));
+      const auto decay_t = o.weight_decay() > 0.0 ? decay.to(dtype) : torch::Tensor();
+      // p + s * q and p + a * p, each one rounding as the host step's kernels
+      // round them (a fused multiply-add) on CUDA; two elsewhere, as there.
+      if (!apply_on_device(params, updates, neg_step, decay_t)) {
+        at::_foreach_mul_(updates, neg_step);
+        at::_foreach_add_(params, updates);
+        if (decay_t.defined()) at::_foreach_add_(params, at::_foreach_mul(params, decay_t));
       }
     }
     for (auto& p : complex_params) {
