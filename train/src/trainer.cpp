@@ -960,6 +960,8 @@ void TrainingRun::save_checkpoints(const std::vector<std::string>& names, int64_
       snapshot_tensors(checkpoint_dict(s_, epoch, batch, loss_sum, samples)));
   writer_.submit([snap, names, dir = s_.run_dir] {
     snap->wait();
+    // One digest and serialization for all the names: the same bytes in each.
+    const auto bytes = checkpoint_file_bytes(snap->tensors);
     for (const auto& name : names) {
       const std::string path = dir + "/" + name;
       if (name == "checkpoint_latest.pt" && file_exists(path) &&
@@ -967,7 +969,7 @@ void TrainingRun::save_checkpoints(const std::vector<std::string>& names, int64_
         throw std::runtime_error(path + ": cannot rotate to checkpoint_previous.pt: " +
                                  std::strerror(errno));
       }
-      save_checkpoint_file(snap->tensors, path);
+      write_file_atomic(path, bytes.data(), bytes.size());
     }
   });
 }
