@@ -252,7 +252,8 @@ TEST_CASE("GPU graphs: AdamW's device step on CUDA gives the host step's numbers
     equal = equal && torch::equal(dev[i], host[i]);
   }
   MESSAGE("AdamW on CUDA, 40 steps, device step against host step: ",
-          std::string(equal ? "bitwise equal" : "not bitwise equal"), ", worst relative difference ", worst);
+          std::string(equal ? "bitwise equal" : "not bitwise equal"),
+          ", worst relative difference ", worst);
   CHECK(worst <= 1e-6);
 }
 
