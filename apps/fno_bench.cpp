@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
                  "compute precisions, each row in each: fp32, tf32, bf16, fp16 (default: fp32, or "
                  "the config's training.precision)")
       ->delimiter(',');
+  std::string cuda_graphs;
+  app.add_option("--cuda-graphs", cuda_graphs,
+                 "each step as one CUDA graph per shape: auto (where graphs work: offload policy "
+                 "none, one micro-batch, one rank), on (the same, saying why when they cannot) or "
+                 "off (default: auto, or the config's training.cuda_graphs)");
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--csv", csv_path, "write the results as CSV here");
   try {
@@ -145,6 +150,11 @@ int main(int argc, char** argv) {
   if (o.time_length > 0 && o.model.n_modes().size() != 3) {
     return fail(2, "--time-length " + std::to_string(o.time_length) + " needs a 3D model (" +
                        std::to_string(o.model.n_modes().size()) + "D here)");
+  }
+  try {
+    if (!cuda_graphs.empty()) o.cuda_graphs = fno::parse_cuda_graphs(cuda_graphs);
+  } catch (const std::invalid_argument& e) {
+    return fail(2, std::string("--cuda-graphs: ") + e.what());
   }
   if (dry_run) {
     try {

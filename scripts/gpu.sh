@@ -74,6 +74,12 @@
 #                batch 4: none, and auto under 4, 8 and 16 GiB
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
 #                neuraloperator's precision rows, the Darcy seed run in fp32/bf16/fp16
+#   graphs       issue 28's CUDA graphs: their GPU tests; fno_bench none at 64^2/128^2/256^2,
+#                batch 32, fp32 and bf16, with --cuda-graphs off and on; the seed main command
+#                with training.cuda_graphs off and on (whole-process wall time, final metrics)
+#   graphs85     configs/darcy_paper_s85.yaml (data by fno_datagen, 1200 samples at 421^2 every
+#                5th node) for GRAPHS85_EPOCHS (20) epochs with graphs off and on: seconds per
+#                epoch, and 500 epochs extrapolated
 # Environment: FNO_BUILD_DIR (default /tmp/fno-gpu-build), BENCH_STEPS (5), FNO_TARGETS
 # (what to build; default: the tests, fno_bench, fno_train, fno_datagen, the micro-benchmark).
 set -uo pipefail
@@ -873,6 +879,62 @@ run_suite() {
           --json "$d/$name.json" --csv "$d/$name.csv" > /dev/null 2> "$d/$name.log"
         say "nsooc $name: exit $? $(grep '^fno_bench: ' "$d/$name.log" | cut -c1-330)"
         grep -h 'over budget\|offload auto: budget' "$d/$name.log" | cut -c1-300 | tee -a "$summary"
+      done
+      ;;
+    graphs)
+      mkdir -p "$out/graphs"
+      timeout 240 "$build/tests/fno_gpu_tests" -tc='GPU graphs*' > "$out/graphs/gpu_tests.log" 2>&1
+      say "graphs tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/graphs/gpu_tests.log" | tr '\n' ' '))"
+      grep -B2 -A12 'ERROR\|FAILED' "$out/graphs/gpu_tests.log" | head -60
+      grep -h -A1 'MESSAGE' "$out/graphs/gpu_tests.log" | grep -v '^--\|MESSAGE' | cut -c1-250 |
+        tee -a "$summary"
+      for g in off on; do
+        timeout 200 "$bench" --resolutions 64 128 256 --batches 32 --policies none \
+          --precision fp32 bf16 --warmup 5 --steps 30 --cuda-graphs $g \
+          --json "$out/graphs/bench_$g.json" --csv "$out/graphs/bench_$g.csv" > /dev/null \
+          2> "$out/graphs/bench_$g.log"
+        say "bench --cuda-graphs $g: exit $?"
+        grep -h '^fno_bench: ' "$out/graphs/bench_$g.log" | cut -c1-110 | tee -a "$summary"
+      done
+      for g in off on; do
+        local t1
+        t1=$(date +%s%N)
+        timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml \
+          --out "$out/graphs/seed_$g" --set training.cuda_graphs=$g > "$out/graphs/seed_$g.log" 2>&1
+        say "seed main command, cuda_graphs $g: exit $? in $((($(date +%s%N) - t1) / 1000000)) ms;" \
+          "$(grep -o '"metrics": {[^}]*}' "$out/graphs/seed_$g/summary.json")"
+        grep -o '"seconds": [0-9.e+-]*' "$out/graphs/seed_$g/metrics.jsonl" | awk '{print $2}' |
+          tr '\n' ' ' | tee -a "$summary"
+        echo | tee -a "$summary"
+      done
+      ;;
+    graphs85)
+      # the paper's s = 85 run (batch 20, 85^2), a few epochs each way
+      local d=$out/graphs85 data=/tmp/paper_data epochs=${GRAPHS85_EPOCHS:-20}
+      mkdir -p "$d" "$data"
+      local t1
+      t1=$(date +%s)
+      [ -f "$data/darcy_s85_train.h5" ] ||
+        "$build/apps/fno_datagen" --resolution 421 --subsample 5 --samples 1200 --test-samples 200 \
+          --seed 0 --device cuda --progress none --out "$data/darcy_s85.h5" > "$d/datagen.log" 2>&1
+      say "s85 data: $(($(date +%s) - t1)) s"
+      for g in off on; do
+        t1=$(date +%s%N)
+        timeout 150 "$build/apps/fno_train" --config configs/darcy_paper_s85.yaml \
+          --out "$d/run_$g" --set "data.train_file=$data/darcy_s85_train.h5" \
+          --set "data.test=[{file: $data/darcy_s85_test.h5, name: '85', n_samples: 200, batch_size: 20}]" \
+          --set training.epochs=$epochs --set training.cuda_graphs=$g --set output.progress=plain \
+          > "$d/run_$g.log" 2>&1
+        local rc=$? ms=$((($(date +%s%N) - t1) / 1000000))
+        say "s85 $epochs epochs, cuda_graphs $g: exit $rc in $ms ms; $(tail -1 "$d/run_$g/metrics.jsonl" | cut -c1-160)"
+        # 500 epochs: the process less its epochs, the first epoch (warm-up, captures), and
+        # 499 times the mean of the others
+        grep -o '"seconds": [0-9.e+-]*' "$d/run_$g/metrics.jsonl" | awk -v ms=$ms -v n=$epochs \
+          '{ s += $2; if (NR == 1) first = $2 } END { rest = (s - first) / (n - 1);
+             printf "  epochs %.2f s in all, the first %.3f s, the others %.4f s each; 500 epochs: about %.0f s\n",
+                    s, first, rest, (ms / 1000 - s) + first + 499 * rest }' |
+          tee -a "$summary"
       done
       ;;
     *) say "unknown suite $1" ;;

@@ -223,7 +223,8 @@ std::string dump(const fno::RunConfig& c) {
     << ' ' << sc.gamma << ' ' << sc.plateau_factor << ' ' << sc.plateau_patience << '\n';
   const auto& t = c.training;
   s << t.epochs << ' ' << static_cast<int>(t.loss) << ' ' << t.checkpoint_every << ' '
-    << t.eval_every << ' ' << t.seed << ' ' << static_cast<int>(t.precision) << " eval ";
+    << t.eval_every << ' ' << t.seed << ' ' << static_cast<int>(t.precision) << ' '
+    << static_cast<int>(t.cuda_graphs) << " eval ";
   for (const auto l : t.eval_losses) s << static_cast<int>(l) << ',';
   s << '\n' << c.device.name << ' ' << c.output.dir << ' ' << static_cast<int>(c.output.progress);
   const auto& f = c.offload;
@@ -289,6 +290,8 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"training.checkpoint_every", "2"},
       {"training.seed", "1"},
       {"training.precision", "bf16"},
+      {"training.cuda_graphs", "on"},
+      {"training.cuda_graphs", "off"},
       {"device.name", "cpu"},
       {"distributed.backend", "gloo"},
       {"distributed.timeout_s", "10"},

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -676,8 +677,12 @@ torch::Tensor GridEmbeddingImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() == n_dim + 2, "GridEmbedding: expected a ", n_dim + 2,
               "-d input [B, C, *S], got shape ", x.sizes());
   const auto spatial = x.sizes().slice(2);
-  if (!grid_.defined() || grid_.sizes().slice(2) != spatial || grid_.device() != x.device() ||
-      grid_.scalar_type() != x.scalar_type()) {
+  const auto it = std::find_if(grids_.begin(), grids_.end(), [&](const torch::Tensor& g) {
+    return g.sizes().slice(2) == spatial && g.device() == x.device() &&
+           g.scalar_type() == x.scalar_type();
+  });
+  torch::Tensor grid = it != grids_.end() ? *it : torch::Tensor();
+  if (!grid.defined()) {
     // Coordinates linspace(0, 1, res + 1)[:-1], computed in float32 on the CPU
     // as neuraloperator does, then moved once.
     std::vector<torch::Tensor> channels;
@@ -689,11 +694,12 @@ torch::Tensor GridEmbeddingImpl::forward(const torch::Tensor& x) {
       shape.insert(shape.end(), spatial.begin(), spatial.end());
       channels.push_back(coords.view(view).expand(shape));
     }
-    grid_ = torch::cat(channels, 1).to(x.device(), x.scalar_type());
+    grid = torch::cat(channels, 1).to(x.device(), x.scalar_type());
+    grids_.push_back(grid);
   }
-  auto shape = grid_.sizes().vec();
+  auto shape = grid.sizes().vec();
   shape[0] = x.size(0);
-  return torch::cat({x, grid_.expand(shape)}, 1);
+  return torch::cat({x, grid.expand(shape)}, 1);
 }
 
 }  // namespace fno

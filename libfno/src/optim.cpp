@@ -2,11 +2,62 @@
 
 #include <torch/torch.h>
 
+#ifdef FNO_CUDA_KERNELS
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/adamw.h"
+#include "cuda/block_tail.h"  // error_string
+#endif
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 
 namespace fno {
+
+namespace {
+
+// p = fma(step, q, p) then p = fma(decay, p, p) for fp32 CUDA parameters, with
+// step and decay fp32 device scalars (cuda/adamw.h); false, having done
+// nothing, for anything else (the caller takes torch's kernels).
+bool apply_on_device(const std::vector<torch::Tensor>& params,
+                     const std::vector<torch::Tensor>& updates, const torch::Tensor& step,
+                     const torch::Tensor& decay) {
+#ifdef FNO_CUDA_KERNELS
+  const auto fp32_on = [&](const torch::Tensor& t) {
+    return t.is_cuda() && t.scalar_type() == torch::kFloat && t.is_contiguous() &&
+           t.device() == step.device();
+  };
+  if (!fp32_on(step) || (decay.defined() && !fp32_on(decay))) return false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!fp32_on(params[i]) || !fp32_on(updates[i])) return false;
+  }
+  const c10::cuda::CUDAGuard guard(step.device());
+  const auto stream = c10::cuda::getCurrentCUDAStream(step.device().index()).stream();
+  for (size_t first = 0; first < params.size(); first += cuda::kAdamWApplyTensors) {
+    cuda::AdamWApplyArgs args{};
+    const size_t end = std::min(params.size(), first + cuda::kAdamWApplyTensors);
+    for (size_t i = first; i < end; ++i) {
+      args.p[args.count] = params[i].data_ptr<float>();
+      args.q[args.count] = updates[i].data_ptr<float>();
+      args.n[args.count] = params[i].numel();
+      ++args.count;
+    }
+    const int err = cuda::adamw_apply(args, step.data_ptr<float>(),
+                                      decay.defined() ? decay.data_ptr<float>() : nullptr, stream);
+    TORCH_CHECK(err == 0, "AdamW: the device step's kernel failed: ", cuda::error_string(err));
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // AdamW
@@ -30,6 +81,10 @@ torch::Tensor AdamW::step(LossClosure closure) {
   if (closure != nullptr) {
     at::AutoGradMode enable_grad(true);
     loss = closure();
+  }
+  if (device_step_) {
+    step_on_device();
+    return loss;
   }
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdamWOptions&>(group.options());
@@ -99,7 +154,9 @@ TensorDict AdamW::state_dict() const {
       if (it != state_.end()) {
         const auto& s = static_cast<const AdamWParamState&>(*it->second);
         const std::string key = "state." + std::to_string(index) + ".";
-        out.insert(key + "step", torch::tensor(s.step(), torch::kInt64));
+        // The device step's count stays on the device (a checkpoint's snapshot copies it).
+        out.insert(key + "step", device_step_ ? device_[g].step.to(torch::kInt64)
+                                              : torch::tensor(s.step(), torch::kInt64));
         out.insert(key + "exp_avg", s.exp_avg());
         out.insert(key + "exp_avg_sq", s.exp_avg_sq());
       }
@@ -126,13 +183,214 @@ void AdamW::load_state_dict(const TensorDict& state) {
                     " is incomplete");
         TORCH_CHECK(m->sizes() == p.sizes() && v->sizes() == p.sizes(), "AdamW state for parameter ",
                     index, " has shape ", m->sizes(), ", the parameter ", p.sizes());
-        auto s = std::make_unique<AdamWParamState>();
-        s->step(step->item<int64_t>());
-        s->exp_avg(m->to(p.options()).clone());
-        s->exp_avg_sq(v->to(p.options()).clone());
-        state_[p.unsafeGetTensorImpl()] = std::move(s);
+        auto it = state_.find(p.unsafeGetTensorImpl());
+        if (device_step_ && it != state_.end()) {
+          // A captured step reads these tensors: new values, same storage.
+          auto& s = static_cast<AdamWParamState&>(*it->second);
+          s.step(step->item<int64_t>());
+          s.exp_avg().copy_(*m);
+          s.exp_avg_sq().copy_(*v);
+        } else {
+          auto s = std::make_unique<AdamWParamState>();
+          s->step(step->item<int64_t>());
+          s->exp_avg(m->to(p.options()).clone());
+          s->exp_avg_sq(v->to(p.options()).clone());
+          state_[p.unsafeGetTensorImpl()] = std::move(s);
+        }
       }
       ++index;
+    }
+  }
+  if (device_step_) {
+    // The loaded counts and rates into the device tensors, in place.
+    for (size_t g = 0; g < param_groups_.size(); ++g) {
+      device_[g].step.fill_(static_cast<double>(group_step(g)));
+      device_[g].lr.fill_(param_groups_[g].options().get_lr());
+      device_[g].lr_written = param_groups_[g].options().get_lr();
+    }
+  }
+}
+
+int64_t AdamW::group_step(size_t g) const {
+  std::optional<int64_t> common;
+  bool unstepped = false;
+  for (const auto& p : param_groups_[g].params()) {
+    auto it = state_.find(p.unsafeGetTensorImpl());
+    if (it == state_.end()) {
+      unstepped = true;
+      continue;
+    }
+    const int64_t t = static_cast<const AdamWParamState&>(*it->second).step();
+    if (common && *common != t) {
+      throw std::invalid_argument("AdamW: the parameters of group " + std::to_string(g) +
+                                  " have different step counts (" + std::to_string(*common) +
+                                  " and " + std::to_string(t) +
+                                  "); the device step needs one count per group");
+    }
+    common = t;
+  }
+  if (common && unstepped && *common != 0) {
+    throw std::invalid_argument("AdamW: some parameters of group " + std::to_string(g) +
+                                " have stepped " + std::to_string(*common) +
+                                " times, others never; the device step needs one count per group");
+  }
+  return common.value_or(0);
+}
+
+void AdamW::set_device_step(bool on) {
+  if (on == device_step_) return;
+  if (on) {
+    std::vector<DeviceGroup> groups;
+    for (size_t g = 0; g < param_groups_.size(); ++g) {
+      const auto& group = param_groups_[g];
+      TORCH_CHECK(!group.params().empty(), "AdamW: group ", g, " has no parameters");
+      const auto f64 =
+          torch::TensorOptions().dtype(torch::kDouble).device(group.params().front().device());
+      DeviceGroup d;
+      d.lr_written = group.options().get_lr();
+      d.lr = torch::full({}, d.lr_written, f64);
+      d.step = torch::full({}, static_cast<double>(group_step(g)), f64);
+      groups.push_back(std::move(d));
+    }
+    device_ = std::move(groups);
+    device_step_ = true;
+    return;
+  }
+  // Back to the host: each parameter's count is its group's.
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    const auto t = static_cast<int64_t>(std::llround(device_[g].step.item<double>()));
+    for (const auto& p : param_groups_[g].params()) {
+      auto it = state_.find(p.unsafeGetTensorImpl());
+      if (it != state_.end()) static_cast<AdamWParamState&>(*it->second).step(t);
+    }
+  }
+  device_.clear();
+  device_step_ = false;
+}
+
+void AdamW::write_lr() {
+  for (size_t g = 0; g < device_.size(); ++g) {
+    const double lr = param_groups_[g].options().get_lr();
+    if (lr == device_[g].lr_written) continue;
+    device_[g].lr.fill_(lr);
+    device_[g].lr_written = lr;
+  }
+}
+
+void AdamW::step_on_device(const torch::Tensor& keep_in) {
+  TORCH_CHECK(device_step_, "AdamW::step_on_device: call set_device_step(true) first");
+  torch::NoGradGuard no_grad;
+  write_lr();
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    auto& group = param_groups_[g];
+    const auto& o = static_cast<const AdamWOptions&>(group.options());
+    const auto [beta1, beta2] = o.betas();
+    auto& d = device_[g];
+    std::vector<torch::Tensor> params, grads, ms, vs, complex_params;
+    int64_t index = 0;
+    for (auto& p : group.params()) {
+      TORCH_CHECK(p.grad().defined(),
+                  "AdamW: the device step needs a gradient for every "
+                  "parameter; parameter ",
+                  index, " of group ", g, " has none");
+      TORCH_CHECK(!p.grad().is_sparse(), "AdamW does not support sparse gradients");
+      auto it = state_.find(p.unsafeGetTensorImpl());
+      if (it == state_.end()) {
+        auto st = std::make_unique<AdamWParamState>();
+        st->exp_avg(torch::zeros_like(p.grad(), at::MemoryFormat::Preserve));
+        st->exp_avg_sq(torch::zeros_like(p.grad(), at::MemoryFormat::Preserve));
+        it = state_.emplace(p.unsafeGetTensorImpl(), std::move(st)).first;
+      }
+      auto& st = static_cast<AdamWParamState&>(*it->second);
+      if (p.grad().is_complex()) {
+        complex_params.push_back(p);
+      } else {
+        params.push_back(p);
+        grads.push_back(p.grad());
+        ms.push_back(st.exp_avg());
+        vs.push_back(st.exp_avg_sq());
+      }
+      ++index;
+    }
+    // keep: [] float, 1 steps, 0 skips. A skipped step's gradients (not
+    // finite) become zeros, so that the moments' updates below add nothing.
+    torch::Tensor keep;
+    if (keep_in.defined()) {
+      keep = keep_in.reshape({});
+      const auto skip = keep == 0;
+      for (auto& p : group.params()) p.mutable_grad().masked_fill_(skip, 0);
+    }
+    // The step count and the step size lr * sqrt(1 - b2^t) / (1 - b1^t), in
+    // float64 as on the host; 0 for a skipped step.
+    if (keep.defined()) {
+      d.step.add_(keep);
+    } else {
+      d.step.add_(1);
+    }
+    auto step_size = d.lr;
+    if (o.correct_bias()) {
+      const auto t = keep.defined() ? d.step.clamp_min(1) : d.step;
+      const auto bc1 = 1.0 - torch::pow(beta1, t);
+      const auto bc2 = 1.0 - torch::pow(beta2, t);
+      step_size = d.lr * bc2.sqrt() / bc1;
+    }
+    if (keep.defined()) step_size = step_size * keep;
+    auto decay = d.lr * -o.weight_decay();
+    if (keep.defined()) decay = decay * keep;
+    // A skipped step multiplies the moments by 1 instead of beta.
+    const auto moment_factor = [&](double beta) -> torch::Tensor {
+      return torch::where(keep > 0, beta, 1.0).to(torch::kFloat);
+    };
+    std::optional<torch::Tensor> b1, b2;
+    if (keep.defined()) {
+      b1 = moment_factor(beta1);
+      b2 = moment_factor(beta2);
+    }
+    if (!params.empty()) {
+      const auto dtype = params.front().scalar_type();
+      const auto neg_step = (-step_size).to(dtype);
+      if (b1) {
+        at::_foreach_mul_(ms, *b1);
+      } else {
+        at::_foreach_mul_(ms, beta1);
+      }
+      at::_foreach_add_(ms, grads, 1.0 - beta1);
+      if (b2) {
+        at::_foreach_mul_(vs, *b2);
+      } else {
+        at::_foreach_mul_(vs, beta2);
+      }
+      at::_foreach_addcmul_(vs, grads, grads, 1.0 - beta2);
+      auto updates = at::_foreach_sqrt(vs);
+      at::_foreach_add_(updates, o.eps());
+      updates = at::_foreach_div(ms, updates);
+      const auto decay_t = o.weight_decay() > 0.0 ? decay.to(dtype) : torch::Tensor();
+      // p + s * q and p + a * p, each one rounding as the host step's kernels
+      // round them (a fused multiply-add) on CUDA; two elsewhere, as there.
+      if (!apply_on_device(params, updates, neg_step, decay_t)) {
+        at::_foreach_mul_(updates, neg_step);
+        at::_foreach_add_(params, updates);
+        if (decay_t.defined()) at::_foreach_add_(params, at::_foreach_mul(params, decay_t));
+      }
+    }
+    for (auto& p : complex_params) {
+      auto& st = static_cast<AdamWParamState&>(*state_.at(p.unsafeGetTensorImpl()));
+      const auto& grad = p.grad();
+      auto& m = st.exp_avg();
+      auto& v = st.exp_avg_sq();
+      const auto real = c10::toRealValueType(p.scalar_type());
+      if (b1) {
+        m.mul_(*b1);
+        v.mul_(*b2);
+      } else {
+        m.mul_(beta1);
+        v.mul_(beta2);
+      }
+      m.add_(grad, 1.0 - beta1);
+      v.addcmul_(grad, grad.conj(), 1.0 - beta2);  // |g|^2, complex-typed
+      auto denom = v.sqrt().add_(o.eps());
+      p.add_(m / denom * (-step_size).to(real));
+      if (o.weight_decay() > 0.0) p.add_(p * decay.to(real));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <ATen/ops/_amp_update_scale.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace fno {
@@ -74,6 +75,7 @@ GradScaler::GradScaler(GradScalerOptions options, torch::Device device) : option
   scale_ = torch::full({1}, options_.init_scale(), f32);
   growth_tracker_ = torch::zeros({1}, f32.dtype(torch::kInt));
   found_inf_ = torch::zeros({1}, f32);
+  skipped_device_ = torch::zeros({1}, f32.dtype(torch::kDouble));
 }
 
 torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {
@@ -84,7 +86,7 @@ torch::Tensor GradScaler::unscaled(const torch::Tensor& scaled_loss) const {
   return scaled_loss / scale_.to(scaled_loss.device(), /*non_blocking=*/true).squeeze();
 }
 
-bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
+void GradScaler::unscale_and_check(const std::vector<torch::Tensor>& params) {
   found_inf_.zero_();
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) {
@@ -97,9 +99,23 @@ bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
   }
   const auto inv_scale = scale_.reciprocal();
   if (!grads.empty()) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+}
+
+bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
+  unscale_and_check(params);
   const bool finite = found_inf_.item<float>() == 0.0f;
   if (!finite) ++skipped_;
   return finite;
+}
+
+torch::Tensor GradScaler::unscale_on_device(const std::vector<torch::Tensor>& params) {
+  unscale_and_check(params);
+  skipped_device_.add_(found_inf_);
+  return 1.0 - found_inf_;
+}
+
+int64_t GradScaler::skipped_steps() const {
+  return skipped_ + static_cast<int64_t>(std::llround(skipped_device_.item<double>()));
 }
 
 void GradScaler::update() {
@@ -113,7 +129,7 @@ double GradScaler::scale_value() const { return scale_.item<double>(); }
 std::vector<std::pair<std::string, torch::Tensor>> GradScaler::state() const {
   return {{"scale", scale_.cpu()},
           {"growth_tracker", growth_tracker_.cpu()},
-          {"skipped", torch::tensor(skipped_, torch::kLong)}};
+          {"skipped", torch::tensor(skipped_steps(), torch::kLong)}};
 }
 
 void GradScaler::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
@@ -126,6 +142,7 @@ void GradScaler::load_state(const std::vector<std::pair<std::string, torch::Tens
       growth_tracker_.copy_(value.reshape({1}));
     } else if (key == "skipped") {
       skipped_ = value.item<int64_t>();
+      skipped_device_.zero_();
     } else {
       TORCH_CHECK(false, "GradScaler: unknown state entry '", key, "'");
     }

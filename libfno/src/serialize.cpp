@@ -130,12 +130,17 @@ namespace {
 constexpr const char* kDigestKey = "meta.sha1";
 }
 
-void save_checkpoint_file(const TensorDict& tensors, const std::string& path) {
+std::vector<char> checkpoint_file_bytes(const TensorDict& tensors) {
   TensorDict with_digest = tensors;
   const std::string digest = tensor_dict_digest(tensors);
   with_digest.insert(kDigestKey, torch::tensor(std::vector<uint8_t>(digest.begin(), digest.end()),
                                                torch::kUInt8));
-  save_tensor_dict(with_digest, path);
+  return to_torch_save_bytes(with_digest);
+}
+
+void save_checkpoint_file(const TensorDict& tensors, const std::string& path) {
+  const auto bytes = checkpoint_file_bytes(tensors);
+  write_file_atomic(path, bytes.data(), bytes.size());
 }
 
 TensorDict load_checkpoint_file(const std::string& path) {

@@ -44,6 +44,11 @@ dry_run --config "$ns3d" --resolutions 256 --time-length 50 &&
   has "input [batch, 10, N, N, 50], N in resolutions" "ns 3D --time-length 50"
 dry_run --config "$ns3d" --time-length 0 && has "input [batch, 10, N, N, N], N in resolutions" "--time-length 0"
 expect 2 "--time-length 40 needs a 3D model (2D here)" -- --config "$darcy" --time-length 40 --dry-run
+# --cuda-graphs: auto by default, else as given or as the config's training.cuda_graphs.
+dry_run && has "cuda graphs auto" "(default)"
+dry_run --cuda-graphs off && has "cuda graphs off" "--cuda-graphs off"
+dry_run --config "$small" --set training.cuda_graphs=on && has "cuda graphs on" "training.cuda_graphs=on"
+expect 2 "--cuda-graphs: unknown cuda_graphs setting 'maybe' (expected auto, on or off)" -- --cuda-graphs maybe --dry-run
 
 expect 2 "--set needs --config" -- --set model.hidden_channels=8 --dry-run
 expect 2 "unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run

@@ -5,6 +5,7 @@
 #include <fno/precision.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
+#include <fno_train/graphed_step.h>
 #include <fno_train/offload_step.h>
 #include <fno_train/train_step.h>
 
@@ -84,6 +85,7 @@ struct Runner {
   std::map<std::string, std::unique_ptr<OffloadedStep>>
       steps;  // one per policy and precision: its pinned pool and plans persist
   bool traced = false;
+  std::set<std::string> graph_messages;  // --cuda-graphs' fallbacks, each said once
   // Under torchrun: the ranks' group and the gradient all-reduce (null alone).
   std::shared_ptr<dist::Group> group;
   std::unique_ptr<dist::GradientSync> grad_sync;
@@ -177,7 +179,14 @@ struct Runner {
       one_gpu_baseline(row, train, x, y, warmup, timed);
       train.set_gradient_sync(grad_sync.get());
     }
+    const bool graphed = use_cuda_graphs(train, row.policy);
     for (int64_t i = 0; i < warmup; ++i) train.run(x, y);
+    // Under CUDA graphs the timed steps replay this shape's graph: warm up
+    // until it is captured.
+    for (int64_t i = 0; graphed && !train.captured(x, y) && i <= TrainStep::kGraphWarmup; ++i) {
+      train.run(x, y);
+    }
+    row.cuda_graphs = graphed && train.captured(x, y);
     row.plan_seconds = step.plan_seconds();
     torch::cuda::synchronize();
     c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
@@ -209,6 +218,33 @@ struct Runner {
     set_link_stats(row, sum, floor_ms, static_cast<double>(timed));
     row.plan = step.plan_text();
     row.estimated_peak = step.estimate().peak_bytes;
+  }
+
+  // --cuda-graphs for a row of `policy`: whether its steps run as CUDA graphs;
+  // a reason they cannot is said once per run.
+  bool use_cuda_graphs(TrainStep& train, const std::string& policy) {
+    GraphConditions gc;
+    gc.mode = o.cuda_graphs;
+    gc.key = "--cuda-graphs";
+    gc.device = torch::Device(torch::kCUDA, c10::cuda::current_device());
+    gc.offload_policy = policy;
+    gc.micro_batches = o.offload.micro_batches;
+    gc.world_size = group ? group->size() : 1;
+    auto decision = decide_cuda_graphs(gc);
+    if (decision.use) {
+      try {
+        train.enable_cuda_graphs();
+      } catch (const std::invalid_argument& e) {
+        decision.use = false;
+        decision.message =
+            "--cuda-graphs " + to_string(o.cuda_graphs) + ": " + e.what() + "; steps run eagerly";
+      }
+    }
+    if (!decision.message.empty() && graph_messages.insert(decision.message).second &&
+        (!group || group->is_main())) {
+      std::cerr << "fno_bench: " << decision.message << std::endl;
+    }
+    return decision.use;
   }
 
   // Several ranks: first one GPU alone (rank 0's steps without the all-reduce,
@@ -281,6 +317,7 @@ void log_row(const BenchRow& r, size_t dims) {
                 << offload::format_bytes(r.inflight_window);
     }
     std::cerr << "; plan " << r.plan;
+    if (r.cuda_graphs) std::cerr << "; CUDA graphs";
     if (r.plan_seconds > 0) std::cerr << "; plan search " << r.plan_seconds << " s";
   }
   std::cerr << std::endl;
@@ -315,6 +352,7 @@ void use_config(BenchOptions& o, const std::string& config_path,
   const auto cfg = load_config(config_path, overrides);
   o.model = cfg.model;
   o.precisions = {cfg.training.precision};
+  o.cuda_graphs = cfg.training.cuda_graphs;
   o.model_source = config_path;
   // A recurrent Navier-Stokes config trains on rollouts of t_out model steps
   // (policy none only); the bench times one step of the model on its grids.
@@ -351,6 +389,7 @@ std::string describe_bench(const BenchOptions& o) {
   std::string precisions;
   for (const auto p : o.precisions) precisions += (precisions.empty() ? "" : ", ") + to_string(p);
   s << "precisions " << precisions << "\n";
+  s << "cuda graphs " << to_string(o.cuda_graphs) << "\n";
   s << "steps " << o.warmup << " warm-up, " << o.steps << " timed (median); chunks "
     << o.offload.chunks << "\n";
   s << "in-flight window "
@@ -461,7 +500,8 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"plan_seconds\": " << r.plan_seconds << ", \"world_size\": " << r.world_size
       << ", \"samples_per_s\": " << r.samples_per_s
       << ", \"ms_per_step_one_gpu\": " << r.ms_per_step_one_gpu
-      << ", \"scaling_efficiency\": " << r.scaling_efficiency << ", \"plan\": \""
+      << ", \"scaling_efficiency\": " << r.scaling_efficiency
+      << ", \"cuda_graphs\": " << (r.cuda_graphs ? "true" : "false") << ", \"plan\": \""
       << json::escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";
@@ -481,7 +521,7 @@ std::string BenchResult::to_csv() const {
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
        "backward_wait_ms,estimated_peak_bytes,plan_seconds,world_size,samples_per_s,"
        "ms_per_step_one_gpu,scaling_efficiency,forward_stall_ms,inflight_window_bytes,"
-       "link_overlap_ms,link_floor_ms,plan,time_length\n";
+       "link_overlap_ms,link_floor_ms,plan,time_length,cuda_graphs\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
       << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
@@ -492,7 +532,7 @@ std::string BenchResult::to_csv() const {
       << r.plan_seconds << ',' << r.world_size << ',' << r.samples_per_s << ','
       << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ',' << r.forward_stall_ms << ','
       << r.inflight_window << ',' << r.link_overlap_ms << ',' << r.link_floor_ms << ",\"" << r.plan
-      << "\"," << r.time_length << "\n";
+      << "\"," << r.time_length << "," << (r.cuda_graphs ? 1 : 0) << "\n";
   }
   return c.str();
 }

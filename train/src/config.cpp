@@ -119,6 +119,7 @@ const std::vector<Progress> kProgress{Progress::kAuto, Progress::kBar, Progress:
                                       Progress::kNone};
 const std::vector<DataProblem> kProblems{DataProblem::kDarcy, DataProblem::kNavierStokes};
 const std::vector<NsMode> kNsModes{NsMode::kSpaceTime, NsMode::kRecurrent};
+const std::vector<CudaGraphs> kCudaGraphs{CudaGraphs::kAuto, CudaGraphs::kOn, CudaGraphs::kOff};
 
 template <typename E>
 std::vector<std::string> names(const std::vector<E>& values) {
@@ -218,6 +219,7 @@ const std::vector<Entry>& schema() {
       {"training.checkpoint_every", Kind::kInt, "1", "write the latest checkpoint every n epochs (and after the last)", 1},
       {"training.seed", Kind::kInt, "0", "seed of the model initialization and the shuffling", 0},
       {"training.precision", Kind::kString, "fp32", "compute precision: fp32, tf32 (fp32 GEMMs on TF32 tensor cores), bf16 or fp16 (activations, saved tensors and GEMM inputs in that type, fp32 accumulation; fp16 adds a dynamic loss scaler that skips steps with non-finite gradients). Weights, optimizer state, losses and state dicts stay fp32. One step against fp32, relative: bf16 output 4e-3, gradients 1e-2; fp16 5e-4 and 8e-4", -kInf, kInf, false, false, names(kPrecisions)},
+      {"training.cuda_graphs", Kind::kString, "auto", "run each training step (forward, loss, backward, fp16's loss scaler, AdamW) and each evaluation batch as one CUDA graph per batch shape, replayed instead of launching its kernels one by one: auto (where graphs work: a CUDA device, offload.policy none with one micro-batch, one rank; else eager steps, with a line saying why for an offload policy or several ranks), on (the same, with a line whenever graphs cannot be used) or off (eager steps). The metrics equal off's: the same kernels, and AdamW's step computed on the device in the host's order", -kInf, kInf, false, false, names(kCudaGraphs)},
       // device
       {"device.name", Kind::kString, "auto", "auto (CUDA when available), cpu, cuda or cuda:N"},
       // distributed (several processes under torchrun; README "Several GPUs")
@@ -676,6 +678,7 @@ TrainingConfig read_training(const Resolved& r) {
   t.checkpoint_every = r.as<int64_t>("training.checkpoint_every");
   t.seed = r.as<int64_t>("training.seed");
   t.precision = choice(kPrecisions, r.as<std::string>("training.precision"));
+  t.cuda_graphs = choice(kCudaGraphs, r.as<std::string>("training.cuda_graphs"));
   return t;
 }
 

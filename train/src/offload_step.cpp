@@ -731,6 +731,10 @@ bool OffloadedStep::offloading() const {
          p_->offloader->active();
 }
 
+bool OffloadedStep::plain() const {
+  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1;
+}
+
 at::Tensor OffloadedStep::forward_backward(
     const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& loss) {
   StepBatch b;
@@ -817,6 +821,8 @@ const offload::StepStats& OffloadedStep::last_stats() const { return p_->stats; 
 const offload::Profile& OffloadedStep::profile() const { return p_->profile; }
 const offload::Estimate& OffloadedStep::estimate() const { return p_->estimate; }
 void OffloadedStep::record_next_timeline() { p_->record_next = true; }
+
+bool OffloadedStep::timeline_requested() const { return p_->record_next; }
 double OffloadedStep::plan_seconds() const { return p_->plan_seconds; }
 
 std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {

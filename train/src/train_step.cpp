@@ -2,6 +2,8 @@
 
 #include <fno_train/rollout.h>
 
+#include <cstdio>
+#include <stdexcept>
 #include <utility>
 
 namespace fno {
@@ -40,9 +42,15 @@ TrainStep::TrainStep(OffloadedStep& step, torch::optim::Optimizer& optimizer, St
 
 TrainStep::~TrainStep() {
   if (sync_ != nullptr) step_.set_before_final_backward(nullptr);
+  try {
+    disable_cuda_graphs();
+  } catch (...) {  // (a destructor: a CUDA error here has been reported before)
+  }
 }
 
 void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
+  TORCH_CHECK(sync == nullptr || !graphs_,
+              "TrainStep: a gradient sync cannot run under CUDA graphs");
   sync_ = sync;
   // The buckets are armed just before the backward pass that completes the
   // gradients (the last micro-batch's), and reduced as backward produces them.
@@ -58,27 +66,30 @@ void TrainStep::set_rollout(int64_t steps) {
   rollout_steps_ = steps;
 }
 
-at::Tensor TrainStep::forward_backward(const at::Tensor& x, const at::Tensor& y) {
-  optimizer_.zero_grad();
+at::Tensor TrainStep::loss_and_backward(const at::Tensor& x, const at::Tensor& y) {
   if (rollout_steps_ > 0) {
     // x: [B, t_in, *S], y: [B, steps, *S]; backward through every step.
-    auto loss = step_.forward_backward_composite(
-        x, y,
-        [this](const OffloadedStep::ModelForward& model, const at::Tensor& xx,
-               const at::Tensor& yy) {
-          auto l = rollout_loss(loss_, rollout(model, xx, rollout_steps_), yy);
-          return scaler_ != nullptr ? scaler_->scale(l) : l;
-        });
-    if (sync_ != nullptr) sync_->finish();
-    return loss;
+    return step_.forward_backward_composite(x, y,
+                                            [this](const OffloadedStep::ModelForward& model,
+                                                   const at::Tensor& xx, const at::Tensor& yy) {
+                                              auto l = rollout_loss(
+                                                  loss_, rollout(model, xx, rollout_steps_), yy);
+                                              return scaler_ != nullptr ? scaler_->scale(l) : l;
+                                            });
   }
   // The loss adds over batch entries, so that the step may run as micro-batches
   // (offload auto). fp16: the loss is scaled before backward, so that small
   // gradients survive fp16's range.
-  auto loss = step_.forward_backward(x, y, [this](const at::Tensor& out, const at::Tensor& yy) {
+  return step_.forward_backward(x, y, [this](const at::Tensor& out, const at::Tensor& yy) {
     auto l = loss_(out, yy);
     return scaler_ != nullptr ? scaler_->scale(l) : l;
   });
+}
+
+at::Tensor TrainStep::forward_backward(const at::Tensor& x, const at::Tensor& y) {
+  TORCH_CHECK(!graphs_, "TrainStep: under CUDA graphs run() takes the whole step");
+  optimizer_.zero_grad();
+  auto loss = loss_and_backward(x, y);
   // Several ranks: wait for the gradient buckets (started during backward)
   // and take the sums over ranks.
   if (sync_ != nullptr) sync_->finish();
@@ -86,6 +97,7 @@ at::Tensor TrainStep::forward_backward(const at::Tensor& x, const at::Tensor& y)
 }
 
 StepResult TrainStep::update(const at::Tensor& loss) {
+  TORCH_CHECK(!graphs_, "TrainStep: under CUDA graphs run() takes the whole step");
   StepResult r;
   r.loss = loss;
   if (scaler_ == nullptr) {
@@ -102,7 +114,90 @@ StepResult TrainStep::update(const at::Tensor& loss) {
 }
 
 StepResult TrainStep::run(const at::Tensor& x, const at::Tensor& y) {
-  return update(forward_backward(x, y));
+  if (!graphs_) return update(forward_backward(x, y));
+  // The scheduler's learning rate into the device tensor the step reads.
+  adamw_->write_lr();
+  std::vector<at::Tensor> out;
+  try {
+    // (A replay records no memory timeline: that step runs eagerly.)
+    out = step_.timeline_requested() ? graphs_->run_eager({x, y}) : graphs_->run({x, y});
+  } catch (const GraphCaptureError& e) {
+    std::fprintf(stderr, "fno: %s; steps run eagerly\n", e.what());
+    disable_cuda_graphs();
+    return update(forward_backward(x, y));
+  }
+  StepResult r;
+  r.loss = out.at(0);
+  if (out.size() > 1) r.taken = out[1];
+  return r;
+}
+
+void TrainStep::enable_cuda_graphs(int64_t warmup) {
+  if (graphs_) return;
+  const auto refuse = [](const std::string& why) {
+    throw std::invalid_argument("CUDA graphs: " + why);
+  };
+  auto* adamw = dynamic_cast<AdamW*>(&optimizer_);
+  if (adamw == nullptr) refuse("the optimizer is not fno::AdamW (its device step)");
+  if (params_.empty()) refuse("the optimizer has no parameters");
+  const auto device = params_.front().device();
+  if (!device.is_cuda()) refuse("the parameters are on " + device.str() + ", not a CUDA device");
+  if (!step_.plain()) {
+    refuse("the step runs under an offload policy or in micro-batches (" + step_.plan_text() + ")");
+  }
+  if (sync_ != nullptr) refuse("the gradients are reduced over ranks");
+  if (!cuda_graphs_built()) refuse("this build has no CUDA");
+  adamw->set_device_step(true);  // (throws std::invalid_argument: step counts differ)
+  adamw_ = adamw;
+  try {
+    graphs_ = std::make_unique<GraphedFunction>(
+        [this](const std::vector<at::Tensor>& in) { return graph_body(in); }, device, warmup);
+  } catch (...) {
+    adamw_->set_device_step(false);
+    adamw_ = nullptr;
+    throw;
+  }
+}
+
+void TrainStep::disable_cuda_graphs() {
+  if (!graphs_) return;
+  graphs_.reset();
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();  // (they were the graphs')
+  adamw_->set_device_step(false);
+  adamw_ = nullptr;
+}
+
+bool TrainStep::captured(const at::Tensor& x, const at::Tensor& y) const {
+  return graphs_ && graphs_->captured({x, y});
+}
+
+std::shared_ptr<GraphPool> TrainStep::graph_pool() const {
+  return graphs_ ? graphs_->pool() : nullptr;
+}
+
+std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inputs) {
+  // The gradients: undefined up to the first capture, so that its backward
+  // makes them in the graphs' memory pool; from then on they stay there,
+  // zeroed at the start of every step and added into by backward, so that
+  // every graph reads and writes the same ones.
+  if (graphs_->graphs() > 0) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : params_) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    at::_foreach_zero_(grads);
+  } else {
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();
+  }
+  auto loss = loss_and_backward(inputs.at(0), inputs.at(1));
+  // fp16: unscale and check the gradients on the device; a non-finite one
+  // makes AdamW skip the step there, and the scale backs off.
+  const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();
+  adamw_->step_on_device(keep);
+  if (scaler_ == nullptr) return {loss};
+  loss = scaler_->unscaled(loss);
+  scaler_->update();
+  return {loss, keep};
 }
 
 }  // namespace fno

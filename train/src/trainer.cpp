@@ -9,6 +9,7 @@
 #include <fno_data/navier_stokes.h>
 #include <fno_train/background_writer.h>
 #include <fno_train/distributed.h>
+#include <fno_train/graphed_step.h>
 #include <fno_train/offload_step.h>
 #include <fno_train/rollout.h>
 #include <fno_train/train_step.h>
@@ -217,6 +218,7 @@ struct Trainer::State {
   void build_model();
   void build_offload();
   void build_optimizer();
+  void use_cuda_graphs();
 };
 
 // Rank and world size under torchrun; the run directory (rank 0 alone writes
@@ -412,8 +414,32 @@ void Trainer::State::build_optimizer() {
                                            grad_sync.get());
   // The recurrent Navier-Stokes model trains on its rollout (the loss of every step).
   if (recurrent()) train_step->set_rollout(ns_t_out);
+  use_cuda_graphs();
   if (!tests.empty()) {
     best_key = tests.front().name + "_" + to_string(cfg.training.eval_losses.front());
+  }
+}
+
+// training.cuda_graphs: the step (and evaluation, TrainingRun) as CUDA graphs
+// where they work; else eager steps, with at most one line saying why.
+void Trainer::State::use_cuda_graphs() {
+  GraphConditions gc;
+  gc.mode = cfg.training.cuda_graphs;
+  gc.device = device;
+  gc.offload_policy = cfg.offload.policy.text;
+  gc.micro_batches = cfg.offload.micro_batches;
+  gc.world_size = world_size;
+  auto decision = decide_cuda_graphs(gc);
+  if (decision.use) {
+    try {
+      train_step->enable_cuda_graphs();
+    } catch (const std::invalid_argument& e) {
+      decision.message =
+          "training.cuda_graphs " + to_string(gc.mode) + ": " + e.what() + "; steps run eagerly";
+    }
+  }
+  if (!decision.message.empty() && main()) {
+    std::fprintf(stderr, "fno_train: %s\n", decision.message.c_str());
   }
 }
 
@@ -446,6 +472,7 @@ std::string Trainer::describe() const {
   }
   o << "device " << s.device << " | precision " << to_string(s.precision) << " | ";
   if (s.cfg.offload.policy.kind != offload::Policy::Kind::kNone) o << s.step->describe() << " | ";
+  if (s.train_step->cuda_graphs()) o << "CUDA graphs | ";
   s.model->pretty_print(o);
   o << ", " << n_params() << " parameters | train " << s.train_x.sizes();
   for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
@@ -712,7 +739,9 @@ struct EpochStats {
 class TrainingRun {
  public:
   explicit TrainingRun(Trainer::State& s)
-      : s_(s), c_(s.cfg), progress_(s.cfg.output.progress, s.main()), losses_(eval_losses(s.cfg)) {}
+      : s_(s), c_(s.cfg), progress_(s.cfg.output.progress, s.main()), losses_(eval_losses(s.cfg)) {
+    if (s_.train_step->cuda_graphs() && !s_.tests.empty()) capture_evaluation();
+  }
 
   // Opens the logs (after the stop handlers are installed, as before).
   void open_logs();
@@ -732,7 +761,15 @@ class TrainingRun {
  private:
   // evaluate()'s key infix of a per-record sum ("<set>#step#<t>").
   static constexpr const char* kPerStep = "#step#";
-  torch::Tensor train_step(const torch::Tensor& x, const torch::Tensor& y, bool& stepped);
+  StepResult train_step(const torch::Tensor& x, const torch::Tensor& y);
+  // Evaluation as CUDA graphs beside the step's (one per batch shape, in its
+  // memory pool): the forward and the metrics, added on the device into
+  // eval_sums_ (and eval_steps_) per test set.
+  void capture_evaluation();
+  std::vector<torch::Tensor> eval_body(const std::vector<torch::Tensor>& inputs);
+  std::unique_ptr<GraphedFunction> eval_graphs_;
+  torch::Tensor eval_sums_;   // [metrics] float32: each metric's sum over the set so far
+  torch::Tensor eval_steps_;  // Navier-Stokes: [t_out] float64, per_step_rel_l2's sums
   void after_step(int64_t epoch, Clock::time_point step_t0, bool record);
   // Hands the checkpoint of now to the writer thread, to be written to each
   // of `names` in order (rank 0; "checkpoint_latest.pt" rotates).
@@ -796,6 +833,34 @@ torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
   return s_.out_norm.fitted() ? s_.out_norm.inverse_transform(out) : out;
 }
 
+void TrainingRun::capture_evaluation() {
+  const auto on = torch::TensorOptions().device(s_.device);
+  eval_sums_ = torch::zeros({static_cast<int64_t>(losses_.size())}, on.dtype(torch::kFloat));
+  if (s_.ns()) eval_steps_ = torch::zeros({s_.ns_t_out}, on.dtype(torch::kDouble));
+  eval_graphs_ = std::make_unique<GraphedFunction>(
+      [this](const std::vector<torch::Tensor>& in) { return eval_body(in); }, s_.device,
+      TrainStep::kGraphWarmup, s_.train_step->graph_pool());
+}
+
+// One evaluation batch: the decoded prediction and each metric's sum over the
+// batch, added into eval_sums_ in losses_' order (Navier-Stokes: the per-record
+// errors into eval_steps_). evaluate()'s eager loop computes the same.
+// x: [b, Cin, *S] as kept (normalized when encode_input), y: [b, Cout, *S] raw truth
+std::vector<torch::Tensor> TrainingRun::eval_body(const std::vector<torch::Tensor>& in) {
+  torch::NoGradGuard no_grad;
+  const auto out = predict(in.at(0));
+  const auto& y = in.at(1);
+  std::vector<torch::Tensor> values;
+  for (const auto& [name, fn] : losses_) {
+    values.push_back(s_.recurrent() ? trajectory_rel_l2(out, y) : fn(out, y));
+  }
+  eval_sums_.add_(torch::stack(values));
+  if (eval_steps_.defined()) {
+    eval_steps_.add_(per_step_rel_l2(s_.trajectory(out), s_.trajectory(y)).to(torch::kDouble));
+  }
+  return {};
+}
+
 // Each metric of each test set: the mean per-sample relative error, over all
 // ranks. Navier-Stokes adds each set's relative L2 error per predicted record
 // (per_step, "<set>_l2_per_step") and their mean over the records ("<set>_l2_step");
@@ -814,9 +879,17 @@ std::map<std::string, double> TrainingRun::evaluate() {
     const int64_t m = e.x.size(0);
     const int64_t share = (m + s_.world_size - 1) / s_.world_size;
     const int64_t lo = std::min(m, s_.rank * share), hi = std::min(m, lo + share);
+    if (eval_graphs_) {
+      eval_sums_.zero_();
+      if (eval_steps_.defined()) eval_steps_.zero_();
+    }
     // In order, as contiguous slices: no index tensors, no host-device syncs.
     for (int64_t start = lo; start < hi; start += e.batch_size) {
       const int64_t len = std::min(e.batch_size, hi - start);
+      if (eval_graphs_) {
+        eval_graphs_->run({e.x.narrow(0, start, len), e.y.narrow(0, start, len)});
+        continue;
+      }
       const auto out = predict(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));
       const auto y = e.y.narrow(0, start, len).to(s_.device, true);
       for (const auto& [name, fn] : losses_) {
@@ -829,14 +902,26 @@ std::map<std::string, double> TrainingRun::evaluate() {
         step_sums = step_sums.defined() ? step_sums + v : v;
       }
     }
+    torch::Tensor read;  // under graphs: the set's sums, one read
+    if (eval_graphs_) {
+      read = (eval_steps_.defined() ? torch::cat({eval_sums_.to(torch::kDouble), eval_steps_})
+                                    : eval_sums_.to(torch::kDouble))
+                 .cpu();
+    }
+    int64_t i = 0;
     for (const auto& [name, fn] : losses_) {
       keys.push_back(e.name + "_" + name);
-      sums_all.push_back(sums.count(name) ? sums[name].item<double>() : 0.0);
+      sums_all.push_back(read.defined()     ? read[i].item<double>()
+                         : sums.count(name) ? sums[name].item<double>()
+                                            : 0.0);
       sizes.push_back(static_cast<double>(m));
+      ++i;
     }
     for (int64_t t = 0; t < s_.ns_t_out; ++t) {  // (a rank without samples adds zeros)
       keys.push_back(e.name + kPerStep + std::to_string(t));
-      sums_all.push_back(step_sums.defined() ? step_sums[t].item<double>() : 0.0);
+      sums_all.push_back(read.defined()        ? read[i + t].item<double>()
+                         : step_sums.defined() ? step_sums[t].item<double>()
+                                               : 0.0);
       sizes.push_back(static_cast<double>(m));
     }
   }
@@ -875,6 +960,8 @@ void TrainingRun::save_checkpoints(const std::vector<std::string>& names, int64_
       snapshot_tensors(checkpoint_dict(s_, epoch, batch, loss_sum, samples)));
   writer_.submit([snap, names, dir = s_.run_dir] {
     snap->wait();
+    // One digest and serialization for all the names: the same bytes in each.
+    const auto bytes = checkpoint_file_bytes(snap->tensors);
     for (const auto& name : names) {
       const std::string path = dir + "/" + name;
       if (name == "checkpoint_latest.pt" && file_exists(path) &&
@@ -882,18 +969,20 @@ void TrainingRun::save_checkpoints(const std::vector<std::string>& names, int64_
         throw std::runtime_error(path + ": cannot rotate to checkpoint_previous.pt: " +
                                  std::strerror(errno));
       }
-      save_checkpoint_file(snap->tensors, path);
+      write_file_atomic(path, bytes.data(), bytes.size());
     }
   });
 }
 
 // The shared training step (TrainStep), with a step that does not fit the
-// GPU (or auto's budget) turned into a TrainingError with advice. Returns the
-// batch's loss; `stepped` is false when fp16 skipped the step.
-torch::Tensor TrainingRun::train_step(const torch::Tensor& x, const torch::Tensor& y,
-                                      bool& stepped) {
+// GPU (or auto's budget) turned into a TrainingError with advice. The
+// result's loss is the batch's; fp16 may have skipped the step.
+StepResult TrainingRun::train_step(const torch::Tensor& x, const torch::Tensor& y) {
   torch::Tensor loss;
   try {
+    // Under CUDA graphs the whole step is one graph (its out-of-memory error
+    // comes from a warm-up step or the capture).
+    if (s_.train_step->cuda_graphs()) return s_.train_step->run(x, y);
     loss = s_.train_step->forward_backward(x, y);
   } catch (const offload::BudgetError& e) {
     progress_.break_line();
@@ -908,9 +997,7 @@ torch::Tensor TrainingRun::train_step(const torch::Tensor& x, const torch::Tenso
         (file_exists(latest) ? "; the last checkpoint is " + latest : std::string("")));
   }
   // Outside the handlers above: an error of the update is not the step's out of memory.
-  const auto result = s_.train_step->update(loss);
-  stepped = result.stepped;
-  return result.loss;
+  return s_.train_step->update(loss);
 }
 
 // Telemetry of an offloaded step (telemetry.jsonl), and the memory timeline of the recorded one.
@@ -965,6 +1052,13 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   torch::Tensor loss_sum =
       torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(s_.device));
   int64_t samples = 0;  // of the steps taken (fp16 skips steps with non-finite gradients)
+  // fp16 under CUDA graphs decides on the device whether a step is taken:
+  // the samples and the steps taken are counted there, [2] float64.
+  torch::Tensor taken_counts;
+  int64_t device_steps = 0;  // steps whose taking taken_counts counts
+  if (s_.scaler && s_.train_step->cuda_graphs()) {
+    taken_counts = torch::zeros({2}, loss_sum.options());
+  }
   size_t first_batch = 0;
   if (epoch == s_.start_epoch + 1 && s_.start_batch > 0) {  // resuming an interrupted epoch
     first_batch = static_cast<size_t>(s_.start_batch);
@@ -975,8 +1069,17 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   }
   // The epoch's loss and samples so far, over all ranks.
   const auto totals = [&]() -> std::pair<double, int64_t> {
-    double l = loss_sum.item<double>();
+    double l = 0;
     double k = static_cast<double>(samples);
+    if (taken_counts.defined()) {  // one read for the three numbers
+      const auto v = torch::cat({loss_sum.reshape({1}), taken_counts}).cpu();
+      const auto* n = v.data_ptr<double>();
+      l = n[0];
+      k += n[1];
+      stats.skipped += device_steps - std::llround(n[2]);
+    } else {
+      l = loss_sum.item<double>();
+    }
     if (s_.group) {
       const auto t = s_.group->all_reduce_sum(std::vector<double>{l, k});
       l = t[0];
@@ -991,15 +1094,20 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     const bool record = timeline_step_ == global_step_;
     if (record) s_.step->record_next_timeline();
     const auto step_t0 = Clock::now();
-    bool stepped = true;
-    const auto loss = train_step(x, y, stepped);
-    if (!stepped) ++stats.skipped;
+    const auto result = train_step(x, y);
+    if (!result.stepped) ++stats.skipped;
     if (s_.step->offloading()) {
       stats.step_peak = std::max(stats.step_peak, s_.step->last_stats().peak_allocated);
     }
     after_step(epoch, step_t0, record);
-    if (stepped) {
-      loss_sum += loss.detach().to(torch::kDouble);
+    if (result.taken.defined()) {
+      // (the graph's outputs hold until its next replay: used here, on the same stream)
+      const auto taken = result.taken.reshape({}).to(torch::kDouble);
+      loss_sum += at::where(taken > 0, result.loss.detach().to(torch::kDouble), 0.0);
+      taken_counts += torch::stack({taken * static_cast<double>(x.size(0)), taken});
+      ++device_steps;
+    } else if (result.stepped) {
+      loss_sum += result.loss.detach().to(torch::kDouble);
       samples += x.size(0);
     }
     // Several ranks stop together: a signal to any of them stops all after this step.

@@ -243,9 +243,11 @@ class GridEmbeddingImpl : public torch::nn::Cloneable<GridEmbeddingImpl> {
   int64_t n_dim;
 
  private:
-  // The coordinate channels [1, d, *S] for the last grid, device and dtype seen,
-  // so a forward makes no host-to-device copy (which would synchronize the stream).
-  torch::Tensor grid_;
+  // The coordinate channels [1, d, *S] of every grid, device and dtype seen,
+  // kept, so that a forward makes no host-to-device copy (which would
+  // synchronize the stream) and a grid a captured CUDA graph reads is never
+  // freed when another grid is used (training at 16^2, evaluating at 32^2).
+  std::vector<torch::Tensor> grids_;
 };
 TORCH_MODULE(GridEmbedding);
 

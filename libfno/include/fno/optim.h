@@ -63,6 +63,42 @@ class AdamW : public torch::optim::Optimizer {
   TensorDict state_dict() const;
   /// Restores what state_dict() wrote, for the same parameters in the same order.
   void load_state_dict(const TensorDict& state);
+
+  // The step on the device, for a step captured in a CUDA graph
+  // (fno_train/graphed_step.h): each group's learning rate and step count live
+  // in float64 tensors on its parameters' device, the bias correction is
+  // computed there, and fp16's skipped step is decided there. The arithmetic
+  // is step()'s in the same order (step sizes in float64, then the parameters'
+  // type), so the two agree to rounding. The state dict keeps its format.
+
+  /// Turns the device step on (step() then takes it) or off (the step counts
+  /// go back to the host state). Each group's parameters must share one step
+  /// count (as they do when they all step together); std::invalid_argument
+  /// naming the group otherwise.
+  void set_device_step(bool on);
+  bool device_step() const { return device_step_; }
+  /// Writes each group's learning rate, as its options hold it (the scheduler
+  /// sets it there), into its device tensor when it changed since the last
+  /// write: a fill on the current stream, no host read. The device step calls
+  /// it; a captured step needs it called before each replay.
+  void write_lr();
+  /// One device step (set_device_step(true) first). Every parameter needs a
+  /// gradient. `keep`, when defined, is a one-element float tensor on the
+  /// parameters' device: 1 takes the step, 0 leaves parameters, moments and
+  /// step counts as they are (fp16's step with a non-finite gradient; the
+  /// gradients are then zeroed).
+  void step_on_device(const torch::Tensor& keep = {});
+
+ private:
+  // A group's learning rate and step count on the device, [] float64.
+  struct DeviceGroup {
+    torch::Tensor lr, step;
+    double lr_written = 0;
+  };
+  // The step count all parameters of group g share (0 before the first step).
+  int64_t group_step(size_t g) const;
+  std::vector<DeviceGroup> device_;
+  bool device_step_ = false;
 };
 
 // ---------------------------------------------------------------------------

@@ -61,6 +61,9 @@ class MatmulPrecisionGuard {
 //   loss = scaler.scale(loss); loss.backward();
 //   if (scaler.unscale(params)) optimizer.step();   // false: skipped, non-finite
 //   scaler.update();
+// or, without a host read (a step captured in a CUDA graph):
+//   adamw.step_on_device(scaler.unscale_on_device(params));
+//   scaler.update();
 // ---------------------------------------------------------------------------
 struct GradScalerOptions {
   /// The first scale.
@@ -85,13 +88,19 @@ class GradScaler {
   /// returns whether all of them are finite (one device-to-host read). When
   /// not, the step must be skipped; update() then backs the scale off.
   bool unscale(const std::vector<torch::Tensor>& params);
-  /// Grows or backs off the scale after unscale().
+  /// unscale() without the host read, for a step captured in a CUDA graph:
+  /// returns a [1] float tensor on the device, 1 when every gradient is finite
+  /// (the optimizer steps), 0 when not (AdamW::step_on_device skips the step
+  /// on the device); a skipped step is counted on the device.
+  torch::Tensor unscale_on_device(const std::vector<torch::Tensor>& params);
+  /// Grows or backs off the scale after unscale() or unscale_on_device().
   void update();
 
   /// The current scale.
   double scale_value() const;
-  /// Steps skipped so far for non-finite gradients.
-  int64_t skipped_steps() const { return skipped_; }
+  /// Steps skipped so far for non-finite gradients (reads the device's count
+  /// of unscale_on_device's skips).
+  int64_t skipped_steps() const;
   const GradScalerOptions& options() const { return options_; }
 
   /// The state to checkpoint: "scale" [1] float, "growth_tracker" [1] int32 and
@@ -100,11 +109,14 @@ class GradScaler {
   void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state);
 
  private:
+  // Divides the gradients by the scale and sets found_inf_ when one is not finite.
+  void unscale_and_check(const std::vector<torch::Tensor>& params);
   GradScalerOptions options_;
   torch::Tensor scale_;           // [1] float32 on the device
   torch::Tensor growth_tracker_;  // [1] int32 on the device
   torch::Tensor found_inf_;       // [1] float32 on the device: the last unscale's verdict
-  int64_t skipped_ = 0;
+  torch::Tensor skipped_device_;  // [1] float64 on the device: unscale_on_device's skips
+  int64_t skipped_ = 0;           // unscale's skips
 };
 
 }  // namespace fno

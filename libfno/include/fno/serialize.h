@@ -36,6 +36,9 @@ void save_tensor_dict(const TensorDict& tensors, const std::string& path);
 /// Like save_tensor_dict, adding "meta.sha1": a SHA-1 over every entry's name,
 /// dtype, shape and bytes, so that a damaged file is detected on load.
 void save_checkpoint_file(const TensorDict& tensors, const std::string& path);
+/// The bytes save_checkpoint_file writes, for writing one snapshot to several
+/// files (write_file_atomic) with one digest and one serialization.
+std::vector<char> checkpoint_file_bytes(const TensorDict& tensors);
 
 /// Loads a file written by save_checkpoint_file and verifies its SHA-1; throws
 /// std::runtime_error naming the file when it is unreadable or damaged.

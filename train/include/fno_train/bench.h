@@ -8,6 +8,7 @@
 #include <fno/precision.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
+#include <fno_train/graphed_step.h>
 
 #include <cstdint>
 #include <string>
@@ -63,6 +64,10 @@ struct BenchOptions {
   std::string trace_path;
   /// Under torchrun: how long a rank waits for the others.
   double dist_timeout_s = 300;
+  /// --cuda-graphs (or the config's training.cuda_graphs): each row's steps as
+  /// CUDA graphs where they work (fno_train/graphed_step.h); a row that cannot
+  /// take them runs eagerly, with one line per reason.
+  CudaGraphs cuda_graphs = CudaGraphs::kAuto;
 };
 
 struct BenchRow {
@@ -85,6 +90,7 @@ struct BenchRow {
   std::string plan;
   int64_t estimated_peak = 0;
   double plan_seconds = 0;  // auto's plan search (the first step of the row)
+  bool cuda_graphs = false;  // the timed steps replayed CUDA graphs
   // Under torchrun (N = world_size ranks, one GPU each, batch per rank):
   // ms_per_step is the slowest rank's median with the gradient all-reduce;
   // ms_per_step_one_gpu is rank 0's alone, without it, in the same run;

@@ -19,6 +19,7 @@
 #include <fno_offload/offload.h>
 #include <fno_offload/planner.h>
 #include <fno_train/distributed.h>
+#include <fno_train/graphed_step.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -164,6 +165,9 @@ struct TrainingConfig {
   int64_t seed = 0;
   /// training.precision: the compute precision (fno/precision.h).
   Precision precision = Precision::kFP32;
+  /// training.cuda_graphs: each step (and evaluation) as CUDA graphs where they
+  /// work (fno_train/graphed_step.h); off: eager steps.
+  CudaGraphs cuda_graphs = CudaGraphs::kAuto;
 };
 
 /// The device section.

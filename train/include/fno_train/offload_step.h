@@ -115,6 +115,9 @@ class OffloadedStep {
   void set_before_final_backward(std::function<void(const std::string& key)> fn);
 
   bool offloading() const;
+  /// Policy none with one micro-batch: a step is the model's forward, the
+  /// loss and backward, nothing else (what a CUDA graph can capture).
+  bool plain() const;
   /// The plan, "stage=level[/chunks], ...", and its estimate (when profiled).
   std::string plan_text() const;
   std::string describe() const;
@@ -127,6 +130,8 @@ class OffloadedStep {
   double plan_seconds() const;
   /// Record the next step's memory timeline (in last_stats().timeline).
   void record_next_timeline();
+  /// Whether the next step records its memory timeline (a CUDA graph's replay would not).
+  bool timeline_requested() const;
   /// After a CUDA out-of-memory error in forward_backward(x, ...): one line of
   /// advice (estimated need, and the policy that would fit) from a profile of
   /// one batch entry; gradients are dropped and the allocator's cache emptied first.

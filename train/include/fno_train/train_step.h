@@ -11,16 +11,23 @@
 // A rolled-out step (set_rollout(t_out), the recurrent Navier-Stokes model)
 // runs the model t_out times (fno_train/rollout.h), adds the loss of every
 // step and runs backward once through the whole rollout; the rest is the same.
+//
+// With enable_cuda_graphs() run() takes the whole step (forward, loss,
+// backward, fp16's scaler, AdamW) as one CUDA graph per input shape
+// (fno_train/graphed_step.h), the rollout included.
 #pragma once
 
+#include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
+#include <fno_train/graphed_step.h>
 #include <fno_train/offload_step.h>
 
 #include <torch/optim/optimizer.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace fno {
@@ -45,6 +52,10 @@ struct StepResult {
   /// Whether the optimizer stepped; false when fp16's scaler found a non-finite
   /// gradient and skipped the step (the scale then backs off).
   bool stepped = true;
+  /// A step under CUDA graphs in fp16: [1] float on the device, 1 when the
+  /// optimizer stepped, 0 when it skipped (`stepped` then says nothing);
+  /// undefined otherwise.
+  at::Tensor taken;
 };
 
 class TrainStep {
@@ -58,7 +69,9 @@ class TrainStep {
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  /// The whole step: forward_backward(x, y), then update().
+  /// The whole step: forward_backward(x, y), then update(); under CUDA graphs
+  /// the graph of the inputs' shapes (the result's loss is then the graph's
+  /// output: valid until the next step or evaluation graph runs).
   // x: [B, Cin, *S], y: [B, Cout, *S]
   StepResult run(const at::Tensor& x, const at::Tensor& y);
 
@@ -66,13 +79,37 @@ class TrainStep {
   /// backward under the offload plan; with several ranks, wait for the
   /// gradient all-reduce. Returns the loss backward saw, detached. Throws what
   /// OffloadedStep throws (offload::BudgetError, c10::OutOfMemoryError).
+  /// Not under CUDA graphs (run() takes the step).
   at::Tensor forward_backward(const at::Tensor& x, const at::Tensor& y);
   /// The second half: fp16 unscales and checks the gradients; the optimizer
   /// steps unless a gradient is not finite; the scale is updated.
   StepResult update(const at::Tensor& loss);
 
-  /// Reduce the gradients over ranks from the next step on (null: this rank alone).
+  /// Reduce the gradients over ranks from the next step on (null: this rank
+  /// alone). Not under CUDA graphs.
   void set_gradient_sync(dist::GradientSync* sync);
+
+  /// From the next step on, run() takes each step as a CUDA graph, one per
+  /// input shape: the first `warmup` steps of a shape run eagerly on the
+  /// graphs' side stream, the next is captured and replayed. The optimizer
+  /// (fno::AdamW) takes its device step (the learning rate as the scheduler
+  /// last set it, written to the device before each step), fp16's scaler
+  /// unscale_on_device, and the gradients live in the graphs' memory pool.
+  /// A step whose memory timeline is recorded runs eagerly. A capture that
+  /// fails turns the graphs off (one line on stderr) and the step runs
+  /// eagerly. Throws std::invalid_argument, naming it, for what graphs cannot
+  /// take: a device that is not CUDA, an offload policy other than none, more
+  /// than one micro-batch, a gradient sync, an optimizer other than fno::AdamW
+  /// or one whose groups' step counts differ.
+  void enable_cuda_graphs(int64_t warmup = kGraphWarmup);
+  bool cuda_graphs() const { return graphs_ != nullptr; }
+  /// Whether run(x, y) replays a captured graph.
+  bool captured(const at::Tensor& x, const at::Tensor& y) const;
+  /// The graphs' memory pool and side stream (null without graphs), for
+  /// evaluation's graphs.
+  std::shared_ptr<GraphPool> graph_pool() const;
+  /// Eager steps of each shape before its capture.
+  static constexpr int64_t kGraphWarmup = 3;
 
   /// From the next step on, roll the model out `steps` times per step (x: [B,
   /// t_in, *S], y: [B, steps, *S]; the loss summed over the steps); 0: one
@@ -89,6 +126,14 @@ class TrainStep {
   dist::GradientSync* sync_ = nullptr;
   int64_t rollout_steps_ = 0;
   std::vector<at::Tensor> params_;  // the optimizer's, for the scaler
+  // Forward, loss (scaled in fp16) and backward, without zeroing the gradients.
+  at::Tensor loss_and_backward(const at::Tensor& x, const at::Tensor& y);
+  // The step a graph captures: {loss, and in fp16 the device's "taken" flag}.
+  std::vector<at::Tensor> graph_body(const std::vector<at::Tensor>& inputs);
+  // Back to eager steps, the optimizer's step counts to the host.
+  void disable_cuda_graphs();
+  AdamW* adamw_ = nullptr;  // the optimizer's device step, under graphs
+  std::unique_ptr<GraphedFunction> graphs_;
 };
 
 }  // namespace fno

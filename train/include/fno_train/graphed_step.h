@@ -1,0 +1,123 @@
+// CUDA graphs for the training step and evaluation (issue 28). On small grids
+// a step is bound by its kernel launches: a few hundred kernels of a few
+// microseconds each, launched one by one from the host. A CUDA graph records
+// them once and launches them all at once afterwards.
+//
+//   GraphedFunction f(body, warmup, pool);
+//   const auto out = f.run({x, y});  // one graph per shape of (x, y)
+//
+// run() copies its inputs into static buffers of their shapes and replays
+// that shape's graph; the first `warmup` calls of a shape run `body` eagerly
+// on the graphs' side stream (cuFFT plans, cuBLAS workspaces, lazily made
+// state), the next captures it there (LibTorch's at::cuda::CUDAGraph) and
+// replays. All graphs of a pool share one memory pool: their temporaries
+// overlap, so a graph's outputs hold until the next replay of any graph of
+// the pool. What a captured body must respect:
+//   - no host reads of tensor values (.item(), nonzero, a TORCH_CHECK on
+//     values), no synchronization, no host-to-device copies from pageable memory;
+//   - every tensor it reads outside its inputs (weights, optimizer state,
+//     cached grids and DFT matrices, normalizers) stays alive at the same
+//     address while the graph lives: update such state in place;
+//   - numbers that change between replays (the learning rate, the loss
+//     scale) live in device tensors; host numbers are frozen into the graph;
+//   - state it creates (moments, accumulators) is created in the eager runs
+//     before the capture, outside the graphs' memory pool.
+// Without CUDA (a CPU device, or a build without CUDA) nothing is captured:
+// decide_cuda_graphs() says so, and GraphedFunction refuses to be made.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fno {
+
+/// training.cuda_graphs and fno_bench --cuda-graphs.
+enum class CudaGraphs { kAuto, kOn, kOff };
+/// "auto", "on", "off".
+std::string to_string(CudaGraphs mode);
+/// "auto" | "on" | "off"; anything else throws std::invalid_argument naming it.
+CudaGraphs parse_cuda_graphs(const std::string& text);
+
+/// Whether this build can capture CUDA graphs (a CUDA LibTorch).
+bool cuda_graphs_built();
+
+/// What decides whether a run's steps are captured.
+struct GraphConditions {
+  CudaGraphs mode = CudaGraphs::kAuto;
+  /// The setting's name in messages: "training.cuda_graphs", "--cuda-graphs".
+  std::string key = "training.cuda_graphs";
+  c10::Device device{c10::kCPU};
+  /// The offload policy's text and the fixed policies' micro-batches.
+  std::string offload_policy = "none";
+  int64_t micro_batches = 1;
+  /// Ranks (torchrun).
+  int64_t world_size = 1;
+};
+
+struct GraphDecision {
+  /// Capture the steps.
+  bool use = false;
+  /// When not: the one line that says why, to be logged once; "" when no line
+  /// is due (off; auto on a CPU device or without a CUDA build).
+  std::string message;
+};
+
+/// auto captures where graphs work: a CUDA device, offload policy none with
+/// one micro-batch, one rank (the recurrent rollout included); otherwise the
+/// steps run eagerly, with one line when `on` was asked for, or when auto
+/// meets an offload policy or several ranks.
+GraphDecision decide_cuda_graphs(const GraphConditions& conditions);
+
+/// The memory pool and side stream the graphs of one run share.
+class GraphPool;
+
+/// A capture that failed (an operation a graph cannot hold); the caller may
+/// go on eagerly. Out of memory during a capture stays c10::OutOfMemoryError.
+class GraphCaptureError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A function of tensors, run as one CUDA graph per shape of its inputs (the
+/// header says how). CUDA only: the constructor throws std::invalid_argument
+/// on a build without CUDA or for a device that is not a CUDA device.
+class GraphedFunction {
+ public:
+  /// `body(inputs)` computes on the current stream and returns its outputs
+  /// (possibly none), tensors on the device. Its inputs are on `device`
+  /// (static buffers there); run() takes them from anywhere.
+  using Body = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>& inputs)>;
+  /// `warmup`: eager calls of each shape before its capture (at least 1).
+  /// `pool`: share another function's pool and side stream (null: a new one).
+  GraphedFunction(Body body, c10::Device device, int64_t warmup,
+                  std::shared_ptr<GraphPool> pool = nullptr);
+  ~GraphedFunction();
+  GraphedFunction(const GraphedFunction&) = delete;
+  GraphedFunction& operator=(const GraphedFunction&) = delete;
+
+  /// body(inputs): eagerly during the warm-up of their shapes, else by
+  /// copying them into the static inputs and replaying; the outputs of a
+  /// replay are the graph's static outputs, valid until the pool's next replay.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs);
+  /// body(inputs) eagerly on the side stream, outside the warm-up count (a
+  /// step whose memory timeline is recorded).
+  std::vector<at::Tensor> run_eager(const std::vector<at::Tensor>& inputs);
+  /// Whether run(inputs) replays a captured graph.
+  bool captured(const std::vector<at::Tensor>& inputs) const;
+  /// The graphs captured so far.
+  int64_t graphs() const;
+  std::shared_ptr<GraphPool> pool() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> p_;
+};
+
+}  // namespace fno

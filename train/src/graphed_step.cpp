@@ -1,0 +1,281 @@
+// CUDA graphs per input shape (fno_train/graphed_step.h). The CUDA parts
+// compile only with a CUDA LibTorch (FNO_CUDA_GRAPHS, set by train/CMakeLists.txt).
+#include <fno_train/graphed_step.h>
+
+#include <torch/torch.h>
+
+#ifdef FNO_CUDA_GRAPHS
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+namespace fno {
+
+std::string to_string(CudaGraphs mode) {
+  switch (mode) {
+    case CudaGraphs::kAuto:
+      return "auto";
+    case CudaGraphs::kOn:
+      return "on";
+    case CudaGraphs::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+CudaGraphs parse_cuda_graphs(const std::string& text) {
+  for (const auto mode : {CudaGraphs::kAuto, CudaGraphs::kOn, CudaGraphs::kOff}) {
+    if (to_string(mode) == text) return mode;
+  }
+  throw std::invalid_argument("unknown cuda_graphs setting '" + text +
+                              "' (expected auto, on or off)");
+}
+
+bool cuda_graphs_built() {
+#ifdef FNO_CUDA_GRAPHS
+  return true;
+#else
+  return false;
+#endif
+}
+
+GraphDecision decide_cuda_graphs(const GraphConditions& c) {
+  GraphDecision d;
+  if (c.mode == CudaGraphs::kOff) return d;
+  const bool on = c.mode == CudaGraphs::kOn;
+  const auto say = [&](const std::string& why) {
+    return c.key + " " + to_string(c.mode) + ": " + why + "; steps run eagerly";
+  };
+  if (!cuda_graphs_built()) {
+    if (on) d.message = say("this build has no CUDA");
+    return d;
+  }
+  if (!c.device.is_cuda()) {
+    if (on) d.message = say("the device is " + c.device.str() + " (graphs need a CUDA device)");
+    return d;
+  }
+  if (c.world_size > 1) {
+    d.message = say(std::to_string(c.world_size) +
+                    " ranks: each step's gradient all-reduce runs outside a graph");
+    return d;
+  }
+  if (c.offload_policy != "none") {
+    d.message = say("offload policy '" + c.offload_policy +
+                    "' moves and recomputes activations on the host's schedule");
+    return d;
+  }
+  if (c.micro_batches > 1) {
+    d.message = say(std::to_string(c.micro_batches) +
+                    " micro-batches per step (a graph takes the step in one piece)");
+    return d;
+  }
+  d.use = true;
+  return d;
+}
+
+#ifdef FNO_CUDA_GRAPHS
+
+class GraphPool {
+ public:
+  explicit GraphPool(c10::DeviceIndex device_index)
+      : device(device_index),
+        id(at::cuda::graph_pool_handle()),
+        stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_index)) {}
+  c10::DeviceIndex device;
+  at::cuda::MempoolId_t id;
+  // Warm-up runs and captures run here, as CUDA graphs must be captured off
+  // the default stream; replays run on the caller's current stream.
+  c10::cuda::CUDAStream stream;
+};
+
+namespace {
+
+// Shapes, dtypes and devices of the inputs, as one key.
+std::vector<int64_t> shape_key(const std::vector<at::Tensor>& inputs) {
+  std::vector<int64_t> key;
+  for (const auto& t : inputs) {
+    key.push_back(t.dim());
+    key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+    key.push_back(static_cast<int64_t>(t.scalar_type()));
+  }
+  return key;
+}
+
+}  // namespace
+
+struct GraphedFunction::Impl {
+  struct Entry {
+    int64_t eager_runs = 0;
+    std::unique_ptr<at::cuda::CUDAGraph> graph;
+    std::vector<at::Tensor> inputs;   // static, on the device
+    std::vector<at::Tensor> outputs;  // static, in the pool
+  };
+  Body body;
+  c10::Device device{c10::kCPU};
+  int64_t warmup = 1;
+  std::shared_ptr<GraphPool> pool;
+  std::map<std::vector<int64_t>, Entry> entries;
+  int64_t graphs = 0;
+
+  // The side stream waits for the current one, and the other way round after.
+  static void wait(const c10::cuda::CUDAStream& waiting, const c10::cuda::CUDAStream& on) {
+    at::cuda::CUDAEvent event;
+    event.record(on);
+    event.block(waiting);
+  }
+
+  std::vector<at::Tensor> eager(const std::vector<at::Tensor>& inputs) {
+    const c10::cuda::CUDAGuard device_guard(device);
+    const auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    std::vector<at::Tensor> on_device;
+    for (const auto& t : inputs) on_device.push_back(t.to(device, /*non_blocking=*/true));
+    wait(pool->stream, current);
+    std::vector<at::Tensor> out;
+    {
+      const c10::cuda::CUDAStreamGuard guard(pool->stream);
+      out = body(on_device);
+    }
+    wait(current, pool->stream);
+    // Made on the side stream, used on the current one: the allocator must
+    // not hand their memory to the side stream's next run before that use.
+    for (auto& t : out) {
+      if (t.defined() && t.is_cuda()) t.record_stream(current);
+    }
+    return out;
+  }
+
+  // The stream must leave capture mode after a failure; the graph is dropped.
+  static void end_failed_capture(at::cuda::CUDAGraph& graph, Entry& e) {
+    try {
+      graph.capture_end();
+    } catch (...) {
+    }
+    (void)cudaGetLastError();
+    e.outputs.clear();
+  }
+
+  void capture(Entry& e, const std::vector<at::Tensor>& inputs) {
+    const c10::cuda::CUDAGuard device_guard(device);
+    const auto current = c10::cuda::getCurrentCUDAStream(device.index());
+    // The static inputs, outside the pool (they live as long as the graph).
+    e.inputs.clear();
+    for (const auto& t : inputs) {
+      e.inputs.push_back(at::empty(t.sizes(), t.options().device(device)));
+      e.inputs.back().copy_(t, /*non_blocking=*/true);
+    }
+    wait(pool->stream, current);
+    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    {
+      const c10::cuda::CUDAStreamGuard guard(pool->stream);
+      // Thread-local: the checkpoint writer's thread may synchronize meanwhile.
+      graph->capture_begin(pool->id, cudaStreamCaptureModeThreadLocal);
+      std::string failure;
+      try {
+        e.outputs = body(e.inputs);
+      } catch (const c10::OutOfMemoryError&) {
+        end_failed_capture(*graph, e);
+        throw;
+      } catch (const std::exception& ex) {
+        failure = ex.what();
+      }
+      if (failure.empty()) {
+        try {
+          graph->capture_end();
+        } catch (const std::exception& ex) {
+          failure = ex.what();
+          (void)cudaGetLastError();
+        }
+      } else {
+        end_failed_capture(*graph, e);
+      }
+      if (!failure.empty()) {
+        e.outputs.clear();
+        throw GraphCaptureError("CUDA graph capture failed: " +
+                                failure.substr(0, failure.find('\n')));
+      }
+    }
+    wait(current, pool->stream);
+    e.graph = std::move(graph);
+    ++graphs;
+  }
+};
+
+GraphedFunction::GraphedFunction(Body body, c10::Device device, int64_t warmup,
+                                 std::shared_ptr<GraphPool> pool)
+    : p_(std::make_unique<Impl>()) {
+  if (!device.is_cuda()) {
+    throw std::invalid_argument("CUDA graphs need a CUDA device, got " + device.str());
+  }
+  if (device.index() < 0) device = c10::Device(c10::kCUDA, c10::cuda::current_device());
+  if (pool && pool->device != device.index()) {
+    throw std::invalid_argument("CUDA graphs: a pool of another device");
+  }
+  p_->body = std::move(body);
+  p_->device = device;
+  p_->warmup = std::max<int64_t>(1, warmup);
+  p_->pool = pool ? std::move(pool) : std::make_shared<GraphPool>(device.index());
+}
+
+GraphedFunction::~GraphedFunction() = default;
+
+std::vector<at::Tensor> GraphedFunction::run(const std::vector<at::Tensor>& inputs) {
+  auto& p = *p_;
+  auto& e = p.entries[shape_key(inputs)];
+  if (!e.graph) {
+    if (e.eager_runs < p.warmup) {
+      ++e.eager_runs;
+      return p.eager(inputs);
+    }
+    p.capture(e, inputs);
+  } else {
+    for (size_t i = 0; i < inputs.size(); ++i) e.inputs[i].copy_(inputs[i], /*non_blocking=*/true);
+  }
+  const c10::cuda::CUDAGuard device_guard(p.device);
+  e.graph->replay();
+  return e.outputs;
+}
+
+std::vector<at::Tensor> GraphedFunction::run_eager(const std::vector<at::Tensor>& inputs) {
+  return p_->eager(inputs);
+}
+
+bool GraphedFunction::captured(const std::vector<at::Tensor>& inputs) const {
+  const auto it = p_->entries.find(shape_key(inputs));
+  return it != p_->entries.end() && it->second.graph != nullptr;
+}
+
+int64_t GraphedFunction::graphs() const { return p_->graphs; }
+
+std::shared_ptr<GraphPool> GraphedFunction::pool() const { return p_->pool; }
+
+#else  // no CUDA: nothing is captured
+
+class GraphPool {};
+
+struct GraphedFunction::Impl {};
+
+GraphedFunction::GraphedFunction(Body, c10::Device, int64_t, std::shared_ptr<GraphPool>) {
+  throw std::invalid_argument("CUDA graphs: this build has no CUDA");
+}
+
+GraphedFunction::~GraphedFunction() = default;
+
+std::vector<at::Tensor> GraphedFunction::run(const std::vector<at::Tensor>&) { return {}; }
+
+std::vector<at::Tensor> GraphedFunction::run_eager(const std::vector<at::Tensor>&) { return {}; }
+
+bool GraphedFunction::captured(const std::vector<at::Tensor>&) const { return false; }
+
+int64_t GraphedFunction::graphs() const { return 0; }
+
+std::shared_ptr<GraphPool> GraphedFunction::pool() const { return nullptr; }
+
+#endif
+
+}  // namespace fno
