@@ -213,7 +213,8 @@ struct Runner {
     }
     row.samples_per_s = 1e3 * static_cast<double>(row.batch * row.world_size) / row.ms_per_step;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-    row.peak_allocated = stats.allocated_bytes[0].peak;
+    // (under CUDA graphs the replays allocate nothing: the captures' peak counts)
+    row.peak_allocated = std::max<int64_t>(stats.allocated_bytes[0].peak, train.graph_peak_bytes());
     row.peak_reserved = stats.reserved_bytes[0].peak;
     set_link_stats(row, sum, floor_ms, static_cast<double>(timed));
     row.plan = step.plan_text();

@@ -7,10 +7,12 @@
 #ifdef FNO_CUDA_GRAPHS
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -92,6 +94,8 @@ class GraphPool {
   // Warm-up runs and captures run here, as CUDA graphs must be captured off
   // the default stream; replays run on the caller's current stream.
   c10::cuda::CUDAStream stream;
+  // The allocator's peak of allocated bytes after the latest capture.
+  int64_t peak_bytes = 0;
 };
 
 namespace {
@@ -201,6 +205,13 @@ struct GraphedFunction::Impl {
       }
     }
     wait(current, pool->stream);
+    // The pool's memory was allocated in the capture (and is reused by every
+    // replay, which allocates nothing): the peak since the caller's last reset
+    // covers it and the warm-up runs before it.
+    pool->peak_bytes = std::max(
+        pool->peak_bytes,
+        static_cast<int64_t>(
+            c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak));
     e.graph = std::move(graph);
     ++graphs;
   }
@@ -252,6 +263,8 @@ bool GraphedFunction::captured(const std::vector<at::Tensor>& inputs) const {
 
 int64_t GraphedFunction::graphs() const { return p_->graphs; }
 
+int64_t GraphedFunction::peak_bytes() const { return p_->pool->peak_bytes; }
+
 std::shared_ptr<GraphPool> GraphedFunction::pool() const { return p_->pool; }
 
 #else  // no CUDA: nothing is captured
@@ -273,6 +286,8 @@ std::vector<at::Tensor> GraphedFunction::run_eager(const std::vector<at::Tensor>
 bool GraphedFunction::captured(const std::vector<at::Tensor>&) const { return false; }
 
 int64_t GraphedFunction::graphs() const { return 0; }
+
+int64_t GraphedFunction::peak_bytes() const { return 0; }
 
 std::shared_ptr<GraphPool> GraphedFunction::pool() const { return nullptr; }
 

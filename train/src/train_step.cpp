@@ -171,6 +171,8 @@ bool TrainStep::captured(const at::Tensor& x, const at::Tensor& y) const {
   return graphs_ && graphs_->captured({x, y});
 }
 
+int64_t TrainStep::graph_peak_bytes() const { return graphs_ ? graphs_->peak_bytes() : 0; }
+
 std::shared_ptr<GraphPool> TrainStep::graph_pool() const {
   return graphs_ ? graphs_->pool() : nullptr;
 }

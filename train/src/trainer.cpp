@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -1142,9 +1143,12 @@ void TrainingRun::end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_
   if (s_.device.is_cuda()) {
     // The offloader resets the allocator's peak at every step it runs: keep
     // the largest step peak too.
-    peak = std::max(
-        stats.step_peak,
-        c10::cuda::CUDACachingAllocator::getDeviceStats(s_.device.index()).allocated_bytes[0].peak);
+    // Under CUDA graphs the replays allocate nothing: the captures' peak counts.
+    peak = std::max({stats.step_peak, s_.train_step->graph_peak_bytes(),
+                     static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(
+                                              s_.device.index())
+                                              .allocated_bytes[0]
+                                              .peak)});
   }
   if (s_.group) peak = s_.group->all_reduce_max(peak);  // the largest of any rank's GPU
   log_epoch(epoch, stats, metrics, seconds, peak);

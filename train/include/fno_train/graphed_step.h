@@ -113,6 +113,10 @@ class GraphedFunction {
   bool captured(const std::vector<at::Tensor>& inputs) const;
   /// The graphs captured so far.
   int64_t graphs() const;
+  /// The GPU memory the pool's graphs need: the allocator's peak of
+  /// allocated bytes read after each capture of the pool (a replay allocates
+  /// nothing, so the peak the allocator reports over replays leaves it out).
+  int64_t peak_bytes() const;
   std::shared_ptr<GraphPool> pool() const;
 
  private:

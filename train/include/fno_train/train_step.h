@@ -108,6 +108,9 @@ class TrainStep {
   /// The graphs' memory pool and side stream (null without graphs), for
   /// evaluation's graphs.
   std::shared_ptr<GraphPool> graph_pool() const;
+  /// The peak GPU memory of the graphs' captures (GraphedFunction::peak_bytes;
+  /// 0 without graphs): a peak measured over replays alone leaves it out.
+  int64_t graph_peak_bytes() const;
   /// Eager steps of each shape before its capture.
   static constexpr int64_t kGraphWarmup = 3;
 
