@@ -91,8 +91,10 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(fno::parse_cuda_graphs("yes"),
                        "unknown cuda_graphs setting 'yes' (expected auto, on or off)",
                        std::invalid_argument);
-  // The resolved config names it, and reads back.
+  // The resolved config names it, quoted (YAML 1.1 readers such as PyYAML take a plain
+  // off for false), and reads back.
   const auto cfg = fno::parse_config(kValid + "  cuda_graphs: off\n", "cfg.yaml");
+  CHECK(cfg.resolved_yaml.find("cuda_graphs: \"off\"\n") != std::string::npos);
   CHECK(fno::parse_config(cfg.resolved_yaml, "resolved.yaml").training.cuda_graphs ==
         fno::CudaGraphs::kOff);
 }

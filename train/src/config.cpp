@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace fno {
@@ -493,6 +494,19 @@ YAML::Node resolve_tests(const Entry& e, const Located& v, const std::string& or
   return out;
 }
 
+// Whether a plain scalar `text` reads as a bool in YAML 1.1 (yaml-cpp quotes
+// the null words itself).
+bool reads_as_bool(const std::string& text) {
+  static const std::set<std::string> kWords{
+      "y",    "Y",    "yes",   "Yes",   "YES",   "n",  "N",  "no", "No",  "NO",  "true",
+      "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF"};
+  return kWords.count(text) > 0;
+}
+
+// The tag resolve_entry puts on such a string; the resolved YAML writes it
+// double-quoted instead.
+const char* const kStrTag = "tag:yaml.org,2002:str";
+
 // One key's value, checked against its entry, as the resolved YAML holds it.
 YAML::Node resolve_entry(const Entry& e, const Located& v, const std::string& origin,
                          const std::string& base_dir) {
@@ -517,6 +531,9 @@ YAML::Node resolve_entry(const Entry& e, const Located& v, const std::string& or
     case Kind::kString:
       out = to_string(e, v.node, v.where, key);
       if (key == "data.train_file") out = resolve(base_dir, out.as<std::string>());
+      // YAML 1.1 readers (PyYAML) take a plain on/off/yes/no as a bool: such a
+      // string is written quoted, "off".
+      if (reads_as_bool(out.as<std::string>())) out.SetTag(kStrTag);
       break;
     case Kind::kIntList:
       list(to_int);
@@ -774,7 +791,17 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   check_navier_stokes(r, cfg);
   YAML::Emitter emitter;
   emitter << r.yaml;
-  cfg.resolved_yaml = std::string(emitter.c_str()) + "\n";
+  // yaml-cpp writes a tagged scalar as `!<tag> off`: the strings resolve_entry
+  // tagged (plain words) go out double-quoted instead.
+  std::string text = emitter.c_str();
+  const std::string tagged = std::string("!<") + kStrTag + "> ";
+  for (size_t at = text.find(tagged); at != std::string::npos; at = text.find(tagged, at)) {
+    const size_t word = at + tagged.size();
+    const size_t end = text.find_first_of(" \n,]}", word);
+    const size_t len = (end == std::string::npos ? text.size() : end) - word;
+    text.replace(at, tagged.size() + len, "\"" + text.substr(word, len) + "\"");
+  }
+  cfg.resolved_yaml = text + "\n";
   return cfg;
 }
 
