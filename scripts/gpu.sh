@@ -56,7 +56,7 @@
 #   nsgpu        Navier-Stokes on CUDA: smoke data and both training modes; the paper's
 #                protocol (nu 1e-3, T 50) for 16 samples, timed
 #   nsdata       the FNO paper's nu 1e-3 set (T 50, 256^2 -> 64^2, 1200 samples, 200 for testing,
-#                seed 0) by fno_datagen --resume, stopped by SIGTERM at NSDATA_DEADLINE (560) s
+#                seed 0, float32) by fno_datagen --resume, stopped by SIGTERM at NSDATA_DEADLINE (560) s
 #                after this script started; the kept batches stay in NSDATA_DIR (/tmp/fno-nsdata)
 #                for the next call on the same warm machine only (docs/data.md: nothing larger
 #                than 64 MiB travels, so a fresh machine starts again)
@@ -731,9 +731,10 @@ run_suite() {
         "$(($(date +%s) - t0)) s; $(tail -1 "$d/datagen_protocol.log" | cut -c1-150)"
       ;;
     nsdata)
-      # issue 27: the paper's nu 1e-3 set, resumable within one warm machine. fno_datagen
-      # --resume keeps each finished batch (NSDATA_BATCH samples, default 16: about 130 s on
-      # an H100) in $dir/ns_v1e-3_T50.h5.partial/; timeout's SIGTERM at the deadline abandons
+      # issue 27: the paper's nu 1e-3 set, resumable within one warm machine, solved in
+      # float32 as the paper's ns_2d.py (NSDATA_PRECISION). fno_datagen --resume keeps each
+      # finished batch (NSDATA_BATCH samples, default 64: about 150 s on an H100 in float32,
+      # 2.3-2.4 s a sample) in $dir/ns_v1e-3_T50.h5.partial/; timeout's SIGTERM at the deadline abandons
       # the batch in flight (exit 143) and the next call goes on after the kept ones. The
       # machine's disk lasts only while it stays warm (30 s after a call, 30 min held at most),
       # and ~1 GB cannot travel either way (64 MiB a call), so the set completes only if a
@@ -756,7 +757,8 @@ run_suite() {
         t=$(date +%s)
         timeout -s TERM -k 60 "$left" "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 \
           --t-final 50 --resolution 256 --subsample 4 --samples 1200 --test-samples 200 --seed 0 \
-          --device cuda --batch "${NSDATA_BATCH:-16}" --progress plain --resume --out "$data" \
+          --device cuda --precision "${NSDATA_PRECISION:-float32}" --batch "${NSDATA_BATCH:-64}" \
+          --progress plain --resume --out "$data" \
           > "$d/datagen.out" 2>> "$d/datagen.log"
         rc=$?
         local after secs
