@@ -140,6 +140,27 @@ memcheck_fused() {
   say "memcheck (fused): exit $? ($(grep -E 'ERROR SUMMARY' "$out/memcheck_fused.log" | tail -1))"
 }
 
+# Issue 28's rows: fno_bench none at 64^2, 128^2, 256^2 (batch 32, fp32 and bf16, 30 steps)
+# into DIR/NAME.{json,csv,log}; more fno_bench arguments after NAME.
+small_bench() {
+  local dir=$1 name=$2
+  shift 2
+  mkdir -p "$dir"
+  timeout 200 "$bench" --resolutions 64 128 256 --batches 32 --policies none \
+    --precision fp32 bf16 --warmup 5 --steps 30 "$@" --json "$dir/$name.json" \
+    --csv "$dir/$name.csv" > /dev/null 2> "$dir/$name.log"
+}
+# The seed main command (fno_train --config configs/darcy.yaml) into run directory RUN, its
+# log RUN.log, more fno_train arguments after RUN; says its whole-process wall time.
+seed_run() {
+  local run=$1 t1 rc
+  shift
+  t1=$(date +%s%N)
+  timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml --out "$run" "$@" > "$run.log" 2>&1
+  rc=$?
+  echo "exit $rc in $((($(date +%s%N) - t1) / 1000000)) ms"
+}
+
 # One fno_bench run of issue 26's: name, then fno_bench arguments; its JSON,
 # CSV and log go to $out/ooc/.
 ooc_row() {
@@ -794,17 +815,10 @@ run_suite() {
     small)
       # issue 28's rows: fno_bench none at 64^2, 128^2, 256^2 (batch 32, fp32 and bf16, 30
       # steps), and the seed main command's whole-process wall time (fno_train, configs/darcy.yaml)
-      mkdir -p "$out/small"
-      timeout 200 "$bench" --resolutions 64 128 256 --batches 32 --policies none \
-        --precision fp32 bf16 --warmup 5 --steps 30 --json "$out/small/small.json" \
-        --csv "$out/small/small.csv" > /dev/null 2> "$out/small/small.log"
+      small_bench "$out/small" small
       say "small: exit $?"
       grep -h '^fno_bench: ' "$out/small/small.log" | cut -c1-200 | tee -a "$summary"
-      local t1
-      t1=$(date +%s%N)
-      timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml --out "$out/small/seed" \
-        > "$out/small/seed.log" 2>&1
-      say "seed main command: exit $? in $((($(date +%s%N) - t1) / 1000000)) ms"
+      say "seed main command: $(seed_run "$out/small/seed")"
       tail -2 "$out/small/seed.log" | cut -c1-300 | tee -a "$summary"
       ;;
     moonshot)
@@ -892,19 +906,13 @@ run_suite() {
       grep -h -A1 'MESSAGE' "$out/graphs/gpu_tests.log" | grep -v '^--\|MESSAGE' | cut -c1-250 |
         tee -a "$summary"
       for g in off on; do
-        timeout 200 "$bench" --resolutions 64 128 256 --batches 32 --policies none \
-          --precision fp32 bf16 --warmup 5 --steps 30 --cuda-graphs $g \
-          --json "$out/graphs/bench_$g.json" --csv "$out/graphs/bench_$g.csv" > /dev/null \
-          2> "$out/graphs/bench_$g.log"
+        small_bench "$out/graphs" "bench_$g" --cuda-graphs $g
         say "bench --cuda-graphs $g: exit $?"
         grep -h '^fno_bench: ' "$out/graphs/bench_$g.log" | cut -c1-110 | tee -a "$summary"
       done
       for g in off on; do
-        local t1
-        t1=$(date +%s%N)
-        timeout 120 "$build/apps/fno_train" --config configs/darcy.yaml \
-          --out "$out/graphs/seed_$g" --set training.cuda_graphs=$g > "$out/graphs/seed_$g.log" 2>&1
-        say "seed main command, cuda_graphs $g: exit $? in $((($(date +%s%N) - t1) / 1000000)) ms;" \
+        say "seed main command, cuda_graphs $g: $(seed_run "$out/graphs/seed_$g" \
+          --set training.cuda_graphs=$g);" \
           "$(grep -o '"metrics": {[^}]*}' "$out/graphs/seed_$g/summary.json")"
         grep -o '"seconds": [0-9.e+-]*' "$out/graphs/seed_$g/metrics.jsonl" | awk '{print $2}' |
           tr '\n' ' ' | tee -a "$summary"
