@@ -14,6 +14,7 @@
 #include <fno_train/train_step.h>
 #include <fno_train/trainer.h>
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
@@ -377,4 +378,56 @@ TEST_CASE("GPU graphs: a run that cannot take graphs says why once and trains ea
     CHECK(count_of(said, "cuda_graphs") == 1);
     CHECK(trainer.describe().find("CUDA graphs") == std::string::npos);
   }
+}
+
+TEST_CASE("GPU graphs: a shape over the capture limit runs eagerly, said once, same numbers") {
+  // A limit no step meets: each shape stays eager after its timed warm-up.
+  Run limited(small_model(), fno::Precision::kFP32, /*graphs=*/false);
+  limited.train->enable_cuda_graphs(fno::TrainStep::kGraphWarmup, /*capture_limit_ms=*/1e-6);
+  Run eager(small_model(), fno::Precision::kFP32, /*graphs=*/false, 0, /*device_step=*/true);
+  const auto batches = epoch_batches();
+  const auto dir = out_path("gpu_graphs_limit");
+  StderrCapture capture(dir + ".stderr");
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (const auto& b : batches) {
+      const auto rl = limited.train->run(b.x, b.y);
+      const auto re = eager.train->run(b.x, b.y);
+      CHECK(rel_diff(rl.loss.item<double>(), re.loss.item<double>()) <= 1e-6);
+    }
+    limited.schedule->step();
+    eager.schedule->step();
+  }
+  for (const auto& b : batches) CHECK_FALSE(limited.train->captured(b.x, b.y));
+  const auto said = capture.text();
+  INFO("stderr: ", said);
+  // One line for the full batches' shape, once (the partial batch's shape,
+  // two steps, is still warming up).
+  CHECK(count_of(said, "CUDA graphs (auto): a step of inputs [8, 1, 32, 32]") == 1);
+  CHECK(count_of(said, "it runs eagerly") == 1);
+  CHECK(limited.param_err(eager) <= 1e-6);
+}
+
+TEST_CASE("GPU graphs: a capture takes the memory the eager warm-ups cached") {
+  // The graphs' pool reuses what the warm-ups' freed blocks held: reserved
+  // memory after capture stays near one step's, not two.
+  const auto x = torch::randn({32, 1, 128, 128}, torch::kCUDA);
+  const auto y = torch::randn({32, 1, 128, 128}, torch::kCUDA);
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  int64_t eager_reserved = 0;
+  {
+    Run eager(small_model(), fno::Precision::kFP32, /*graphs=*/false, 0, /*device_step=*/true);
+    for (int i = 0; i < 4; ++i) eager.train->run(x, y);
+    torch::cuda::synchronize();
+    eager_reserved = c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].current;
+  }
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  Run graphed(small_model(), fno::Precision::kFP32, /*graphs=*/true);
+  for (int i = 0; i < 6; ++i) graphed.train->run(x, y);
+  torch::cuda::synchronize();
+  CHECK(graphed.train->captured(x, y));
+  const auto graphed_reserved =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].current;
+  MESSAGE("reserved after 4 eager steps ", eager_reserved >> 20, " MiB; after capture ",
+          graphed_reserved >> 20, " MiB");
+  CHECK(static_cast<double>(graphed_reserved) <= 1.3 * static_cast<double>(eager_reserved));
 }

@@ -266,3 +266,45 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("channel_mlp2_backward gives the MLP's gradients without its forward, biases or none") {
+  for (const bool gelu : {false, true}) {
+    for (const bool bias : {true, false}) {
+      INFO("gelu ", gelu, ", bias ", bias);
+      torch::manual_seed(3);
+      // x: [B, C, H, W], as a tile of a 2D grid
+      const auto x = torch::randn({2, 3, 5, 7}, torch::requires_grad());
+      const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
+      const auto b1 = bias ? torch::randn({6}, torch::requires_grad()) : torch::Tensor();
+      const auto w2 = torch::randn({4, 6, 1}, torch::requires_grad());
+      const auto b2 = bias ? torch::randn({4}, torch::requires_grad()) : torch::Tensor();
+      const auto gy = torch::randn({2, 4, 5, 7});
+      // The reference: the MLP through autograd.
+      const auto a = gelu ? torch::gelu(x) : x;
+      auto h = torch::einsum("oi,bihw->bohw", {w1.squeeze(-1), a});
+      if (bias) h = h + b1.view({1, -1, 1, 1});
+      auto y = torch::einsum("oi,bihw->bohw", {w2.squeeze(-1), torch::gelu(h)});
+      if (bias) y = y + b2.view({1, -1, 1, 1});
+      (y * gy).sum().backward();
+      const auto g = fno::channel_mlp2_backward(x.detach(), gy, w1, b1, w2, b2, gelu, true);
+      CHECK(g.dx.sizes() == x.sizes());
+      CHECK(fno::test::rel_err(g.dx, x.grad()) <= 1e-5);
+      CHECK(g.w1.sizes() == w1.sizes());
+      CHECK(fno::test::rel_err(g.w1, w1.grad()) <= 1e-5);
+      CHECK(fno::test::rel_err(g.w2, w2.grad()) <= 1e-5);
+      CHECK(g.b1.defined() == bias);
+      CHECK(g.b2.defined() == bias);
+      if (bias) {
+        CHECK(fno::test::rel_err(g.b1, b1.grad()) <= 1e-5);
+        CHECK(fno::test::rel_err(g.b2, b2.grad()) <= 1e-5);
+      }
+      CHECK_FALSE(g.w1.requires_grad());
+      CHECK_FALSE(
+          fno::channel_mlp2_backward(x.detach(), gy, w1, b1, w2, b2, gelu, false).dx.defined());
+      // A gradient that does not fit is one clear error.
+      CHECK_THROWS_WITH_AS(
+          fno::channel_mlp2_backward(x.detach(), gy.narrow(1, 0, 3), w1, b1, w2, b2, gelu, true),
+          doctest::Contains("does not fit"), c10::Error);
+    }
+  }
+}

@@ -341,6 +341,33 @@ torch::Tensor mlp2_hidden_grad_fused(const torch::Tensor& x, const torch::Tensor
   return dh;
 }
 
+// channel_mlp2's backward on [B, C, N] from x and gy (contiguous): x's
+// gradient when need_gx, and the weights' (fp32, the flattened weights' shapes).
+std::pair<torch::Tensor, MLP2Grads> mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
+                                                  const torch::Tensor& w1, const torch::Tensor& b1,
+                                                  const torch::Tensor& w2, const torch::Tensor& b2,
+                                                  bool gelu_input, bool need_gx) {
+  MLP2Grads g(w1, b1, w2, b2);  // fp32, as the master weights
+  const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x);
+  torch::Tensor gx;
+  if (need_gx) gx = torch::empty_like(x);
+  // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
+  const bool fused =
+      gy.scalar_type() == x.scalar_type() && detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
+  over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
+    const auto xs = sl.of(x);
+    const auto as = gelu_input ? torch::gelu(xs) : xs;
+    const auto dh = fused ? mlp2_hidden_grad_fused(xs, as, sl.of(gy), w1, b1, w2, gelu_input, g)
+                          : mlp2_hidden_grad(as, sl.of(gy), w1c, b1c, w2c, g);
+    if (gx.defined()) {
+      auto gxs = sl.of(gx);
+      lin_t_into(gxs, w1c, dh);
+      if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
+    }
+  });
+  return {gx, g};
+}
+
 // channel_mlp2 on [B, C, N]: stores x; backward recomputes h = W1 act(x) + b1.
 class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
  public:
@@ -369,26 +396,8 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &w1 = saved[1], &b1 = saved[2], &w2 = saved[3], &b2 = saved[4];
-    const bool gelu_input = ctx->saved_data["gelu"].toBool();
-    const auto gy = grads[0].contiguous();
-    MLP2Grads g(w1, b1, w2, b2);  // fp32, as the master weights
-    const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x);
-    torch::Tensor gx;
-    if (ctx->needs_input_grad(0)) gx = torch::empty_like(x);
-    // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
-    const bool fused =
-        gy.scalar_type() == x.scalar_type() && detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
-    over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
-      const auto xs = sl.of(x);
-      const auto as = gelu_input ? torch::gelu(xs) : xs;
-      const auto dh = fused ? mlp2_hidden_grad_fused(xs, as, sl.of(gy), w1, b1, w2, gelu_input, g)
-                            : mlp2_hidden_grad(as, sl.of(gy), w1c, b1c, w2c, g);
-      if (gx.defined()) {
-        auto gxs = sl.of(gx);
-        lin_t_into(gxs, w1c, dh);
-        if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
-      }
-    });
+    auto [gx, g] = mlp2_backward(x, grads[0].contiguous(), w1, b1, w2, b2,
+                                 ctx->saved_data["gelu"].toBool(), ctx->needs_input_grad(0));
     return {gx, g.gw1, g.gb1, g.gw2, g.gb2, torch::Tensor()};
   }
 };
@@ -488,6 +497,28 @@ torch::Tensor channel_mlp2(const torch::Tensor& x, const torch::Tensor& w1, cons
   return ChannelMLP2Fn::apply(x.flatten(2).contiguous(), flat_weight(w1), flat_or_none(b1),
                               flat_weight(w2), flat_or_none(b2), gelu_input)
       .view(out_shape);
+}
+
+ChannelMLP2Grads channel_mlp2_backward(const torch::Tensor& x, const torch::Tensor& dy,
+                                       const torch::Tensor& w1, const torch::Tensor& b1,
+                                       const torch::Tensor& w2, const torch::Tensor& b2,
+                                       bool gelu_input, bool need_dx) {
+  TORCH_CHECK(x.dim() >= 3 && w1.size(1) == x.size(1) && w2.size(1) == w1.size(0),
+              "channel_mlp2_backward: weights ", w1.sizes(), " and ", w2.sizes(),
+              " do not fit input ", x.sizes());
+  TORCH_CHECK(dy.dim() == x.dim() && dy.size(0) == x.size(0) && dy.size(1) == w2.size(0) &&
+                  dy.sizes().slice(2) == x.sizes().slice(2) && dy.scalar_type() == x.scalar_type(),
+              "channel_mlp2_backward: the gradient ", dy.sizes(), " (", dy.scalar_type(),
+              ") does not fit the output of input ", x.sizes(), " (", x.scalar_type(), ")");
+  torch::NoGradGuard no_grad;
+  auto [gx, g] =
+      mlp2_backward(x.flatten(2).contiguous(), dy.flatten(2).contiguous(), flat_weight(w1),
+                    flat_or_none(b1), flat_weight(w2), flat_or_none(b2), gelu_input, need_dx);
+  const auto as = [](const torch::Tensor& grad, const torch::Tensor& param) {
+    return grad.defined() ? grad.view(param.sizes()) : grad;
+  };
+  return {gx.defined() ? gx.view(x.sizes()) : gx, as(g.gw1, w1), as(g.gb1, b1), as(g.gw2, w2),
+          as(g.gb2, b2)};
 }
 
 torch::Tensor block_tail(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& s,

@@ -133,6 +133,39 @@ class DeviceTiles final : public TileStore {
   std::vector<at::Tensor> tiles_;
 };
 
+// A two-layer channel MLP's {w1, b1, w2, b2} (a bias may be undefined), or
+// nothing for another depth.
+std::vector<at::Tensor> mlp2_params(ChannelMLP mlp) {
+  if (mlp->fcs->size() != 2) return {};
+  const auto& l0 = *mlp->fcs[0]->as<PointwiseLinear>();
+  const auto& l1 = *mlp->fcs[1]->as<PointwiseLinear>();
+  return {l0.weight, l0.bias, l1.weight, l1.bias};
+}
+
+// Adds a channel MLP's weight gradients into `sums` (mlp2_params' order).
+void add_mlp2_grads(std::vector<at::Tensor>& sums, const ChannelMLP2Grads& g) {
+  sums.resize(4);
+  const at::Tensor* grads[4] = {&g.w1, &g.b1, &g.w2, &g.b2};
+  for (size_t i = 0; i < 4; ++i) {
+    if (!grads[i]->defined()) continue;
+    sums[i] = sums[i].defined() ? sums[i].add_(*grads[i]) : *grads[i];
+  }
+}
+
+// The parameters' gradients, summed over a sweep's tiles, through autograd
+// once (their accumulation and gradient hooks, as a whole-grid backward's).
+void backward_params(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& sums) {
+  std::vector<at::Tensor> ps, gs;
+  for (size_t i = 0; i < params.size() && i < sums.size(); ++i) {
+    if (params[i].defined() && sums[i].defined()) {
+      ps.push_back(params[i]);
+      gs.push_back(sums[i]);
+    }
+  }
+  torch::AutoGradMode grad_mode(true);
+  if (!ps.empty()) torch::autograd::backward(ps, gs);
+}
+
 std::vector<int64_t> all_tiles(int64_t count) {
   std::vector<int64_t> order(static_cast<size_t>(count));
   for (int64_t t = 0; t < count; ++t) order[static_cast<size_t>(t)] = t;
@@ -160,7 +193,10 @@ struct TiledStep::Impl {
   // writes the other).
   std::unique_ptr<TileStore> gradients[2];
   std::vector<at::Tensor> latest;  // keep_latest: the input just made
-  std::vector<at::Tensor> coords;  // grid coordinates per spatial dim (1-d)
+  // Grid coordinates per spatial dim (1-d), kept across steps of one grid,
+  // device and type: making them copies from the host, which waits for the GPU.
+  std::vector<at::Tensor> coords;
+  std::vector<int64_t> coords_grid;
 
   int64_t r0(int64_t t) const { return t * plan.tile_rows; }
   int64_t rows(int64_t t) const { return std::min(plan.tile_rows, spatial[0] - r0(t)); }
@@ -170,7 +206,11 @@ struct TiledStep::Impl {
 
   void setup(const at::Tensor& x);
   std::unique_ptr<TileStore> make_store(TilePlace place, const std::string& name) const;
-  at::Tensor lift(const at::Tensor& x, int64_t t);
+  at::Tensor lift_input(const at::Tensor& x, int64_t t);
+  at::Tensor lift(const at::Tensor& x, int64_t t) {
+    return model->lifting->forward(lift_input(x, t));
+  }
+  void lifting_backward(const at::Tensor& x, TileStore& g_read, const at::Tensor& d_next);
   // Block j on a tile, given its input a and its spectral output s.
   struct TailWeights;
   TailWeights weights(int64_t j);
@@ -240,8 +280,11 @@ void TiledStep::Impl::setup(const at::Tensor& x) {
     if (plan.gradient == TilePlace::kHost) gradients[1] = make_store(plan.gradient, "gradient'");
   }
   latest.clear();
-  coords.clear();
-  if (model->positional_embedding) {
+  const bool same_coords = !coords.empty() && coords_grid == spatial &&
+                           coords[0].device() == x.device() && coords[0].scalar_type() == dtype;
+  if (model->positional_embedding && !same_coords) {
+    coords.clear();
+    coords_grid = spatial;
     // linspace(0, 1, res + 1)[:-1] in float32 on the CPU, as GridEmbedding makes them.
     for (const auto s : spatial) {
       coords.push_back(
@@ -265,9 +308,9 @@ std::unique_ptr<TileStore> TiledStep::Impl::make_store(TilePlace place,
   return nullptr;
 }
 
-// The lifting of tile t: its grid coordinates appended, then the lifting MLP.
-// x: [B, Cin, *S] -> [B, hidden, rows, *S']
-at::Tensor TiledStep::Impl::lift(const at::Tensor& x, int64_t t) {
+// The lifting's input on tile t: its rows of x, the grid coordinates appended.
+// x: [B, Cin, *S] -> [B, Cin + d, rows, *S']
+at::Tensor TiledStep::Impl::lift_input(const at::Tensor& x, int64_t t) {
   auto xt = rows_of(x, t);
   if (xt.scalar_type() != dtype) xt = xt.to(dtype);
   if (!coords.empty()) {
@@ -283,7 +326,7 @@ at::Tensor TiledStep::Impl::lift(const at::Tensor& x, int64_t t) {
     }
     xt = torch::cat(parts, 1);
   }
-  return model->lifting->forward(xt);
+  return xt;
 }
 
 // Block j's pointwise tail parameters, flattened as the fused kernels take them.
@@ -533,6 +576,7 @@ at::Tensor TiledStep::Impl::mix_backward(int64_t j, const at::Tensor& dy) {
 // synthesis' adjoint), the weights' into their .grad.
 void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_out) {
   torch::NoGradGuard no_grad;
+  const auto projection = mlp2_params(model->projection);
   TileStore* g_read = gradients[0].get();
   TileStore* g_write = gradients[1].get();  // null on the device: in place
   at::Tensor d_next;  // the gradient of the next block's spectrum (before mixing)
@@ -543,12 +587,23 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
     if (!last) g_read->expect(all_tiles(count));
     auto& g_out = g_write != nullptr ? *g_write : *g_read;
     std::vector<at::Tensor> sums(6);  // the tail's weight gradients over the tiles
-    at::Tensor dy;                    // the mixed spectrum's gradient
+    std::vector<at::Tensor> projection_sums;  // the projection's (last: two-layer MLP)
+    at::Tensor dy;                            // the mixed spectrum's gradient
     for (int64_t t = 0; t < count; ++t) {
       auto a = input(x, j, t);
       auto s = spectral(j, Y[static_cast<size_t>(j)], t);
       at::Tensor g;
-      if (last) {
+      if (last && !projection.empty()) {
+        // The projection's backward from z remade (its forward is not needed:
+        // the backward remakes its hidden layer from z).
+        const auto z = tail_next(j, a, s);
+        auto dz = rows_of(d_out, t);
+        if (dz.scalar_type() != z.scalar_type()) dz = dz.to(z.scalar_type());
+        auto r = channel_mlp2_backward(z, dz, projection[0], projection[1], projection[2],
+                                       projection[3], /*gelu_input=*/false, /*need_dx=*/true);
+        g = std::move(r.dx);
+        add_mlp2_grads(projection_sums, r);
+      } else if (last) {
         // The projection with gradients, from z remade.
         torch::AutoGradMode grad_mode(true);
         const auto z = tail_next(j, a, s).requires_grad_(true);
@@ -573,11 +628,8 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
       if (t == std::max<int64_t>(count - 3, 0) && expect_next_inputs_early(j)) announced = j - 1;
     }
     // The tail's weights, once per sweep, through autograd (gradient hooks fire).
-    const auto params = weights(j).params;
-    {
-      torch::AutoGradMode grad_mode(true);
-      torch::autograd::backward(params, sums);
-    }
+    backward_params(weights(j).params, sums);
+    if (last) backward_params(projection, projection_sums);
     if (stores[static_cast<size_t>(j)]) stores[static_cast<size_t>(j)]->clear();
     latest.clear();  // (the last block's input, held from forward: read)
     {
@@ -586,14 +638,31 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
     }
     if (g_write != nullptr) std::swap(g_read, g_write);
   }
-  // The lifting: its output's gradient is block 0's input's.
-  g_read->expect(all_tiles(count));
-  torch::AutoGradMode grad_mode(true);
+  lifting_backward(x, *g_read, d_next);
+}
+
+// The lifting's sweep in backward: its output's gradient is block 0's input's
+// (the tail part in `g_read`, the spectral part from d_next, block 0's
+// spectrum's gradient). A two-layer lifting MLP's backward runs from the tile's
+// input alone (it remakes its hidden layer), without its forward.
+void TiledStep::Impl::lifting_backward(const at::Tensor& x, TileStore& g_read,
+                                       const at::Tensor& d_next) {
+  g_read.expect(all_tiles(count));
+  const auto params = mlp2_params(model->lifting);
+  std::vector<at::Tensor> sums;
   for (int64_t t = 0; t < count; ++t) {
-    auto g = g_read->get(t);
+    auto g = g_read.get(t);
     detail::analysis_tile_adjoint_add(modes[0], d_next, r0(t), g);
-    torch::autograd::backward({lift(x, t)}, {g});
+    if (params.empty()) {
+      torch::AutoGradMode grad_mode(true);
+      torch::autograd::backward({lift(x, t)}, {g});
+      continue;
+    }
+    add_mlp2_grads(sums, channel_mlp2_backward(lift_input(x, t), g, params[0], params[1], params[2],
+                                               params[3], /*gelu_input=*/false,
+                                               /*need_dx=*/false));
   }
+  backward_params(params, sums);
 }
 
 void TiledStep::Impl::finish_step() {

@@ -234,7 +234,8 @@ struct Runner {
     auto decision = decide_cuda_graphs(gc);
     if (decision.use) {
       try {
-        train.enable_cuda_graphs();
+        train.enable_cuda_graphs(TrainStep::kGraphWarmup,
+                                 o.cuda_graphs == CudaGraphs::kAuto ? kAutoGraphLimitMs : 0);
       } catch (const std::invalid_argument& e) {
         decision.use = false;
         decision.message =

@@ -13,7 +13,10 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
+#include <iomanip>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -116,6 +119,7 @@ std::vector<int64_t> shape_key(const std::vector<at::Tensor>& inputs) {
 struct GraphedFunction::Impl {
   struct Entry {
     int64_t eager_runs = 0;
+    bool eager_only = false;  // never captured (over the limit, or out of memory)
     std::unique_ptr<at::cuda::CUDAGraph> graph;
     std::vector<at::Tensor> inputs;   // static, on the device
     std::vector<at::Tensor> outputs;  // static, in the pool
@@ -126,6 +130,36 @@ struct GraphedFunction::Impl {
   std::shared_ptr<GraphPool> pool;
   std::map<std::vector<int64_t>, Entry> entries;
   int64_t graphs = 0;
+  double limit_ms = 0;
+  std::string note;
+
+  static std::string shape_text(const std::vector<at::Tensor>& inputs) {
+    std::ostringstream o;
+    for (size_t i = 0; i < inputs.size(); ++i) o << (i ? ", " : "") << inputs[i].sizes();
+    return o.str();
+  }
+
+  // The last warm-up run, timed (the GPU synchronized around it): over the
+  // limit, its shape stays eager.
+  std::vector<at::Tensor> timed_eager(Entry& e, const std::vector<at::Tensor>& inputs) {
+    c10::cuda::device_synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = eager(inputs);
+    c10::cuda::device_synchronize();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ms > limit_ms) {
+      e.eager_only = true;
+      std::ostringstream o;
+      o << "CUDA graphs (auto): a step of inputs " << shape_text(inputs) << " takes " << std::fixed
+        << std::setprecision(1) << ms << " ms (over " << limit_ms
+        << " ms: bound by its kernels, not their launches); it runs eagerly";
+      add_note(o.str());
+    }
+    return out;
+  }
+
+  void add_note(const std::string& line) { note += (note.empty() ? "" : "\n") + line; }
 
   // The side stream waits for the current one, and the other way round after.
   static void wait(const c10::cuda::CUDAStream& waiting, const c10::cuda::CUDAStream& on) {
@@ -174,6 +208,10 @@ struct GraphedFunction::Impl {
       e.inputs.back().copy_(t, /*non_blocking=*/true);
     }
     wait(pool->stream, current);
+    // The eager warm-ups' cached blocks go back to the driver, so that the
+    // graphs' pool can take that memory: otherwise the step's memory is held
+    // twice, once cached outside the pool and once in it.
+    c10::cuda::CUDACachingAllocator::emptyCache();
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
     {
       const c10::cuda::CUDAStreamGuard guard(pool->stream);
@@ -238,12 +276,25 @@ GraphedFunction::~GraphedFunction() = default;
 std::vector<at::Tensor> GraphedFunction::run(const std::vector<at::Tensor>& inputs) {
   auto& p = *p_;
   auto& e = p.entries[shape_key(inputs)];
+  if (e.eager_only) return p.eager(inputs);
   if (!e.graph) {
     if (e.eager_runs < p.warmup) {
       ++e.eager_runs;
+      if (e.eager_runs == p.warmup && p.limit_ms > 0) return p.timed_eager(e, inputs);
       return p.eager(inputs);
     }
-    p.capture(e, inputs);
+    try {
+      p.capture(e, inputs);
+    } catch (const c10::OutOfMemoryError& oom) {
+      // Nothing of the step ran (a capture records): it runs eagerly instead.
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      e.eager_only = true;
+      const std::string what = oom.what_without_backtrace();
+      p.add_note("CUDA graphs: capturing a step of inputs " + Impl::shape_text(inputs) +
+                 " ran out of GPU memory (" + what.substr(0, what.find('\n')).substr(0, 160) +
+                 "); it runs eagerly");
+      return p.eager(inputs);
+    }
   } else {
     for (size_t i = 0; i < inputs.size(); ++i) e.inputs[i].copy_(inputs[i], /*non_blocking=*/true);
   }
@@ -255,6 +306,10 @@ std::vector<at::Tensor> GraphedFunction::run(const std::vector<at::Tensor>& inpu
 std::vector<at::Tensor> GraphedFunction::run_eager(const std::vector<at::Tensor>& inputs) {
   return p_->eager(inputs);
 }
+
+void GraphedFunction::set_capture_limit_ms(double ms) { p_->limit_ms = std::max(0.0, ms); }
+
+std::string GraphedFunction::take_note() { return std::exchange(p_->note, std::string()); }
 
 bool GraphedFunction::captured(const std::vector<at::Tensor>& inputs) const {
   const auto it = p_->entries.find(shape_key(inputs));
@@ -282,6 +337,10 @@ GraphedFunction::~GraphedFunction() = default;
 std::vector<at::Tensor> GraphedFunction::run(const std::vector<at::Tensor>&) { return {}; }
 
 std::vector<at::Tensor> GraphedFunction::run_eager(const std::vector<at::Tensor>&) { return {}; }
+
+void GraphedFunction::set_capture_limit_ms(double) {}
+
+std::string GraphedFunction::take_note() { return {}; }
 
 bool GraphedFunction::captured(const std::vector<at::Tensor>&) const { return false; }
 

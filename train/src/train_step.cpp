@@ -126,13 +126,16 @@ StepResult TrainStep::run(const at::Tensor& x, const at::Tensor& y) {
     disable_cuda_graphs();
     return update(forward_backward(x, y));
   }
+  if (const auto note = graphs_->take_note(); !note.empty()) {
+    std::fprintf(stderr, "fno: %s\n", note.c_str());
+  }
   StepResult r;
   r.loss = out.at(0);
   if (out.size() > 1) r.taken = out[1];
   return r;
 }
 
-void TrainStep::enable_cuda_graphs(int64_t warmup) {
+void TrainStep::enable_cuda_graphs(int64_t warmup, double capture_limit_ms) {
   if (graphs_) return;
   const auto refuse = [](const std::string& why) {
     throw std::invalid_argument("CUDA graphs: " + why);
@@ -152,6 +155,7 @@ void TrainStep::enable_cuda_graphs(int64_t warmup) {
   try {
     graphs_ = std::make_unique<GraphedFunction>(
         [this](const std::vector<at::Tensor>& in) { return graph_body(in); }, device, warmup);
+    graphs_->set_capture_limit_ms(capture_limit_ms);
   } catch (...) {
     adamw_->set_device_step(false);
     adamw_ = nullptr;

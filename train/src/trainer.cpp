@@ -433,7 +433,8 @@ void Trainer::State::use_cuda_graphs() {
   auto decision = decide_cuda_graphs(gc);
   if (decision.use) {
     try {
-      train_step->enable_cuda_graphs();
+      train_step->enable_cuda_graphs(TrainStep::kGraphWarmup,
+                                     gc.mode == CudaGraphs::kAuto ? kAutoGraphLimitMs : 0);
     } catch (const std::invalid_argument& e) {
       decision.message =
           "training.cuda_graphs " + to_string(gc.mode) + ": " + e.what() + "; steps run eagerly";
@@ -841,6 +842,9 @@ void TrainingRun::capture_evaluation() {
   eval_graphs_ = std::make_unique<GraphedFunction>(
       [this](const std::vector<torch::Tensor>& in) { return eval_body(in); }, s_.device,
       TrainStep::kGraphWarmup, s_.train_step->graph_pool());
+  if (c_.training.cuda_graphs == CudaGraphs::kAuto) {
+    eval_graphs_->set_capture_limit_ms(kAutoGraphLimitMs);
+  }
 }
 
 // One evaluation batch: the decoded prediction and each metric's sum over the
@@ -889,6 +893,9 @@ std::map<std::string, double> TrainingRun::evaluate() {
       const int64_t len = std::min(e.batch_size, hi - start);
       if (eval_graphs_) {
         eval_graphs_->run({e.x.narrow(0, start, len), e.y.narrow(0, start, len)});
+        if (const auto note = eval_graphs_->take_note(); !note.empty() && s_.main()) {
+          std::fprintf(stderr, "fno_train: evaluation: %s\n", note.c_str());
+        }
         continue;
       }
       const auto out = predict(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));

@@ -47,6 +47,19 @@ bool recompute_cheap();
 torch::Tensor channel_mlp2(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                            const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input);
 
+/// The gradients of channel_mlp2 at dy, the gradient of its output, without
+/// running its forward: the hidden layer is remade from x, as its backward does.
+/// dx only when `need_dx`; the weights' in their own shapes (fp32, as the
+/// parameters), undefined for an undefined bias. Records no autograd history.
+/// x: [B, Cin, *S], dy: [B, Cout, *S] in x's dtype -> dx: [B, Cin, *S]
+struct ChannelMLP2Grads {
+  torch::Tensor dx, w1, b1, w2, b2;
+};
+ChannelMLP2Grads channel_mlp2_backward(const torch::Tensor& x, const torch::Tensor& dy,
+                                       const torch::Tensor& w1, const torch::Tensor& b1,
+                                       const torch::Tensor& w2, const torch::Tensor& b2,
+                                       bool gelu_input, bool need_dx);
+
 /// The pointwise part of an FNO block, storing only its input and y1:
 ///   a  = GELU(x) when `gelu_input`, else x       (a is given: the spectral conv read it)
 ///   y1 = W_skip a + s                              (s: the spectral conv's output)

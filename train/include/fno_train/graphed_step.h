@@ -75,6 +75,12 @@ struct GraphDecision {
 /// meets an offload policy or several ranks.
 GraphDecision decide_cuda_graphs(const GraphConditions& conditions);
 
+/// training.cuda_graphs auto captures a shape only when its last eager warm-up
+/// step took at most this long: longer steps are bound by their kernels, not
+/// their launches (a graph saves a few milliseconds of launches a step), and
+/// a graph's memory pool would hold the step's memory beside the eager cache.
+constexpr double kAutoGraphLimitMs = 50.0;
+
 /// The memory pool and side stream the graphs of one run share.
 class GraphPool;
 
@@ -109,6 +115,14 @@ class GraphedFunction {
   /// body(inputs) eagerly on the side stream, outside the warm-up count (a
   /// step whose memory timeline is recorded).
   std::vector<at::Tensor> run_eager(const std::vector<at::Tensor>& inputs);
+  /// Shapes whose last warm-up run took longer than `ms` (host time, the GPU
+  /// synchronized around it) are not captured: they run eagerly from then on
+  /// (auto: kAutoGraphLimitMs). 0: every shape is captured.
+  void set_capture_limit_ms(double ms);
+  /// Why a shape runs eagerly after all (over the capture limit, or its
+  /// capture ran out of memory): one line per such shape, once; "" when
+  /// nothing new. A capture that runs out of memory leaves its shape eager.
+  std::string take_note();
   /// Whether run(inputs) replays a captured graph.
   bool captured(const std::vector<at::Tensor>& inputs) const;
   /// The graphs captured so far.

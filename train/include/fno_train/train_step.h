@@ -97,11 +97,14 @@ class TrainStep {
   /// unscale_on_device, and the gradients live in the graphs' memory pool.
   /// A step whose memory timeline is recorded runs eagerly. A capture that
   /// fails turns the graphs off (one line on stderr) and the step runs
-  /// eagerly. Throws std::invalid_argument, naming it, for what graphs cannot
-  /// take: a device that is not CUDA, an offload policy other than none, more
-  /// than one micro-batch, a gradient sync, an optimizer other than fno::AdamW
-  /// or one whose groups' step counts differ.
-  void enable_cuda_graphs(int64_t warmup = kGraphWarmup);
+  /// eagerly; a shape whose capture runs out of memory, or whose last warm-up
+  /// took longer than `capture_limit_ms` (> 0: auto's kAutoGraphLimitMs),
+  /// runs eagerly from then on (one line on stderr). Throws
+  /// std::invalid_argument, naming it, for what graphs cannot take: a device
+  /// that is not CUDA, an offload policy other than none, more than one
+  /// micro-batch, a gradient sync, an optimizer other than fno::AdamW or one
+  /// whose groups' step counts differ.
+  void enable_cuda_graphs(int64_t warmup = kGraphWarmup, double capture_limit_ms = 0);
   bool cuda_graphs() const { return graphs_ != nullptr; }
   /// Whether run(x, y) replays a captured graph.
   bool captured(const at::Tensor& x, const at::Tensor& y) const;
