@@ -682,8 +682,10 @@ run_suite() {
       ;;
     ooccurve)
       # issue 26's out-of-core curve: auto's step time against the GPU budget at 2048^2
-      # (b8) and 4096^2 (b2), beside ooc's rows (which hold the none rows and the
+      # (b8) and 4096^2 (b2), with the none rows of this call (ooc's rows hold the
       # 2 / 4 GiB points); notebooks/out_of_core.ipynb draws both
+      ooc_row 2048_none --resolutions 2048 --batches 8 --policies none
+      ooc_row 4096_none --resolutions 4096 --batches 2 --policies none
       ooc_row 2048_auto1 --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit 1GiB
       for g in 4 8 16; do
         ooc_row 2048_auto$g --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit ${g}GiB
