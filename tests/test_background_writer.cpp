@@ -1,7 +1,9 @@
 // The writer thread that takes checkpoints and run outputs off the training
 // thread (fno_train/background_writer.h): jobs run off the caller's thread, in
-// order, one at a time; errors come back on the caller's thread as thrown;
-// destruction waits; a snapshot does not change when the live tensors do.
+// order, one at a time, one queued behind the one in flight; a newer request
+// replaces the queued one only when it writes every file that one would;
+// errors come back on the caller's thread as thrown; destruction waits; a
+// snapshot does not change when the live tensors do.
 #include <fno_train/background_writer.h>
 
 #include <doctest/doctest.h>
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,18 +34,59 @@ TEST_CASE("the background writer runs jobs off the calling thread, in order, one
   // submit() returned at once: the job runs on the writer thread.
   CHECK(std::chrono::steady_clock::now() - t0 < 150ms);
   CHECK(!first_done);
-  // A second request waits for the first (at most one in flight, none queued).
+  // A second request queues behind the first without waiting.
   writer.submit([&] { order.push_back(2); });
+  CHECK(!first_done);
+  // A third that does not write the second's files (none) waits for it to start.
+  writer.submit([&] { order.push_back(3); });
   CHECK(first_done);
   writer.wait();
   CHECK(other_thread);
-  CHECK(order == std::vector<int>{1, 2});
-  CHECK(writer.finished() == 2);
+  CHECK(order == std::vector<int>{1, 2, 3});
+  CHECK(writer.finished() == 3);
+  CHECK(writer.replaced() == 0);
+}
+
+TEST_CASE("a newer checkpoint request replaces the queued one only when it writes all its files") {
+  fno::BackgroundWriter writer;
+  std::vector<std::string> written;
+  std::atomic<bool> release{false};
+  const auto request = [&](std::vector<std::string> files, bool block = false) {
+    writer.submit(
+        [&written, &release, files, block] {
+          while (block && !release) std::this_thread::sleep_for(1ms);
+          for (const auto& f : files) written.push_back(f);
+        },
+        files);
+  };
+  request({"epoch1/latest"}, /*block=*/true);  // in flight until released
+  // Epoch ends while it writes: each newer request that writes the queued
+  // one's files replaces it, without waiting.
+  const auto t0 = std::chrono::steady_clock::now();
+  request({"best", "latest"});
+  request({"best", "latest"});  // replaces the one before
+  request({"latest", "best"});  // the same files, in another order: replaces
+  CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+  CHECK(writer.replaced() == 2);
+  // A request that does not write "best" must not drop a queued best: it
+  // waits for the queued one to start.
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(50ms);
+    release = true;
+  });
+  request({"latest"});
+  releaser.join();
+  writer.wait();
+  CHECK(writer.replaced() == 2);
+  CHECK(written == std::vector<std::string>{"epoch1/latest", "latest", "best", "latest"});
+  CHECK(writer.finished() == 3);
 }
 
 TEST_CASE("a failed background write is rethrown as thrown on the training thread, once") {
   fno::BackgroundWriter writer;
   writer.submit([] { throw std::runtime_error("run/checkpoint_latest.pt: write failed: File too large"); });
+  // (the failure is reported by the first request after it)
+  std::this_thread::sleep_for(50ms);
   bool ran = false;
   // The next request reports it, and is not written.
   CHECK_THROWS_WITH_AS(writer.submit([&] { ran = true; }),

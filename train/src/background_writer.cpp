@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace fno {
@@ -54,7 +55,7 @@ BackgroundWriter::BackgroundWriter() {
 BackgroundWriter::~BackgroundWriter() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !job_; });
+    cv_.wait(lock, [this] { return !job_ && !queued_; });
     stop_ = true;
   }
   cv_.notify_all();
@@ -77,14 +78,16 @@ void BackgroundWriter::loop() {
     job = nullptr;  // the snapshot goes here, off the training thread
     lock.lock();
     if (error && !error_) error_ = error;
-    job_ = nullptr;
+    // The queued job, if any, starts now.
+    job_ = std::move(queued_);
+    queued_ = nullptr;
+    queued_files_.clear();
     ++finished_;
     cv_.notify_all();
   }
 }
 
-void BackgroundWriter::rethrow_locked(std::unique_lock<std::mutex>& lock) {
-  cv_.wait(lock, [this] { return !job_; });
+void BackgroundWriter::rethrow_locked() {
   if (error_) {
     auto e = error_;
     error_ = nullptr;
@@ -92,23 +95,49 @@ void BackgroundWriter::rethrow_locked(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-void BackgroundWriter::submit(Job job) {
+void BackgroundWriter::submit(Job job, std::vector<std::string> files) {
+  const auto covers = [&files](const std::vector<std::string>& older) {
+    if (older.empty()) return false;
+    for (const auto& f : older) {
+      if (std::find(files.begin(), files.end(), f) == files.end()) return false;
+    }
+    return true;
+  };
+  Job dropped;  // a replaced job: its snapshot goes after the lock is released
   {
     std::unique_lock<std::mutex> lock(mu_);
-    rethrow_locked(lock);
-    job_ = std::move(job);
+    rethrow_locked();
+    if (queued_ && covers(queued_files_)) {
+      dropped = std::move(queued_);
+      ++replaced_;
+    } else {
+      cv_.wait(lock, [this] { return !queued_; });
+      rethrow_locked();
+    }
+    if (!job_) {
+      job_ = std::move(job);
+    } else {
+      queued_ = std::move(job);
+      queued_files_ = std::move(files);
+    }
   }
   cv_.notify_all();
 }
 
 void BackgroundWriter::wait() {
   std::unique_lock<std::mutex> lock(mu_);
-  rethrow_locked(lock);
+  cv_.wait(lock, [this] { return !job_ && !queued_; });
+  rethrow_locked();
 }
 
 int64_t BackgroundWriter::finished() const {
   std::lock_guard<std::mutex> lock(mu_);
   return finished_;
+}
+
+int64_t BackgroundWriter::replaced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replaced_;
 }
 
 }  // namespace fno

@@ -955,31 +955,34 @@ std::map<std::string, double> TrainingRun::evaluate() {
 }
 
 // Checkpoints: rank 0 writes them (the state is the same on every rank), on
-// the writer thread. This thread waits for the previous request first (so
-// that at most one snapshot is held beside the live state, and a write error
-// surfaces here), takes the snapshot (host copies: training goes on mutating
-// the live tensors) and returns while the files are written. The latest
-// checkpoint rotates there: the one it replaces stays as checkpoint_previous.pt.
+// the writer thread. This thread takes the snapshot (host copies: training goes
+// on mutating the live tensors) and hands it over; it waits only when the
+// writer is still busy with one request and another is queued that writes a
+// file this one does not (BackgroundWriter::submit: a queued request whose
+// files this one writes too is replaced by it). A write error surfaces at the
+// next request or wait. The latest checkpoint rotates there: the one it
+// replaces stays as checkpoint_previous.pt.
 void TrainingRun::save_checkpoints(const std::vector<std::string>& names, int64_t epoch,
                                    int64_t batch, double loss_sum, int64_t samples) {
   if (!s_.main() || names.empty()) return;
-  writer_.wait();
   auto snap = std::make_shared<TensorSnapshot>(
       snapshot_tensors(checkpoint_dict(s_, epoch, batch, loss_sum, samples)));
-  writer_.submit([snap, names, dir = s_.run_dir] {
-    snap->wait();
-    // One digest and serialization for all the names: the same bytes in each.
-    const auto bytes = checkpoint_file_bytes(snap->tensors);
-    for (const auto& name : names) {
-      const std::string path = dir + "/" + name;
-      if (name == "checkpoint_latest.pt" && file_exists(path) &&
-          ::rename(path.c_str(), (dir + "/checkpoint_previous.pt").c_str()) != 0) {
-        throw std::runtime_error(path + ": cannot rotate to checkpoint_previous.pt: " +
-                                 std::strerror(errno));
-      }
-      write_file_atomic(path, bytes.data(), bytes.size());
-    }
-  });
+  writer_.submit(
+      [snap, names, dir = s_.run_dir] {
+        snap->wait();
+        // One digest and serialization for all the names: the same bytes in each.
+        const auto bytes = checkpoint_file_bytes(snap->tensors);
+        for (const auto& name : names) {
+          const std::string path = dir + "/" + name;
+          if (name == "checkpoint_latest.pt" && file_exists(path) &&
+              ::rename(path.c_str(), (dir + "/checkpoint_previous.pt").c_str()) != 0) {
+            throw std::runtime_error(
+                path + ": cannot rotate to checkpoint_previous.pt: " + std::strerror(errno));
+          }
+          write_file_atomic(path, bytes.data(), bytes.size());
+        }
+      },
+      names);
 }
 
 // The shared training step (TrainStep), with a step that does not fit the

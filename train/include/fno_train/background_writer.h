@@ -12,19 +12,22 @@
 //   ...
 //   writer.wait();  // before reading the files, at a stop and at the end
 //
-// At most one job is in flight and none is queued: submit() first waits for
-// the job in flight to finish. A job is one request of the trainer (an epoch
-// end's checkpoint_best.pt and checkpoint_latest.pt together, the final
-// predictions.h5 and model.pt together), so that waiting only happens when a
-// request comes before the previous one is on disk; the memory held is at
-// most one snapshot beside the live state. (Replacing a queued request would
-// drop a checkpoint_best.pt; waiting keeps every request.)
+// One job is in flight and at most one waits queued behind it. A job is one
+// request of the trainer (an epoch end's checkpoint_best.pt and
+// checkpoint_latest.pt together, the final predictions.h5 and model.pt
+// together), with the files it writes. A newer request replaces the queued one
+// when it writes every file the queued one would: those files would be
+// overwritten by the newer state anyway (a newer checkpoint_best.pt has the
+// better metric). Otherwise submit() waits for the queue to empty, so no
+// request that writes a file the newer one does not is ever dropped. Short
+// epochs thus no longer wait for each checkpoint's serialization and fsync;
+// the memory held is at most two snapshots beside the live state.
 //
 // A job that throws: its exception is kept and rethrown, as it was thrown (its
-// type and message), on the training thread by the next submit() (which then
-// drops its own job) or wait(); once. The destructor waits for the job in
-// flight and drops an error it did not report (the training thread is then
-// already unwinding from another one).
+// type and message), on the training thread by the first submit() (which then
+// drops its own job) or wait() after the failure; once. The destructor waits
+// for the jobs in flight and queued and drops an error it did not report (the
+// training thread is then already unwinding from another one).
 #pragma once
 
 #include <torch/torch.h>
@@ -36,7 +39,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace fno {
 
@@ -62,29 +67,38 @@ class BackgroundWriter {
   /// Starts the writer thread (SIGINT and SIGTERM blocked in it: the training
   /// thread takes them).
   BackgroundWriter();
-  /// Waits for the job in flight, then ends the thread; an unreported error is dropped.
+  /// Waits for the jobs in flight and queued, then ends the thread; an
+  /// unreported error is dropped.
   ~BackgroundWriter();
   BackgroundWriter(const BackgroundWriter&) = delete;
   BackgroundWriter& operator=(const BackgroundWriter&) = delete;
 
-  /// Waits for the job in flight; rethrows its error if it failed (and drops
-  /// `job`); else hands `job` to the writer thread and returns at once.
-  void submit(Job job);
-  /// Waits until no job is in flight; rethrows the error of a failed job.
+  /// Rethrows the error of a job that failed (and drops `job`); else hands
+  /// `job` to the writer thread: it runs at once when the thread is idle, else
+  /// waits queued. It replaces a queued job whose `files` (what each writes;
+  /// none: never replaced) are all among its own; otherwise submit() first
+  /// waits for the queued job to start.
+  void submit(Job job, std::vector<std::string> files = {});
+  /// Waits until no job is in flight or queued; rethrows the error of a failed job.
   void wait();
   /// Jobs finished so far (failed ones included).
   int64_t finished() const;
+  /// Queued jobs replaced by newer ones so far.
+  int64_t replaced() const;
 
  private:
   void loop();
-  void rethrow_locked(std::unique_lock<std::mutex>& lock);
+  void rethrow_locked();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Job job_;            // the job in flight (empty: idle)
+  Job queued_;         // the job behind it (empty: none)
+  std::vector<std::string> queued_files_;
   bool stop_ = false;  // the destructor asks the thread to end
   std::exception_ptr error_;
   int64_t finished_ = 0;
+  int64_t replaced_ = 0;
   std::thread thread_;
 };
 
