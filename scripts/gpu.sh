@@ -55,11 +55,14 @@
 #   oocrun       the whole fno_train run at 1024^2, b8, 3 epochs: none and auto under 4 GiB
 #   nsgpu        Navier-Stokes on CUDA: smoke data and both training modes; the paper's
 #                protocol (nu 1e-3, T 50) for 16 samples, timed
-#   nsdata       the FNO paper's nu 1e-3 set (T 50, 256^2 -> 64^2, 1200 samples, 200 for testing,
-#                seed 0, float32) by fno_datagen --resume, stopped by SIGTERM at NSDATA_DEADLINE (560) s
-#                after this script started; the kept batches stay in NSDATA_DIR (/tmp/fno-nsdata)
-#                for the next call on the same warm machine only (docs/data.md: nothing larger
-#                than 64 MiB travels, so a fresh machine starts again)
+#   nsdata       a set of the FNO paper's Navier-Stokes table (NSDATA_NU 1e-3 / NSDATA_T 50, or
+#                1e-4 / 30, 1e-5 / 20; 256^2 -> 64^2, 1200 samples, 200 for testing, seed 0,
+#                float32, dt NSDATA_DT 1e-4) by fno_datagen --resume, stopped by SIGTERM at
+#                NSDATA_DEADLINE (560) s after this script started; the kept batches stay in
+#                NSDATA_DIR (/tmp/fno-nsdata) for the next call on the same warm machine only
+#                (docs/data.md: nothing larger than 64 MiB travels, so a fresh machine starts again)
+#   nstrain      configs/$NSTRAIN_CONFIG.yaml on nsdata's set (the same NSDATA_*), resumable within
+#                one warm machine (SIGTERM at NSTRAIN_DEADLINE, 555 s); its metrics come back
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
@@ -776,16 +779,21 @@ run_suite() {
         "$(($(date +%s) - t0)) s; $(tail -1 "$d/datagen_protocol.log" | cut -c1-150)"
       ;;
     nsdata)
-      # issue 27: the paper's nu 1e-3 set, resumable within one warm machine, solved in
-      # float32 as the paper's ns_2d.py (NSDATA_PRECISION). fno_datagen --resume keeps each
-      # finished batch (NSDATA_BATCH samples, default 64: about 150 s on an H100 in float32,
-      # 2.3-2.4 s a sample) in $dir/ns_v1e-3_T50.h5.partial/; timeout's SIGTERM at the deadline abandons
-      # the batch in flight (exit 143) and the next call goes on after the kept ones. The
-      # machine's disk lasts only while it stays warm (30 s after a call, 30 min held at most),
-      # and ~1 GB cannot travel either way (64 MiB a call), so the set completes only if a
-      # chain of calls on one machine makes all 1200 samples (docs/data.md#resumable-generation).
+      # issue 27: a set of the FNO paper's Navier-Stokes table (NSDATA_NU, default 1e-3, with
+      # NSDATA_T 50 records; 1e-4: 30, 1e-5: 20), resumable within one warm machine, solved
+      # in float32 as the paper's ns_2d.py (NSDATA_PRECISION) with dt NSDATA_DT (1e-4, the
+      # paper's). fno_datagen --resume keeps each finished batch (NSDATA_BATCH samples,
+      # default 64: about 150 s at T 50 on an H100 in float32, 2.3-2.4 s a sample) in
+      # $dir/ns_v$NU_T$T.h5.partial/; timeout's SIGTERM at the deadline abandons the batch in
+      # flight (exit 143) and the next call goes on after the kept ones. The machine's disk
+      # lasts only while it stays warm (30 s after a call, 30 min held at most), and ~1 GB
+      # cannot travel either way (64 MiB a call), so the set completes only if a chain of
+      # calls on one machine makes all NSDATA_SAMPLES (1200, NSDATA_TEST 200 of them for
+      # testing) samples (docs/data.md#resumable-generation). NSDATA_RES, NSDATA_SUB and
+      # NSDATA_DEVICE (256, 4, cuda) are for trying the suite small.
+      local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} n=${NSDATA_SAMPLES:-1200}
       local dir=${NSDATA_DIR:-/tmp/fno-nsdata} d=$out/nsdata
-      local data=$dir/ns_v1e-3_T50.h5
+      local data=$dir/ns_v${nu}_T${tf}.h5
       mkdir -p "$dir" "$d"
       kept_samples() {  # the end of the last kept batch (samples_FIRST_END.h5)
         ls "$data.partial" 2> /dev/null | sed -n 's/^samples_[0-9]*_0*\([0-9][0-9]*\)\.h5$/\1/p' |
@@ -800,22 +808,55 @@ run_suite() {
         say "nsdata: $left s left before the deadline; not started ($before samples kept)"
       else
         t=$(date +%s)
-        timeout -s TERM -k 60 "$left" "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 \
-          --t-final 50 --resolution 256 --subsample 4 --samples 1200 --test-samples 200 --seed 0 \
-          --device cuda --precision "${NSDATA_PRECISION:-float32}" --batch "${NSDATA_BATCH:-64}" \
-          --progress plain --resume --out "$data" \
+        timeout -s TERM -k 60 "$left" "$build/apps/fno_datagen" --problem ns --viscosity "$nu" \
+          --t-final "$tf" --dt "${NSDATA_DT:-1e-4}" --resolution "${NSDATA_RES:-256}" \
+          --subsample "${NSDATA_SUB:-4}" --samples "$n" --test-samples "${NSDATA_TEST:-200}" \
+          --seed 0 --device "${NSDATA_DEVICE:-cuda}" --precision "${NSDATA_PRECISION:-float32}" \
+          --batch "${NSDATA_BATCH:-64}" --progress plain --resume --out "$data" \
           > "$d/datagen.out" 2>> "$d/datagen.log"
         rc=$?
         local after secs
         after=$(kept_samples)
-        [ "$rc" = 0 ] && after=1200
+        [ "$rc" = 0 ] && after=$n
         secs=$(($(date +%s) - t))
         printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" "$before" "$after" \
           >> "$dir/segments.tsv"
         cp "$dir/segments.tsv" "$d/"
-        say "nsdata: exit $rc after $secs s; samples kept $before -> $after of 1200" \
+        say "nsdata: exit $rc after $secs s; samples kept $before -> $after of $n" \
           "($(awk -v n=$((after - before)) -v s="$secs" 'BEGIN { if (n > 0) printf "%.2f s a sample", s / n; else print "none made" }'))"
         tail -1 "$d/datagen.log" | cut -c1-250 | tee -a "$summary"
+      fi
+      ;;
+    nstrain)
+      # issue 27: one model of a row of the paper's Navier-Stokes table
+      # (configs/$NSTRAIN_CONFIG.yaml, e.g. ns_v1e-5_fno3d) on nsdata's set of that row
+      # (the same NSDATA_* settings), resumable within one warm machine: the run directory
+      # stays in NSDATA_DIR, fno_train stops by SIGTERM at NSTRAIN_DEADLINE (555) s after
+      # this script started (a checkpoint mid-epoch), and the next call resumes it. Its
+      # metrics.jsonl, summary.json, config.yaml and segments.tsv come back in $OUT.
+      # NSTRAIN_SET adds --set overrides (space-separated key=value, e.g. training.epochs=2).
+      local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} cfg=${NSTRAIN_CONFIG:-ns_v1e-3_fno3d}
+      local dir=${NSDATA_DIR:-/tmp/fno-nsdata}
+      local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$cfg d=$out/nstrain_$cfg
+      mkdir -p "$d"
+      if [ ! -f "${stem}_train.h5" ] || [ ! -f "${stem}_test.h5" ]; then
+        say "nstrain $cfg: no ${stem}_train.h5 (run nsdata with the same NSDATA_* first)"
+      else
+        local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
+          --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
+        local kv
+        for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
+        [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
+        local left=$((${NSTRAIN_DEADLINE:-555} - ($(date +%s) - script_t0))) t
+        t=$(date +%s)
+        timeout -s TERM "$left" "$build/apps/fno_train" "${args[@]}" > "$d/train.out" 2>> "$d/train.log"
+        local rc=$?
+        local secs=$(($(date +%s) - t))
+        printf '%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" >> "$run/segments.tsv"
+        say "nstrain $cfg: fno_train exit $rc after $secs s; $(tail -1 "$run/metrics.jsonl" 2> /dev/null | cut -c1-220)"
+        cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/" 2> /dev/null
+        cp "$run"/summary.json "$d/" 2> /dev/null
+        tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
       fi
       ;;
     mlp)
