@@ -308,3 +308,26 @@ TEST_CASE("channel_mlp2_backward gives the MLP's gradients without its forward, 
     }
   }
 }
+
+TEST_CASE("channel_mlp2 and block_tail take undefined biases as zero") {
+  torch::manual_seed(4);
+  const auto x = torch::randn({2, 3, 5, 7}, torch::requires_grad());
+  const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
+  const auto w2 = torch::randn({4, 6, 1}, torch::requires_grad());
+  const auto none = torch::Tensor();
+  const auto y = fno::channel_mlp2(x, w1, none, w2, none, /*gelu_input=*/false);
+  const auto yz = fno::channel_mlp2(x, w1, torch::zeros({6}), w2, torch::zeros({4}), false);
+  CHECK(torch::allclose(y, yz));
+  y.sum().backward();
+  CHECK(w1.grad().defined());
+  CHECK(x.grad().defined());
+  // block_tail: [B, C, H, W] with C = 4 channels, a 6-wide MLP
+  const auto a = torch::randn({2, 4, 5, 7}), sp = torch::randn({2, 4, 5, 7});
+  const auto ws = torch::randn({4, 4, 1}), t1 = torch::randn({6, 4, 1}),
+             t2 = torch::randn({4, 6, 1});
+  const auto gate = torch::randn({1, 4, 1, 1});
+  const auto z = fno::block_tail(a, a, sp, ws, t1, none, t2, none, gate, false, true);
+  const auto zz = fno::block_tail(a, a, sp, ws, t1, torch::zeros({6}), t2, torch::zeros({4}), gate,
+                                  false, true);
+  CHECK(torch::allclose(z, zz));
+}

@@ -483,6 +483,12 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
 
 torch::Tensor flat_weight(const torch::Tensor& w) { return w.dim() == 3 ? w.squeeze(-1) : w; }
 torch::Tensor flat_or_none(const torch::Tensor& b) { return b.defined() ? b.view({-1}) : b; }
+// A bias for a custom autograd Function's apply(), which cannot take an
+// undefined tensor: the bias flattened, or zeros of `n` like w (no gradient
+// flows to them: they require none).
+torch::Tensor flat_or_zeros(const torch::Tensor& b, int64_t n, const torch::Tensor& w) {
+  return b.defined() ? b.view({-1}) : torch::zeros({n}, w.options().requires_grad(false));
+}
 
 }  // namespace
 
@@ -494,8 +500,9 @@ torch::Tensor channel_mlp2(const torch::Tensor& x, const torch::Tensor& w1, cons
   auto out_shape = x.sizes().vec();
   out_shape[1] = w2.size(0);
   // x: [B, Cin, *S] -> [B, Cin, N] -> [B, Cout, N] -> [B, Cout, *S]
-  return ChannelMLP2Fn::apply(x.flatten(2).contiguous(), flat_weight(w1), flat_or_none(b1),
-                              flat_weight(w2), flat_or_none(b2), gelu_input)
+  return ChannelMLP2Fn::apply(x.flatten(2).contiguous(), flat_weight(w1),
+                              flat_or_zeros(b1, w1.size(0), w1), flat_weight(w2),
+                              flat_or_zeros(b2, w2.size(0), w2), gelu_input)
       .view(out_shape);
 }
 
@@ -531,8 +538,9 @@ torch::Tensor block_tail(const torch::Tensor& x, const torch::Tensor& a, const t
   // [B, C, *S] -> [B, C, N]; the gate [1, C, 1...] -> [1, C, 1]
   const auto flat = [](const torch::Tensor& t) { return t.flatten(2).contiguous(); };
   return BlockTailFn::apply(flat(x), gelu_input ? flat(a) : flat(x), flat(s), flat_weight(w_skip),
-                            flat_weight(w1), flat_or_none(b1), flat_weight(w2), flat_or_none(b2),
-                            gate.reshape({1, -1, 1}), gelu_input, gelu_mid)
+                            flat_weight(w1), flat_or_zeros(b1, w1.size(0), w1), flat_weight(w2),
+                            flat_or_zeros(b2, w2.size(0), w2), gate.reshape({1, -1, 1}), gelu_input,
+                            gelu_mid)
       .view(shape);
 }
 
