@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -211,6 +212,11 @@ std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& 
   // c10d logs its retries and a peer's loss as warnings with C++ backtraces;
   // our errors say it in one line. TORCH_CPP_LOG_LEVEL=WARNING brings them back.
   if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 2;  // ERROR
+  // A write to a peer that has died must fail (EPIPE, which c10d turns into
+  // the error this rank reports and exits 5 on), not kill this rank silently
+  // with SIGPIPE: rank 0 did, exit 141, when rank 1 was killed while rank 0's
+  // store or transport was writing to it.
+  ::signal(SIGPIPE, SIG_IGN);
   // The rendezvous: rank 0 hosts the TCPStore unless torchrun's agent does;
   // the host waits (up to the timeout) for every rank to connect.
   c10d::TCPStoreOptions so;
