@@ -178,6 +178,25 @@ ooc_row() {
   grep -h 'over budget\|offload auto: budget' "$out/ooc/$name.log" | cut -c1-300 | tee -a "$summary"
 }
 
+# fno_train ARGS... into run directory RUN until DEADLINE s after this script started
+# (timeout's SIGTERM: a checkpoint mid-epoch, and --resume goes on from it); the call's exit
+# and seconds go to RUN/segments.tsv, the run's config, metrics, segments and summary to D;
+# LABEL starts the line it says. Sets train_rc.
+train_until() {
+  local deadline=$1 label=$2 run=$3 d=$4 t secs
+  shift 4
+  local left=$((deadline - ($(date +%s) - script_t0)))
+  t=$(date +%s)
+  timeout -s TERM "$left" "$build/apps/fno_train" "$@" > "$d/train.out" 2>> "$d/train.log"
+  train_rc=$?
+  secs=$(($(date +%s) - t))
+  printf '%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$train_rc" "$secs" >> "$run/segments.tsv"
+  say "$label: fno_train exit $train_rc after $secs s; $(tail -1 "$run/metrics.jsonl" 2> /dev/null | cut -c1-220)"
+  cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/" 2> /dev/null
+  cp "$run"/summary.json "$d/" 2> /dev/null
+  tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
+}
+
 run_suite() {
   case "$1" in
     tests)
@@ -293,17 +312,8 @@ run_suite() {
         rm -f "$run"/checkpoint_latest.pt.part*
         args=(--resume "$run")
       fi
-      local left=$((${PAPER_DEADLINE:-555} - ($(date +%s) - script_t0)))
-      t=$(date +%s)
-      timeout -s TERM "$left" "$build/apps/fno_train" "${args[@]}" > "$d/train.out" 2>> "$d/train.log"
-      local rc=$?
-      local secs=$(($(date +%s) - t))
-      printf '%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" >> "$run/segments.tsv"
-      say "paper s=$s: fno_train exit $rc after $secs s; $(tail -1 "$run/metrics.jsonl" | cut -c1-200)"
-      cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/"
-      cp "$run"/summary.json "$d/" 2> /dev/null
-      tail -3 "$d/train.log" | tee -a "$summary"
-      if [ -n "${OUT:-}" ] && [ -f "$run/checkpoint_latest.pt" ] && [ "$rc" != 0 ]; then
+      train_until "${PAPER_DEADLINE:-555}" "paper s=$s" "$run" "$d" "${args[@]}"
+      if [ -n "${OUT:-}" ] && [ -f "$run/checkpoint_latest.pt" ] && [ "$train_rc" != 0 ]; then
         split -b 15M -d "$run/checkpoint_latest.pt" "$OUT/paper_s$s.ckpt.part"
         ls -la "$OUT"/paper_s$s.ckpt.part* | tee -a "$summary"
       fi
@@ -847,16 +857,7 @@ run_suite() {
         local kv
         for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
         [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
-        local left=$((${NSTRAIN_DEADLINE:-555} - ($(date +%s) - script_t0))) t
-        t=$(date +%s)
-        timeout -s TERM "$left" "$build/apps/fno_train" "${args[@]}" > "$d/train.out" 2>> "$d/train.log"
-        local rc=$?
-        local secs=$(($(date +%s) - t))
-        printf '%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" >> "$run/segments.tsv"
-        say "nstrain $cfg: fno_train exit $rc after $secs s; $(tail -1 "$run/metrics.jsonl" 2> /dev/null | cut -c1-220)"
-        cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/" 2> /dev/null
-        cp "$run"/summary.json "$d/" 2> /dev/null
-        tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
+        train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $cfg" "$run" "$d" "${args[@]}"
       fi
       ;;
     mlp)
