@@ -693,6 +693,12 @@ run_suite() {
       ooc_row 4096b8_auto16 --resolutions 4096 --batches 8 --policies auto --gpu-memory-limit 16GiB
       ooc_row 8192_auto16 --resolutions 8192 --batches 1 --policies auto --gpu-memory-limit 16GiB
       ;;
+    ooc2048)
+      # issue 26's first row alone (2048^2, b8: none, and auto under 2 GiB), for changes to
+      # the kernels the tiled step shares
+      ooc_row 2048_none --resolutions 2048 --batches 8 --policies none
+      ooc_row 2048_auto2 --resolutions 2048 --batches 8 --policies auto --gpu-memory-limit 2GiB
+      ;;
     ooccurve)
       # issue 26's out-of-core curve: auto's step time against the GPU budget at 2048^2
       # (b8) and 4096^2 (b2), with the none rows of this call (ooc's rows hold the
@@ -886,6 +892,28 @@ run_suite() {
       grep -h '^fno_bench: ' "$out/small/small.log" | cut -c1-200 | tee -a "$summary"
       say "seed main command: $(seed_run "$out/small/seed")"
       tail -2 "$out/small/seed.log" | cut -c1-300 | tee -a "$summary"
+      ;;
+    mlpbwd)
+      # issue 28, in one call, fno_bench none at 64^2, 128^2, 256^2: the session's start
+      # (the channel MLPs' backward through GELU(h)/dh tensors and weight-gradient GEMMs,
+      # FNO_FUSED_MLP_BACKWARD=0; the first dim's modes by cuFFT, FNO_DFT_FIRST_DIM=0),
+      # then the one-pass backward, then both; then memcheck and racecheck on the
+      # channel-MLP GPU test's small grids
+      mkdir -p "$out/mlpbwd"
+      local v
+      for v in 0,0 1,0 1,1; do
+        (export FNO_FUSED_MLP_BACKWARD=${v%,*} FNO_DFT_FIRST_DIM=${v#*,} &&
+          small_bench "$out/mlpbwd" "mlp${v%,*}_dft${v#*,}")
+        say "FNO_FUSED_MLP_BACKWARD=${v%,*} FNO_DFT_FIRST_DIM=${v#*,}: exit $?"
+        grep -h '^fno_bench: ' "$out/mlpbwd/mlp${v%,*}_dft${v#*,}.log" | cut -c1-120 |
+          tee -a "$summary"
+      done
+      for v in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $v --error-exitcode 9 \
+          "$build/tests/fno_gpu_tests" -tc="fused channel MLP*" -sc="small grids" \
+          > "$out/mlpbwd/$v.log" 2>&1
+        say "$v: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/mlpbwd/$v.log" | tail -1))"
+      done
       ;;
     moonshot)
       # issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU (then with bf16

@@ -56,6 +56,17 @@ bool mlp_kernels_enabled() {
   return on;
 }
 
+// FNO_FUSED_MLP_BACKWARD=0 (an experiment override, read once): the channel
+// MLPs' backward writes GELU(h) and dh for weight-gradient GEMMs, as before
+// the one-pass kernel, to measure one against the other in one process.
+bool one_pass_backward_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("FNO_FUSED_MLP_BACKWARD");
+    return !(env != nullptr && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
 cuda::ChannelMlpInput operand(const torch::Tensor& t) {
   return {t.data_ptr(), t.stride(0), t.stride(1)};
 }
@@ -149,6 +160,56 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
   return {g, dh};
 #else
   (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)gelu_input;
+  TORCH_CHECK(false, "channel_mlp: this build has no fused CUDA kernels");
+#endif
+}
+
+bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tensor& dy,
+                                       const torch::Tensor& w1, const torch::Tensor& b1,
+                                       const torch::Tensor& w2, const torch::Tensor& b2) {
+#ifdef FNO_CUDA_KERNELS
+  return one_pass_backward_enabled() && dy.defined() && dy.scalar_type() == x.scalar_type() &&
+         fused_channel_mlp_usable(x, w1, b1, w2, b2) &&
+         cuda::channel_mlp_backward_supported(x.size(1), w1.size(0), w2.size(0));
+#else
+  (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)b2;
+  return false;
+#endif
+}
+
+ChannelMlpBackward fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,
+                                              const torch::Tensor& w1, const torch::Tensor& b1,
+                                              const torch::Tensor& w2, const torch::Tensor& b2,
+                                              bool gelu_input, bool need_dx) {
+#ifdef FNO_CUDA_KERNELS
+  TORCH_CHECK(dy.scalar_type() == x.scalar_type() && dy.dim() == 3 && dy.size(0) == x.size(0) &&
+                  dy.size(1) == w2.size(0) && dy.size(2) == x.size(2) &&
+                  (dy.size(2) <= 1 || dy.stride(2) == 1),
+              "channel_mlp: the gradient ", dy.sizes(), " (", dy.scalar_type(),
+              ") does not fit the input ", x.sizes(), " (", x.scalar_type(), ")");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const auto w = fp32_weights(w1, b1, w2, torch::Tensor());
+  const int64_t batch = x.size(0), in = x.size(1), mid = w1.size(0), out = w2.size(0),
+                n = x.size(2);
+  const auto f32_like = [](const torch::Tensor& t) {
+    return t.defined() ? torch::empty(t.sizes(), t.options().dtype(torch::kFloat)) : t;
+  };
+  ChannelMlpBackward g{need_dx ? torch::empty({batch, in, n}, x.options()) : torch::Tensor(),
+                       f32_like(w1), f32_like(b1), f32_like(w2), f32_like(b2)};
+  auto workspace = torch::empty({cuda::channel_mlp_backward_workspace(batch, in, mid, out, n)},
+                                x.options().dtype(torch::kFloat));
+  const auto ptr = [](const torch::Tensor& t) {
+    return t.defined() ? t.data_ptr<float>() : static_cast<float*>(nullptr);
+  };
+  check(cuda::channel_mlp_backward(kernel_dtype(x), operand(x), operand(dy),
+                                   need_dx ? g.dx.data_ptr() : nullptr, batch, in, mid, out, n,
+                                   w.ptrs(), gelu_input, workspace.data_ptr<float>(),
+                                   {ptr(g.w1), ptr(g.b1), ptr(g.w2), ptr(g.b2)},
+                                   c10::cuda::getCurrentCUDAStream(x.device().index()).stream()),
+        "backward");
+  return g;
+#else
+  (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)b2, (void)gelu_input, (void)need_dx;
   TORCH_CHECK(false, "channel_mlp: this build has no fused CUDA kernels");
 #endif
 }

@@ -30,4 +30,24 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
     const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& w1,
     const torch::Tensor& b1, const torch::Tensor& w2, bool gelu_input);
 
+/// Whether fused_channel_mlp_backward runs this MLP (fused_channel_mlp_usable
+/// with a hidden layer of at most 64 units, and dy of x's dtype).
+bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tensor& dy,
+                                       const torch::Tensor& w1, const torch::Tensor& b1,
+                                       const torch::Tensor& w2, const torch::Tensor& b2);
+
+/// The MLP's gradients, dx (when need_dx) in x's dtype and the weights' in
+/// fp32, from one pass over x and dy; the hidden layer is never stored, and
+/// the weight gradients are summed in a fixed order (deterministic). A bias's
+/// gradient is undefined where the bias is.
+// x: [B, Cin, N], dy: [B, Cout, N] -> dx: [B, Cin, N]; w1 [Cmid, Cin], b1
+// [Cmid], w2 [Cout, Cmid], b2 [Cout]
+struct ChannelMlpBackward {
+  torch::Tensor dx, w1, b1, w2, b2;
+};
+ChannelMlpBackward fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,
+                                              const torch::Tensor& w1, const torch::Tensor& b1,
+                                              const torch::Tensor& w2, const torch::Tensor& b2,
+                                              bool gelu_input, bool need_dx);
+
 }  // namespace fno::detail

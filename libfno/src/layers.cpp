@@ -313,6 +313,9 @@ struct MLP2Grads {
         gb1(zeros_or_none(b1)),
         gw2(torch::zeros_like(w2)),
         gb2(zeros_or_none(b2)) {}
+  struct Given {};
+  MLP2Grads(torch::Tensor w1, torch::Tensor b1, torch::Tensor w2, torch::Tensor b2, Given)
+      : gw1(std::move(w1)), gb1(std::move(b1)), gw2(std::move(w2)), gb2(std::move(b2)) {}
 };
 torch::Tensor mlp2_hidden_grad(const torch::Tensor& a, const torch::Tensor& dy,
                                const torch::Tensor& w1, const torch::Tensor& b1,
@@ -347,6 +350,16 @@ std::pair<torch::Tensor, MLP2Grads> mlp2_backward(const torch::Tensor& x, const 
                                                   const torch::Tensor& w1, const torch::Tensor& b1,
                                                   const torch::Tensor& w2, const torch::Tensor& b2,
                                                   bool gelu_input, bool need_gx) {
+  // CUDA (cuda/channel_mlp_backward.cu), hidden layers up to 64 wide: the
+  // whole backward in one pass over x and gy, with no hidden-layer tensor.
+  if (detail::fused_channel_mlp_backward_usable(x, gy, w1, b1, w2, b2)) {
+    auto f = detail::fused_channel_mlp_backward(x, gy, w1, b1, w2, b2, gelu_input, need_gx);
+    const auto as = [](const torch::Tensor& grad, const torch::Tensor& param) {
+      return grad.defined() ? grad.to(param.scalar_type()) : grad;
+    };
+    return {f.dx,
+            MLP2Grads(as(f.w1, w1), as(f.b1, b1), as(f.w2, w2), as(f.b2, b2), MLP2Grads::Given{})};
+  }
   MLP2Grads g(w1, b1, w2, b2);  // fp32, as the master weights
   const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x);
   torch::Tensor gx;
@@ -691,9 +704,10 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
   TORCH_CHECK(x.size(1) == options.in_channels(), "SpectralConv: expected ", options.in_channels(),
               " input channels, got ", x.size(1));
   const auto m = detail::spectral_modes(*this, x.sizes().slice(2), x.options());
-  // Forward transform, one dim at a time so each FFT only sees modes that are
-  // kept: the real DFT along the last dim, truncated, then complex FFTs along
-  // the others, gathering the kept corners. Equals rfftn(norm="forward").
+  // Forward transform, one dim at a time so each transform only sees modes
+  // that are kept: the real DFT along the last dim, truncated, then complex
+  // FFTs along the others, gathering the kept corners (the first dim's as one
+  // complex GEMM when few are kept). Equals rfftn(norm="forward").
   // x: [B, Cin, *S] -> [B, Cin, *K] complex
   const auto x_ft = detail::corner_dims_forward(m, detail::last_dim_forward(m, x), 0);
   // [B, Cin, *K] -> [B, Cout, *K], the bias in the zero mode

@@ -1,6 +1,8 @@
 #include "spectral.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -36,6 +38,21 @@ RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
   return out;
 }
 
+namespace {
+
+// FNO_DFT_FIRST_DIM=0 (an experiment override, read once): the first dim's
+// kept modes come from cuFFT and a gather again, to measure one against the
+// other in one process.
+bool first_dim_gemm_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("FNO_DFT_FIRST_DIM");
+    return !(env != nullptr && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
+}  // namespace
+
 SpectralModes spectral_modes(const SpectralConvImpl& conv, torch::IntArrayRef spatial,
                              const torch::TensorOptions& options) {
   SpectralModes m;
@@ -60,6 +77,7 @@ SpectralModes spectral_modes(const SpectralConvImpl& conv, torch::IntArrayRef sp
   m.reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
   m.gemm = m.kept.back() <= kMaxDftGemmModes && c10::isFloatingType(dtype);
   if (m.gemm) m.dft = real_dft(m.spatial.back(), m.kept.back(), options);
+  m.first_gemm = n_dim >= 2 && m.kept[0] <= kMaxDftGemmModes && first_dim_gemm_enabled();
   return m;
 }
 
@@ -92,6 +110,9 @@ torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& mode
 
 torch::Tensor corner_dims_forward(const SpectralModes& m, torch::Tensor x_ft, int64_t first_dim) {
   for (int64_t i = m.n_dim() - 2; i >= first_dim; --i) {
+    // The first dim's kept modes as one complex GEMM: no full-length FFT, no
+    // gather (and, in backward, no zero-filled scatter).
+    if (i == 0 && m.first_gemm) return first_dim_analysis(m, x_ft, 0);
     const int64_t dim = i + 2;
     const int64_t n = m.spatial[i];
     const int64_t neg = m.kept[i] / 2;
@@ -104,6 +125,10 @@ torch::Tensor corner_dims_forward(const SpectralModes& m, torch::Tensor x_ft, in
 
 torch::Tensor corner_dims_inverse(const SpectralModes& m, torch::Tensor out, int64_t first_dim) {
   for (int64_t i = first_dim; i < m.n_dim() - 1; ++i) {
+    if (i == 0 && m.first_gemm) {
+      out = first_dim_synthesis(m, out, 0, m.spatial[0]);
+      continue;
+    }
     const int64_t dim = i + 2;
     const int64_t n = m.spatial[i];
     const int64_t neg = m.kept[i] / 2;

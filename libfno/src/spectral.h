@@ -48,6 +48,7 @@ struct SpectralModes {
   std::vector<int64_t> kept;     // modes kept per dim (the last: of the half spectrum)
   torch::Tensor weight;          // [Cin, Cout, kept...] complex: the parameter's slice
   bool gemm = false;             // the last dim's DFT as GEMMs (else cuFFT)
+  bool first_gemm = false;       // the first dim's (2D, 3D) as complex GEMMs (else cuFFT)
   bool reduced = false;          // bf16/fp16 activations: modes in complex64
   RealDft dft;                   // the last dim's matrices (gemm)
   int64_t n_dim() const { return static_cast<int64_t>(spatial.size()); }
@@ -64,10 +65,12 @@ torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x);
 // modes: [..., k_last] complex64 -> [..., S_last] in `dtype`
 torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& modes,
                                c10::ScalarType dtype);
-// The non-last dims first_dim .. n_dim-2, innermost first: FFT, kept corners.
+// The non-last dims first_dim .. n_dim-2, innermost first: FFT, kept corners
+// (the first dim, with first_gemm: its kept-mode DFT as one complex GEMM).
 // x_ft: [B, C, *S'] complex -> [B, C, *K'] on those dims
 torch::Tensor corner_dims_forward(const SpectralModes& m, torch::Tensor x_ft, int64_t first_dim);
-// The inverse: corners scattered between zeros, inverse FFT, outermost first.
+// The inverse: corners scattered between zeros, inverse FFT, outermost first
+// (the first dim, with first_gemm: a complex GEMM).
 torch::Tensor corner_dims_inverse(const SpectralModes& m, torch::Tensor out, int64_t first_dim);
 // Channel mixing per mode, and the bias at the zero mode (the inverse
 // transforms add it at every grid point).

@@ -64,14 +64,36 @@ __device__ __forceinline__ void load_input(float (&v)[IN], const T* x, int64_t b
   }
 }
 
+// R consecutive floats of shared memory (float4 loads when R % 4 == 0: p is
+// then 16-byte aligned, as the weights' rows are).
+template <int R>
+__device__ __forceinline__ void load_row(float (&v)[R], const float* p) {
+  if constexpr (R % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < R; j += 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p + j);
+      v[j] = q.x, v[j + 1] = q.y, v[j + 2] = q.z, v[j + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < R; ++j) v[j] = p[j];
+  }
+}
+
+// init + sum_k row[k] v[k], in order of k (row as load_row's).
+template <int R>
+__device__ __forceinline__ float dot(const float* row, const float (&v)[R], float init) {
+  float w[R];
+  load_row<R>(w, row);
+#pragma unroll
+  for (int k = 0; k < R; ++k) init = fmaf(w[k], v[k], init);
+  return init;
+}
+
 // h = W1 v + b1 for hidden unit k, rounded to T.
 template <typename T, int IN>
 __device__ __forceinline__ float hidden(const float* sw, int mid, int k, const float (&v)[IN]) {
-  const float* row = sw + k * IN;
-  float h = sw[mid * IN + k];
-#pragma unroll
-  for (int c = 0; c < IN; ++c) h = fmaf(row[c], v[c], h);
-  return round_to<T>(h);
+  return round_to<T>(dot<IN>(sw + k * IN, v, sw[mid * IN + k]));
 }
 
 // The compiled (Cin, Cout) pairs, kCompiledChannelMlps; F<T, IN, OUT>::run(args...).

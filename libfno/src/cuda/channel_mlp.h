@@ -6,8 +6,10 @@
 // The LibTorch path makes the hidden layer [B, Cmid, N] (Cmid = 2x the FNO's
 // width) in three passes over memory (a bias copy, the GEMM, the GELU) and
 // reads it back for the second GEMM. These kernels keep it in registers:
-// forward reads x and writes y; the backward's kernel writes the two tensors
-// the weight gradients need, GELU(h) and dh, in one pass.
+// forward reads x and writes y; the backward reads x and dy once, writes dx
+// and sums the weight gradients per CTA (hidden layers up to 64 wide; wider
+// ones write the two tensors the weight-gradient GEMMs need, GELU(h) and dh,
+// in one pass).
 //
 // Files: channel_mlp_forward.cu, channel_mlp_backward.cu; GELU from gelu.cuh,
 // rounding from common.cuh.
@@ -69,5 +71,37 @@ int channel_mlp_forward(Dtype dtype, ChannelMlpInput x, void* y, int64_t batch, 
 int channel_mlp_hidden_grad(Dtype dtype, ChannelMlpInput x, ChannelMlpInput dy, void* g, void* dh,
                             int64_t batch, int64_t in, int64_t mid, int64_t out, int64_t n,
                             const ChannelMlpWeights& w, bool gelu_input, void* stream);
+
+/// Whether channel_mlp_backward runs this shape: a compiled (Cin, Cout) pair
+/// and a hidden layer of at most kMaxChannelMlpBackwardMid units (wider ones
+/// take channel_mlp_hidden_grad and GEMMs).
+bool channel_mlp_backward_supported(int64_t in, int64_t mid, int64_t out);
+constexpr int64_t kMaxChannelMlpBackwardMid = 64;
+
+/// fp32 device pointers for the weight gradients, overwritten: w1 [Cmid, Cin],
+/// b1 [Cmid] or null (not computed), w2 [Cout, Cmid], b2 [Cout] or null.
+struct ChannelMlpGrads {
+  float* w1;
+  float* b1;
+  float* w2;
+  float* b2;
+};
+
+/// The floats of channel_mlp_backward's workspace for these sizes (the
+/// per-CTA partial sums of the weight gradients).
+int64_t channel_mlp_backward_workspace(int64_t batch, int64_t in, int64_t mid, int64_t out,
+                                       int64_t n);
+
+/// The whole backward in two kernels: one pass over x and dy recomputes h,
+/// writes dx = act'(x) * W1^T dh (when dx is not null; [B, Cin, N] contiguous
+/// in `dtype`) and sums the weight gradients per CTA into `workspace` (fp32,
+/// channel_mlp_backward_workspace floats); a second sums the CTAs' partials in
+/// a fixed order into g (deterministic). dh = GELU'(h) * (W2^T dy) and GELU(h)
+/// are rounded to `dtype` as channel_mlp_hidden_grad stores them. x [B, Cin,
+/// N], dy [B, Cout, N]. Returns a cudaError_t.
+int channel_mlp_backward(Dtype dtype, ChannelMlpInput x, ChannelMlpInput dy, void* dx,
+                         int64_t batch, int64_t in, int64_t mid, int64_t out, int64_t n,
+                         const ChannelMlpWeights& w, bool gelu_input, float* workspace,
+                         const ChannelMlpGrads& g, void* stream);
 
 }  // namespace fno::cuda

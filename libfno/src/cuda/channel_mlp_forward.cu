@@ -29,7 +29,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll 2
     for (int k = 0; k < mid; ++k) {
       const float g = round_to<T>(gelu_fast(hidden<T, IN>(sw, mid, k, v)));
-      const float* row = w2t + k * OUT;
+      float row[OUT];
+      load_row<OUT>(row, w2t + k * OUT);
 #pragma unroll
       for (int o = 0; o < OUT; ++o) acc[o] = fmaf(row[o], g, acc[o]);
     }
