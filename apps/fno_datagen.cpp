@@ -89,15 +89,17 @@ void install_stop_handlers() {
 }
 
 /// The command line, each argument quoted when it holds a space or quote;
-/// without --resume and --stop-after-samples, which do not change the data (so
-/// that a resumed run writes the same bytes as one run).
+/// without --resume, --stop-after-samples and --worker, which do not change
+/// the data (so that a resumed run writes the same bytes as one run).
 std::string command_line(int argc, char** argv) {
   std::string out;
   bool first = true;
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--resume" || arg.rfind("--stop-after-samples=", 0) == 0) continue;
-    if (arg == "--stop-after-samples") {
+    if (arg == "--resume" || arg.rfind("--stop-after-samples=", 0) == 0 ||
+        arg.rfind("--worker=", 0) == 0)
+      continue;
+    if (arg == "--stop-after-samples" || arg == "--worker") {
       ++i;
       continue;
     }
@@ -291,6 +293,12 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after-samples", stop_after,
                  "with --resume: stop (exit 4) once at least K samples are kept (for tests)")
       ->transform(decimal_integer<int64_t>());
+  std::string worker_text;
+  app.add_option("--worker", worker_text,
+                 "K/N, with --resume: worker K (0 .. N-1) of N processes making one run together "
+                 "in the same OUT.partial/ (one per GPU: --device cuda:K); it makes the batches "
+                 "j with j % N == K and ends without the output; then the same command without "
+                 "--worker writes it (the same bytes as one run)");
   app.add_option("--progress", progress, "auto (a bar on a terminal, else lines), bar, plain, none")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
   try {
@@ -311,6 +319,18 @@ int main(int argc, char** argv) {
     }
   }
   if (stop_after > 0 && !resume) return fail(2, "--stop-after-samples needs --resume");
+  int worker = 0, workers = 1;
+  if (!worker_text.empty()) {
+    long long k = -1, n = 0;
+    char tail = 0;
+    if (std::sscanf(worker_text.c_str(), "%lld/%lld%c", &k, &n, &tail) != 2 || n < 1 || k < 0 ||
+        k >= n || n > 1024) {
+      return fail(2, "--worker " + worker_text + ": expected K/N with 0 <= K < N, e.g. 0/2");
+    }
+    if (!resume) return fail(2, "--worker needs --resume");
+    worker = static_cast<int>(k);
+    workers = static_cast<int>(n);
+  }
   const std::string line = command_line(argc, argv);
   Job job;
   try {
@@ -392,6 +412,8 @@ int main(int argc, char** argv) {
   hooks.stop_requested = [] { return static_cast<int>(g_stop_signal); };
   hooks.resume = resume;
   hooks.stop_after_samples = stop_after;
+  hooks.worker = worker;
+  hooks.workers = workers;
   hooks.resumed = [&](int64_t kept, int64_t total) {
     bar.resumed(kept * job.units_per_sample,
                 kept == 0 ? "resumable: finished batches go to '" +
@@ -402,6 +424,17 @@ int main(int argc, char** argv) {
   };
   try {
     const auto summary = job.run(hooks);
+    if (!summary.written) {
+      bar.abandon();
+      std::printf(
+          "worker %d/%d: its batches are kept; %lld of %lld samples kept in %s; the "
+          "same command without --worker writes the output once all workers are done\n",
+          worker, workers, static_cast<long long>(summary.kept),
+          static_cast<long long>(summary.samples), fno::data::datagen_partial_dir(out).c_str());
+      std::printf("device %s\n", summary.device.c_str());
+      std::printf("seconds %.2f\n", summary.seconds);
+      return 0;
+    }
     std::printf("device %s\n", summary.device.c_str());
     std::printf("samples %lld\n", static_cast<long long>(summary.samples));
     std::printf("seconds %.2f\n", summary.seconds);

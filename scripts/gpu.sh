@@ -57,12 +57,14 @@
 #                protocol (nu 1e-3, T 50) for 16 samples, timed
 #   nsdata       a set of the FNO paper's Navier-Stokes table (NSDATA_NU 1e-3 / NSDATA_T 50, or
 #                1e-4 / 30, 1e-5 / 20; 256^2 -> 64^2, 1200 samples, 200 for testing, seed 0,
-#                float32, dt NSDATA_DT 1e-4) by fno_datagen --resume, stopped by SIGTERM at
-#                NSDATA_DEADLINE (560) s after this script started; the kept batches stay in
-#                NSDATA_DIR (/tmp/fno-nsdata) for the next call on the same warm machine only
-#                (docs/data.md: nothing larger than 64 MiB travels, so a fresh machine starts again)
-#   nstrain      configs/$NSTRAIN_CONFIG.yaml on nsdata's set (the same NSDATA_*), resumable within
-#                one warm machine (SIGTERM at NSTRAIN_DEADLINE, 555 s); its metrics come back
+#                float32, dt NSDATA_DT 1e-4) by fno_datagen --resume, one worker per GPU,
+#                stopped by SIGTERM at NSDATA_DEADLINE (560) s after this script started; the
+#                kept batches stay in NSDATA_DIR (/tmp/fno-nsdata) for the next call on the same
+#                warm machine only (docs/data.md: nothing larger than 64 MiB travels, so a fresh
+#                machine starts again)
+#   nstrain      configs/$NSTRAIN_CONFIG.yaml (one or more) on nsdata's set (the same NSDATA_*),
+#                one config per GPU at once, resumable within one warm machine (SIGTERM at
+#                NSTRAIN_DEADLINE, 555 s); their metrics come back
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
@@ -195,6 +197,22 @@ train_until() {
   cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/" 2> /dev/null
   cp "$run"/summary.json "$d/" 2> /dev/null
   tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
+}
+
+# One config of nstrain (configs/CFG.yaml) on nsdata's set, into NSDATA_DIR/run_CFG.
+ns_train_one() {
+  local cfg=$1 nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
+  local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$1 d=$out/nstrain_$1 kv
+  mkdir -p "$d"
+  if [ ! -f "${stem}_train.h5" ] || [ ! -f "${stem}_test.h5" ]; then
+    say "nstrain $cfg: no ${stem}_train.h5 (run nsdata with the same NSDATA_* first)"
+    return
+  fi
+  local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
+    --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
+  for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
+  [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
+  train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $cfg" "$run" "$d" "${args[@]}"
 }
 
 run_suite() {
@@ -800,71 +818,103 @@ run_suite() {
       # in float32 as the paper's ns_2d.py (NSDATA_PRECISION) with dt NSDATA_DT (1e-4, the
       # paper's). fno_datagen --resume keeps each finished batch (NSDATA_BATCH samples,
       # default 64: about 150 s at T 50 on an H100 in float32, 2.3-2.4 s a sample) in
-      # $dir/ns_v$NU_T$T.h5.partial/; timeout's SIGTERM at the deadline abandons the batch in
-      # flight (exit 143) and the next call goes on after the kept ones. The machine's disk
-      # lasts only while it stays warm (30 s after a call, 30 min held at most), and ~1 GB
-      # cannot travel either way (64 MiB a call), so the set completes only if a chain of
-      # calls on one machine makes all NSDATA_SAMPLES (1200, NSDATA_TEST 200 of them for
-      # testing) samples (docs/data.md#resumable-generation). NSDATA_RES, NSDATA_SUB and
-      # NSDATA_DEVICE (256, 4, cuda) are for trying the suite small.
+      # $dir/ns_v$NU_T$T.h5.partial/; timeout's SIGTERM at the deadline abandons the batches
+      # in flight (exit 143) and the next call goes on after the kept ones. On a machine of
+      # several GPUs, one worker per GPU (--worker K/N --device cuda:K) makes every N-th
+      # batch, and a last run without workers writes the files once all are kept (the same
+      # bytes as one run). The machine's disk lasts only while it stays warm (30 s after a
+      # call, 30 min held at most), and ~1 GB cannot travel either way (64 MiB a call), so
+      # the set completes only if a chain of calls on one machine makes all NSDATA_SAMPLES
+      # (1200, NSDATA_TEST 200 of them for testing) samples
+      # (docs/data.md#resumable-generation). NSDATA_RES, NSDATA_SUB and NSDATA_DEVICE (256,
+      # 4, cuda) are for trying the suite small; NSDATA_GPUS caps the workers (on the CPU it
+      # sets their number, default 1).
       local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} n=${NSDATA_SAMPLES:-1200}
       local dir=${NSDATA_DIR:-/tmp/fno-nsdata} d=$out/nsdata
       local data=$dir/ns_v${nu}_T${tf}.h5
       mkdir -p "$dir" "$d"
-      kept_samples() {  # the end of the last kept batch (samples_FIRST_END.h5)
-        ls "$data.partial" 2> /dev/null | sed -n 's/^samples_[0-9]*_0*\([0-9][0-9]*\)\.h5$/\1/p' |
-          sort -n | tail -1 | grep . || echo 0
+      kept_samples() {  # the samples in the kept batches (samples_FIRST_END.h5)
+        ls "$data.partial" 2> /dev/null |
+          sed -n 's/^samples_0*\([0-9][0-9]*\)_0*\([0-9][0-9]*\)\.h5$/\1 \2/p' |
+          awk '{ s += $2 - $1 } END { print s + 0 }'
       }
-      local before left t rc
+      local before left t rc gpus
       before=$(kept_samples)
       left=$((${NSDATA_DEADLINE:-560} - ($(date +%s) - script_t0)))
+      gpus=${NSDATA_GPUS:-1}  # (on the CPU: that many worker processes, for trying)
+      if [ "${NSDATA_DEVICE:-cuda}" = cuda ]; then
+        gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+        [ "$gpus" -ge 1 ] || gpus=1
+        [ -n "${NSDATA_GPUS:-}" ] && [ "$NSDATA_GPUS" -lt "$gpus" ] && gpus=$NSDATA_GPUS
+      fi
+      local gen=("$build/apps/fno_datagen" --problem ns --viscosity "$nu" --t-final "$tf"
+        --dt "${NSDATA_DT:-1e-4}" --resolution "${NSDATA_RES:-256}" --subsample "${NSDATA_SUB:-4}"
+        --samples "$n" --test-samples "${NSDATA_TEST:-200}" --seed 0
+        --precision "${NSDATA_PRECISION:-float32}" --batch "${NSDATA_BATCH:-64}" --progress plain
+        --resume --out "$data")
       if [ -f "${data%.h5}_train.h5" ] && [ -f "${data%.h5}_test.h5" ]; then
         say "nsdata: $data done already: $(ls -l "${data%.h5}"_t*.h5 | awk '{print $5, $9}' | tr '\n' ' ')"
       elif [ "$left" -lt 60 ]; then
         say "nsdata: $left s left before the deadline; not started ($before samples kept)"
       else
         t=$(date +%s)
-        timeout -s TERM -k 60 "$left" "$build/apps/fno_datagen" --problem ns --viscosity "$nu" \
-          --t-final "$tf" --dt "${NSDATA_DT:-1e-4}" --resolution "${NSDATA_RES:-256}" \
-          --subsample "${NSDATA_SUB:-4}" --samples "$n" --test-samples "${NSDATA_TEST:-200}" \
-          --seed 0 --device "${NSDATA_DEVICE:-cuda}" --precision "${NSDATA_PRECISION:-float32}" \
-          --batch "${NSDATA_BATCH:-64}" --progress plain --resume --out "$data" \
-          > "$d/datagen.out" 2>> "$d/datagen.log"
-        rc=$?
+        rc=0
+        if [ "$gpus" -gt 1 ]; then
+          local k pids=()
+          for k in $(seq 0 $((gpus - 1))); do
+            local dev=${NSDATA_DEVICE:-cuda}
+            [ "$dev" = cuda ] && dev=cuda:$k
+            timeout -s TERM -k 60 "$left" "${gen[@]}" --device "$dev" --worker "$k/$gpus" \
+              > "$d/datagen$k.out" 2>> "$d/datagen$k.log" &
+            pids+=($!)
+          done
+          for k in "${pids[@]}"; do wait "$k" || rc=$?; done
+          # every batch kept: the files (no solve left; at once)
+          if [ "$rc" = 0 ]; then
+            "${gen[@]}" --device "${NSDATA_DEVICE:-cuda}" > "$d/datagen.out" 2>> "$d/datagen.log"
+            rc=$?
+          fi
+        else
+          timeout -s TERM -k 60 "$left" "${gen[@]}" --device "${NSDATA_DEVICE:-cuda}" \
+            > "$d/datagen.out" 2>> "$d/datagen.log"
+          rc=$?
+        fi
         local after secs
         after=$(kept_samples)
         [ "$rc" = 0 ] && after=$n
         secs=$(($(date +%s) - t))
-        printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" "$before" "$after" \
-          >> "$dir/segments.tsv"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$rc" "$secs" "$before" "$after" \
+          "$gpus" >> "$dir/segments.tsv"
         cp "$dir/segments.tsv" "$d/"
-        say "nsdata: exit $rc after $secs s; samples kept $before -> $after of $n" \
+        say "nsdata: exit $rc after $secs s on $gpus GPU(s); samples kept $before -> $after of $n" \
           "($(awk -v n=$((after - before)) -v s="$secs" 'BEGIN { if (n > 0) printf "%.2f s a sample", s / n; else print "none made" }'))"
-        tail -1 "$d/datagen.log" | cut -c1-250 | tee -a "$summary"
+        tail -1 "$d/datagen.log" 2> /dev/null | cut -c1-250 | tee -a "$summary"
       fi
       ;;
     nstrain)
-      # issue 27: one model of a row of the paper's Navier-Stokes table
-      # (configs/$NSTRAIN_CONFIG.yaml, e.g. ns_v1e-5_fno3d) on nsdata's set of that row
-      # (the same NSDATA_* settings), resumable within one warm machine: the run directory
-      # stays in NSDATA_DIR, fno_train stops by SIGTERM at NSTRAIN_DEADLINE (555) s after
-      # this script started (a checkpoint mid-epoch), and the next call resumes it. Its
-      # metrics.jsonl, summary.json, config.yaml and segments.tsv come back in $OUT.
+      # issue 27: models of a row of the paper's Navier-Stokes table (NSTRAIN_CONFIG: one or
+      # more of configs/*.yaml, space-separated, e.g. "ns_v1e-5_fno3d ns_v1e-5_fno2d") on
+      # nsdata's set of that row (the same NSDATA_* settings); on a machine of several GPUs
+      # each config trains on its own GPU at the same time (round robin), else one after
+      # another. Resumable within one warm machine: each run directory stays in NSDATA_DIR,
+      # fno_train stops by SIGTERM at NSTRAIN_DEADLINE (555) s after this script started (a
+      # checkpoint mid-epoch), and the next call resumes it. Their metrics.jsonl,
+      # summary.json, config.yaml and segments.tsv come back in $OUT/nstrain_CONFIG/.
       # NSTRAIN_SET adds --set overrides (space-separated key=value, e.g. training.epochs=2).
-      local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} cfg=${NSTRAIN_CONFIG:-ns_v1e-3_fno3d}
-      local dir=${NSDATA_DIR:-/tmp/fno-nsdata}
-      local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$cfg d=$out/nstrain_$cfg
-      mkdir -p "$d"
-      if [ ! -f "${stem}_train.h5" ] || [ ! -f "${stem}_test.h5" ]; then
-        say "nstrain $cfg: no ${stem}_train.h5 (run nsdata with the same NSDATA_* first)"
-      else
-        local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
-          --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
-        local kv
-        for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
-        [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
-        train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $cfg" "$run" "$d" "${args[@]}"
-      fi
+      local cfgs gpus i=0 pids=() p
+      read -r -a cfgs <<< "${NSTRAIN_CONFIG:-ns_v1e-3_fno3d}"
+      gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+      [ "$gpus" -ge 1 ] || gpus=1
+      for p in "${cfgs[@]}"; do
+        if [ "$gpus" -gt 1 ]; then
+          (export CUDA_VISIBLE_DEVICES=$((i % gpus)) && ns_train_one "$p") &
+          pids+=($!)
+        else
+          ns_train_one "$p"
+        fi
+        i=$((i + 1))
+      done
+      for p in "${pids[@]}"; do wait "$p"; done
       ;;
     mlp)
       # the fused channel MLP (lifting, projection): its GPU tests, then fno_bench with it

@@ -382,9 +382,9 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
 
   DarcyGenSummary summary;
   summary.device = device.str();
-  for (int64_t start = output.kept(); start < total; start += batch_size) {
+  for (int64_t start = output.next_batch(0, batch_size); start < total;) {
     output.check_stop(hooks, start);  // before each batch
-    const int64_t b = std::min(batch_size, total - start);
+    const int64_t b = output.batch_end(start, batch_size) - start;
     // The coefficients on the CPU, one sample at a time: the same numbers for
     // every batch size and device.
     std::vector<torch::Tensor> fields;
@@ -405,7 +405,15 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
     TORCH_CHECK(torch::isfinite(u).all().item<bool>(), "samples ", start, "..", start + b - 1,
                 ": the solution is not finite");
     output.write(start, {coeff, u}, {{"residual", residual}, {"iterations", sol.iterations}});
-    if (hooks.progress) hooks.progress(start + b, total);
+    if (hooks.progress) hooks.progress(output.kept(), total);
+    start = output.next_batch(start + b, batch_size);
+  }
+  if (hooks.workers > 1 || !output.complete()) {  // a worker: its batches kept, no files
+    summary.written = false;
+    summary.kept = output.kept();
+    summary.samples = total;
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return summary;
   }
   output.check_stop(hooks, total);  // before the files appear
 

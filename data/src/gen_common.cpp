@@ -308,7 +308,9 @@ void GenOutput::find_kept() {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(".samples_", 0) == 0 && name.find(".h5.tmp.") != std::string::npos) {
-      fs::remove(entry.path(), ec);  // a batch whose writing was killed
+      // A batch whose writing was killed, or (several workers) one that
+      // another worker is writing now.
+      if (resume_.workers == 1) fs::remove(entry.path(), ec);
       continue;
     }
     long long a = -1, b = -1;
@@ -321,17 +323,19 @@ void GenOutput::find_kept() {
     shards.push_back({a, b - a, dir + "/" + name});
   }
   if (ec) throw std::runtime_error(dir + ": cannot list the directory: " + ec.message());
-  std::sort(shards.begin(), shards.end(),
-            [](const Shard& x, const Shard& y) { return x.first < y.first; });
-  int64_t end = 0;
+  std::sort(shards.begin(), shards.end(), [](const Shard& x, const Shard& y) {
+    return x.first != y.first ? x.first < y.first : x.count < y.count;
+  });
+  int64_t end = 0, kept = 0;
   for (const auto& shard : shards) {
-    if (shard.first != end || shard.first + shard.count > total_) {
-      throw std::runtime_error(shard.path + ": samples [" + std::to_string(shard.first) + ", " +
-                               std::to_string(shard.first + shard.count) + ") do not follow [0, " +
-                               std::to_string(end) + ") within the run's " +
-                               std::to_string(total_) +
-                               " samples; the kept samples are damaged: remove " + quoted(dir) +
-                               " to start again");
+    if (shard.first < end || shard.first + shard.count > total_) {
+      throw std::runtime_error(
+          shard.path + ": samples [" + std::to_string(shard.first) + ", " +
+          std::to_string(shard.first + shard.count) +
+          (shard.first < end
+               ? ") overlap the kept ones before, up to " + std::to_string(end)
+               : ") are not within the run's " + std::to_string(total_) + " samples") +
+          "; the kept samples are damaged: remove " + quoted(dir) + " to start again");
     }
     const std::vector<Attribute> attrs = read_hdf5_attributes(shard.path);
     const auto find = [&](const char* key) -> const Attribute* {
@@ -391,9 +395,36 @@ void GenOutput::find_kept() {
     }
     add_stats(shard.first, shard.count, stats);
     end = shard.first + shard.count;
+    kept += shard.count;
   }
   shards_ = std::move(shards);
-  kept_ = end;
+  kept_ = kept;
+}
+
+int64_t GenOutput::next_batch(int64_t from, int64_t batch) const {
+  int64_t start = from;
+  while (start < total_) {
+    // Past the kept shard that holds `start`, if any (shards_ is sorted).
+    bool moved = false;
+    for (const auto& shard : shards_) {
+      if (shard.first <= start && start < shard.first + shard.count) {
+        start = shard.first + shard.count;
+        moved = true;
+      }
+    }
+    if (moved) continue;
+    if (resume_.workers <= 1 || (start / batch) % resume_.workers == resume_.worker) return start;
+    start = (start / batch + 1) * batch;  // another worker's batch
+  }
+  return total_;
+}
+
+int64_t GenOutput::batch_end(int64_t start, int64_t batch) const {
+  int64_t end = std::min(start + batch, total_);
+  for (const auto& shard : shards_) {
+    if (shard.first > start) end = std::min(end, shard.first);
+  }
+  return end;
 }
 
 void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data,
@@ -409,9 +440,14 @@ void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data,
   if (resume_.dir.empty()) {
     write_files(start, data);
     add_stats(start, b, values);
+    kept_ += b;
     return;
   }
-  TORCH_CHECK(start == kept_, "GenOutput::write: samples from ", start, " after ", kept_, " kept");
+  for (const auto& shard : shards_) {
+    TORCH_CHECK(start + b <= shard.first || shard.first + shard.count <= start,
+                "GenOutput::write: samples [", start, ", ", start + b, ") overlap the kept [",
+                shard.first, ", ", shard.first + shard.count, ")");
+  }
   const std::string path = resume_.dir + "/" + shard_name(start, start + b);
   std::vector<std::pair<std::string, std::vector<int64_t>>> shaped;
   for (const auto& [name, sample_shape] : datasets_) {
@@ -432,7 +468,9 @@ void GenOutput::write(int64_t start, const std::vector<torch::Tensor>& data,
   };
   for (const auto& [name, v] : values) attrs.push_back(text_attr("stat_" + name, values_text(v)));
   shard.commit(attrs);  // fsync, rename: kept from here on
-  shards_.push_back({start, b, path});
+  shards_.insert(std::upper_bound(shards_.begin(), shards_.end(), start,
+                                  [](int64_t s, const Shard& x) { return s < x.first; }),
+                 {start, b, path});
   kept_ += b;
   add_stats(start, b, values);
 }
@@ -519,6 +557,8 @@ Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
   r.dir = datagen_partial_dir(out);
   r.settings = std::move(settings);
   r.stop_after = hooks.stop_after_samples;
+  r.worker = hooks.worker;
+  r.workers = hooks.workers;
   return r;
 }
 

@@ -93,6 +93,7 @@ struct Resume {
   std::string dir;
   std::vector<std::pair<std::string, std::string>> settings;
   int64_t stop_after = 0;
+  int worker = 0, workers = 1;  // DarcyGenHooks::worker, workers
 };
 
 /// Resume of `hooks` for the output `out` (dir empty when hooks.resume is off).
@@ -141,12 +142,19 @@ class GenOutput {
   ~GenOutput();
 
   const std::vector<Part>& parts() const { return parts_; }
-  /// Samples [0, kept()) are done already (kept by an earlier resumable run):
-  /// the run goes on with sample kept().
+  /// How many samples are kept (by earlier resumable runs, or other workers,
+  /// and this one); complete() when all are.
   int64_t kept() const { return kept_; }
+  bool complete() const { return kept_ == total_; }
+  /// The next batch this process makes, from sample `from` on with batches of
+  /// `batch`: its first sample (total when none is left), the first sample
+  /// not kept at or after `from` whose batch (start / batch) is this worker's;
+  /// and where it ends: at most `batch` samples, up to the next kept one.
+  int64_t next_batch(int64_t from, int64_t batch) const;
+  int64_t batch_end(int64_t start, int64_t batch) const;
   /// Writes the run's samples [start, start + b): data[d] is [b, *sample_shape]
   /// for names[d], `stats` their per-sample statistics. Resumable: the batch
-  /// becomes one file in resume.dir (start must be kept()), kept from then on.
+  /// becomes one file in resume.dir (none of its samples kept), kept from then on.
   void write(int64_t start, const std::vector<torch::Tensor>& data, const SampleStats& stats = {});
   /// check_stop for this output: `done` samples done (not resumable), or the
   /// samples kept and how to go on; resumable, also stops (signal 0) once

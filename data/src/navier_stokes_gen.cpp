@@ -462,9 +462,10 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   const int64_t units = total * records;
   const auto solve_options =
       NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k);
-  for (int64_t start = output.kept(); start < total; start += batch_size) {
+  for (int64_t start = output.next_batch(0, batch_size); start < total;) {
     output.check_stop(hooks, start);
-    const int64_t b = std::min(batch_size, total - start);
+    const int64_t b = output.batch_end(start, batch_size) - start;
+    const int64_t kept_before = output.kept();
     torch::Tensor w0;
     if (initial.defined()) {
       w0 = initial.narrow(0, start, b);
@@ -482,7 +483,10 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
                       steps_per_record, records, solve_options, [&](int64_t rec) {
                         output.check_stop(hooks, first);
-                        if (hooks.progress) hooks.progress(first * records + (rec + 1) * count, units);
+                        if (hooks.progress) {
+                          hooks.progress(
+                              (kept_before + first - start) * records + (rec + 1) * count, units);
+                        }
                       });
     };
     const auto solve_t0 = std::chrono::steady_clock::now();
@@ -505,6 +509,15 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     const torch::Tensor max_abs =
         torch::maximum(a32.abs().flatten(1).amax(1), u32.abs().flatten(1).amax(1));
     output.write(start, {a32, u32}, {{"max_abs", max_abs}});
+    start = output.next_batch(start + b, batch_size);
+  }
+  if (hooks.workers > 1 || !output.complete()) {  // a worker: its batches kept, no files
+    summary.written = false;
+    summary.batch = batch_size;
+    summary.kept = output.kept();
+    summary.samples = total;
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return summary;
   }
   output.check_stop(hooks, total);  // before the files appear
 

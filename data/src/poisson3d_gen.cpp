@@ -195,9 +195,9 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
 
   DarcyGenSummary summary;
   summary.device = device.str();
-  for (int64_t start = output.kept(); start < total; start += batch_size) {
+  for (int64_t start = output.next_batch(0, batch_size); start < total;) {
     output.check_stop(hooks, start);  // before each batch
-    const int64_t b = std::min(batch_size, total - start);
+    const int64_t b = output.batch_end(start, batch_size) - start;
     std::vector<torch::Tensor> noise;
     noise.reserve(static_cast<size_t>(b));
     for (int64_t i = 0; i < b; ++i) noise.push_back(white_noise3d(o.seed(), start + i, r));
@@ -222,7 +222,15 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
                 "samples ", start, "..", start + b - 1, ": the fields are not finite");
 
     output.write(start, {f, u}, {{"residual", fields.residual}});
-    if (hooks.progress) hooks.progress(start + b, total);
+    if (hooks.progress) hooks.progress(output.kept(), total);
+    start = output.next_batch(start + b, batch_size);
+  }
+  if (hooks.workers > 1 || !output.complete()) {  // a worker: its batches kept, no files
+    summary.written = false;
+    summary.kept = output.kept();
+    summary.samples = total;
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return summary;
   }
   output.check_stop(hooks, total);  // before the files appear
 

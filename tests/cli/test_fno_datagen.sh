@@ -165,7 +165,37 @@ for prob in ns darcy poisson3d; do
     for f in $files; do cmp -s "$work/one/$f" "$work/res/$f" || same=0; done
     [ $same -eq 1 ] && ok || bad "$prob: resumed files differ from one run's"
   else bad "$prob resumed run: $(cat "$work/res/err"; ls -A "$work/res")"; fi
+  # Three workers (--worker K/3, out of order), then the run that writes the
+  # files: one run's bytes; a worker writes no file and says what is kept.
+  rm -rf "$work/res" && mkdir -p "$work/res"
+  for k in 1 0 2; do
+    (cd "$work/res" && "$bin" "${args[@]}" --out r.h5 --resume --worker $k/3 > "out$k" 2> err) ||
+      bad "$prob worker $k/3: $(cat "$work/res/err")"
+  done
+  if grep -q "^worker 2/3: its batches are kept; [57] of [57] samples kept in r.h5.partial; the same command without --worker writes the output once all workers are done$" "$work/res/out2" &&
+     grep -q "^worker 1/3: its batches are kept; [1-3] of [57] samples kept" "$work/res/out1" &&
+     [ ! -e "$work/res/r.h5" ] && [ ! -e "$work/res/r_train.h5" ]; then ok
+  else bad "$prob workers: $(cat "$work/res/out"*; ls "$work/res")"; fi
+  if (cd "$work/res" && "$bin" "${args[@]}" --out r.h5 --resume > out 2> err) &&
+     [ ! -e "$work/res/r.h5.partial" ]; then
+    same=1
+    for f in $files; do cmp -s "$work/one/$f" "$work/res/$f" || same=0; done
+    [ $same -eq 1 ] && ok || bad "$prob: the workers' files differ from one run's"
+  else bad "$prob after the workers: $(cat "$work/res/err"; ls -A "$work/res")"; fi
 done
+
+# Two workers at once (as on two GPUs), then the run that writes the files: one run's bytes.
+rm -rf "$work/res" "$work/one" && mkdir -p "$work/res" "$work/one"
+(cd "$work/one" && "$bin" "${nsr[@]}" --batch 1 --out r.h5 > /dev/null 2>&1) || bad "ns: one run"
+(cd "$work/res" && exec "$bin" "${nsr[@]}" --batch 1 --out r.h5 --resume --worker 0/2 > out0 2> err0) &
+pid0=$!
+(cd "$work/res" && exec "$bin" "${nsr[@]}" --batch 1 --out r.h5 --resume --worker 1/2 > out1 2> err1) &
+pid1=$!
+wait $pid0; rc0=$?
+wait $pid1; rc1=$?
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && (cd "$work/res" && "$bin" "${nsr[@]}" --batch 1 --out r.h5 --resume > out 2> err) &&
+   cmp -s "$work/one/r_train.h5" "$work/res/r_train.h5" && cmp -s "$work/one/r_test.h5" "$work/res/r_test.h5"
+then ok; else bad "two workers at once: exits $rc0 $rc1: $(cat "$work/res/err"*)"; fi
 
 # SIGTERM mid-run with --resume: exit 143, the finished samples kept; resumed, one run's bytes.
 rm -rf "$work/res" && mkdir -p "$work/res"
@@ -211,7 +241,17 @@ cp "$work/keep.h5" r.h5.partial/samples_0000000000_0000000001.h5
 mv r.h5.partial/samples_0000000001_0000000002.h5 r.h5.partial/samples_0000000001_0000000003.h5
 expect 3 "samples_0000000001_0000000003.h5: holds samples \[1, 2), not \[1, 3); the file is damaged" -- "${nsr[@]}" --out r.h5 --resume
 mv r.h5.partial/samples_0000000001_0000000003.h5 r.h5.partial/samples_0000000002_0000000003.h5
-expect 3 "samples_0000000002_0000000003.h5: samples \[2, 3) do not follow \[0, 1) within the run's 5 samples; the kept samples are damaged: remove 'r.h5.partial' to start again" -- "${nsr[@]}" --out r.h5 --resume
+expect 3 "samples_0000000002_0000000003.h5: holds samples \[1, 2), not \[2, 3); the file is damaged" -- "${nsr[@]}" --out r.h5 --resume
+mv r.h5.partial/samples_0000000002_0000000003.h5 r.h5.partial/samples_0000000001_0000000002.h5
+# Kept batches that overlap (a batch of 2 beside batches of 1), or end past the run's samples.
+mkdir "$work/b2" && (cd "$work/b2" && "$bin" "${nsr[@]}" --batch 2 --out r.h5 --resume --stop-after-samples 2 > /dev/null 2>&1)
+cp "$work/b2/r.h5.partial/samples_0000000000_0000000002.h5" r.h5.partial/
+expect 3 "samples_0000000000_0000000002.h5: samples \[0, 2) overlap the kept ones before, up to 1; the kept samples are damaged: remove 'r.h5.partial' to start again" -- "${nsr[@]}" --out r.h5 --resume
+rm r.h5.partial/samples_0000000000_0000000002.h5
+mv r.h5.partial/samples_0000000001_0000000002.h5 r.h5.partial/samples_0000000004_0000000006.h5
+expect 3 "samples_0000000004_0000000006.h5: samples \[4, 6) are not within the run's 5 samples" -- "${nsr[@]}" --out r.h5 --resume
+expect 2 "--worker 2/2: expected K/N with 0 <= K < N, e.g. 0/2" -- "${nsr[@]}" --out r.h5 --resume --worker 2/2
+expect 2 "--worker needs --resume" -- "${nsr[@]}" --out r.h5 --worker 0/2
 rm -rf r.h5.partial
 : > r_train.h5
 expect 2 "resume: nothing to resume: 'r_train.h5' exists and there is no 'r.h5.partial' (without --resume the run makes it again)" -- "${nsr[@]}" --out r.h5 --resume

@@ -159,6 +159,15 @@ struct DarcyGenHooks {
   int64_t stop_after_samples = 0;
   /// With resume: called once before the first batch with the samples kept.
   std::function<void(int64_t kept, int64_t total)> resumed;
+  /// With resume, worker `worker` of `workers` processes that make one run's
+  /// samples together in the same directory (one per GPU, say): it makes only
+  /// the run's batches j (samples [j B, (j + 1) B), B the batch size) with
+  /// j % workers == worker that are not kept yet, and returns once they are,
+  /// without the output files (DarcyGenSummary::written false). A run without
+  /// workers then makes any batch still missing and writes the files: the
+  /// same bytes as one run on CUDA with the same batch size (and on the CPU).
+  int worker = 0;
+  int workers = 1;
 };
 
 /// Where a resumable run keeps its finished samples: OUT.partial (a directory).
@@ -187,6 +196,8 @@ struct DarcyGenSummary {
   double max_abs = 0;  // largest |value| stored (Navier-Stokes: the vorticity)
   int64_t batch = 0;   // Navier-Stokes: the samples solved together
   double solve_seconds = 0;  // Navier-Stokes: the time in the solver (device to host included)
+  bool written = true;       // false: a worker's batches kept, no file written (hooks.workers)
+  int64_t kept = 0;          // the samples kept in all (written false)
 };
 
 /// Checks the options; throws c10::ValueError naming the option and its value.
