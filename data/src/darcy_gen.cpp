@@ -408,13 +408,7 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
     if (hooks.progress) hooks.progress(output.kept(), total);
     start = output.next_batch(start + b, batch_size);
   }
-  if (hooks.workers > 1 || !output.complete()) {  // a worker: its batches kept, no files
-    summary.written = false;
-    summary.kept = output.kept();
-    summary.samples = total;
-    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return summary;
-  }
+  if (gen::ends_as_worker(output, hooks, total, t0, summary)) return summary;
   output.check_stop(hooks, total);  // before the files appear
 
   const std::string fd_scheme =

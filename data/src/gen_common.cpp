@@ -550,6 +550,16 @@ void GenOutput::commit(const std::function<std::vector<Attribute>(size_t)>& attr
   }
 }
 
+bool ends_as_worker(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total,
+                    std::chrono::steady_clock::time_point t0, DarcyGenSummary& summary) {
+  if (hooks.workers <= 1 && output.complete()) return false;
+  summary.written = false;
+  summary.kept = output.kept();
+  summary.samples = total;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+
 Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
                  std::vector<std::pair<std::string, std::string>> settings) {
   Resume r;

@@ -10,6 +10,7 @@
 
 #include <torch/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -197,5 +198,12 @@ class GenOutput {
   std::vector<std::map<std::string, double>> max_;  // per part
   std::map<std::string, double> sum_;
 };
+
+/// After a run's batches: a worker's (hooks.workers > 1), or a run that left
+/// samples to others, ends with summary (written false, the samples kept,
+/// the seconds since t0) and true: its batches are kept and no file is
+/// written. Otherwise false: the run goes on to write its files.
+bool ends_as_worker(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total,
+                    std::chrono::steady_clock::time_point t0, DarcyGenSummary& summary);
 
 }  // namespace fno::data::gen

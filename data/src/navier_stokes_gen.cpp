@@ -511,14 +511,8 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     output.write(start, {a32, u32}, {{"max_abs", max_abs}});
     start = output.next_batch(start + b, batch_size);
   }
-  if (hooks.workers > 1 || !output.complete()) {  // a worker: its batches kept, no files
-    summary.written = false;
-    summary.batch = batch_size;
-    summary.kept = output.kept();
-    summary.samples = total;
-    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return summary;
-  }
+  summary.batch = batch_size;
+  if (gen::ends_as_worker(output, hooks, total, t0, summary)) return summary;
   output.check_stop(hooks, total);  // before the files appear
 
   using gen::number_attr;
@@ -575,7 +569,6 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   summary.max_abs = output.stat_max("max_abs");
   summary.files = navier_stokes_output_paths(o);
   summary.samples = total;
-  summary.batch = batch_size;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }

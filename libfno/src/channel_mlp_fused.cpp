@@ -84,6 +84,15 @@ struct Weights {
     return {ptr(w1), ptr(b1), ptr(w2), ptr(b2)};
   }
 };
+// dy [B, Cout, N] of x's dtype, unit stride along N, for x [B, Cin, N] and w2 [Cout, Cmid].
+void check_gradient(const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& w2) {
+  TORCH_CHECK(dy.scalar_type() == x.scalar_type() && dy.dim() == 3 && dy.size(0) == x.size(0) &&
+                  dy.size(1) == w2.size(0) && dy.size(2) == x.size(2) &&
+                  (dy.size(2) <= 1 || dy.stride(2) == 1),
+              "channel_mlp: the gradient ", dy.sizes(), " (", dy.scalar_type(),
+              ") does not fit the input ", x.sizes(), " (", x.scalar_type(), ")");
+}
+
 Weights fp32_weights(const torch::Tensor& w1, const torch::Tensor& b1, const torch::Tensor& w2,
                      const torch::Tensor& b2) {
   const auto opt = [](const torch::Tensor& t) { return t.defined() ? f32(t) : t; };
@@ -142,11 +151,7 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
     const torch::Tensor& x, const torch::Tensor& dy, const torch::Tensor& w1,
     const torch::Tensor& b1, const torch::Tensor& w2, bool gelu_input) {
 #ifdef FNO_CUDA_KERNELS
-  TORCH_CHECK(dy.scalar_type() == x.scalar_type() && dy.size(0) == x.size(0) &&
-                  dy.size(1) == w2.size(0) && dy.size(2) == x.size(2) &&
-                  (dy.size(2) <= 1 || dy.stride(2) == 1),
-              "channel_mlp: the gradient ", dy.sizes(), " (", dy.scalar_type(),
-              ") does not fit the input ", x.sizes(), " (", x.scalar_type(), ")");
+  check_gradient(x, dy, w2);
   const c10::cuda::CUDAGuard guard(x.device());
   const auto w = fp32_weights(w1, b1, w2, torch::Tensor());
   const int64_t mid = w1.size(0);
@@ -177,16 +182,12 @@ bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tens
 #endif
 }
 
-ChannelMlpBackward fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,
-                                              const torch::Tensor& w1, const torch::Tensor& b1,
-                                              const torch::Tensor& w2, const torch::Tensor& b2,
-                                              bool gelu_input, bool need_dx) {
+ChannelMLP2Grads fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,
+                                            const torch::Tensor& w1, const torch::Tensor& b1,
+                                            const torch::Tensor& w2, const torch::Tensor& b2,
+                                            bool gelu_input, bool need_dx) {
 #ifdef FNO_CUDA_KERNELS
-  TORCH_CHECK(dy.scalar_type() == x.scalar_type() && dy.dim() == 3 && dy.size(0) == x.size(0) &&
-                  dy.size(1) == w2.size(0) && dy.size(2) == x.size(2) &&
-                  (dy.size(2) <= 1 || dy.stride(2) == 1),
-              "channel_mlp: the gradient ", dy.sizes(), " (", dy.scalar_type(),
-              ") does not fit the input ", x.sizes(), " (", x.scalar_type(), ")");
+  check_gradient(x, dy, w2);
   const c10::cuda::CUDAGuard guard(x.device());
   const auto w = fp32_weights(w1, b1, w2, torch::Tensor());
   const int64_t batch = x.size(0), in = x.size(1), mid = w1.size(0), out = w2.size(0),
@@ -194,8 +195,8 @@ ChannelMlpBackward fused_channel_mlp_backward(const torch::Tensor& x, const torc
   const auto f32_like = [](const torch::Tensor& t) {
     return t.defined() ? torch::empty(t.sizes(), t.options().dtype(torch::kFloat)) : t;
   };
-  ChannelMlpBackward g{need_dx ? torch::empty({batch, in, n}, x.options()) : torch::Tensor(),
-                       f32_like(w1), f32_like(b1), f32_like(w2), f32_like(b2)};
+  ChannelMLP2Grads g{need_dx ? torch::empty({batch, in, n}, x.options()) : torch::Tensor(),
+                     f32_like(w1), f32_like(b1), f32_like(w2), f32_like(b2)};
   auto workspace = torch::empty({cuda::channel_mlp_backward_workspace(batch, in, mid, out, n)},
                                 x.options().dtype(torch::kFloat));
   const auto ptr = [](const torch::Tensor& t) {

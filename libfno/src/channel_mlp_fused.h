@@ -2,6 +2,8 @@
 // tensors; internal to libfno, called from ChannelMLP2Fn in layers.cpp.
 #pragma once
 
+#include <fno/layers.h>
+
 #include <torch/types.h>
 
 #include <utility>
@@ -42,12 +44,9 @@ bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tens
 /// gradient is undefined where the bias is.
 // x: [B, Cin, N], dy: [B, Cout, N] -> dx: [B, Cin, N]; w1 [Cmid, Cin], b1
 // [Cmid], w2 [Cout, Cmid], b2 [Cout]
-struct ChannelMlpBackward {
-  torch::Tensor dx, w1, b1, w2, b2;
-};
-ChannelMlpBackward fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,
-                                              const torch::Tensor& w1, const torch::Tensor& b1,
-                                              const torch::Tensor& w2, const torch::Tensor& b2,
-                                              bool gelu_input, bool need_dx);
+ChannelMLP2Grads fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,
+                                            const torch::Tensor& w1, const torch::Tensor& b1,
+                                            const torch::Tensor& w2, const torch::Tensor& b2,
+                                            bool gelu_input, bool need_dx);
 
 }  // namespace fno::detail
