@@ -188,6 +188,11 @@ train_until() {
   local deadline=$1 label=$2 run=$3 d=$4 t secs
   shift 4
   local left=$((deadline - ($(date +%s) - script_t0)))
+  if [ "$left" -lt 30 ]; then  # (timeout 0 would mean no deadline at all)
+    train_rc=124
+    say "$label: $left s left before the deadline; not started"
+    return
+  fi
   t=$(date +%s)
   timeout -s TERM "$left" "$build/apps/fno_train" "$@" > "$d/train.out" 2>> "$d/train.log"
   train_rc=$?
