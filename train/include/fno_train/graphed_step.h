@@ -76,9 +76,11 @@ struct GraphDecision {
 GraphDecision decide_cuda_graphs(const GraphConditions& conditions);
 
 /// training.cuda_graphs auto captures a shape only when its last eager warm-up
-/// step took at most this long: longer steps are bound by their kernels, not
-/// their launches (a graph saves a few milliseconds of launches a step), and
-/// a graph's memory pool would hold the step's memory beside the eager cache.
+/// step took at most this long per application of the model (fno_train gives a
+/// recurrent rollout of T steps T times it): longer steps are bound by their
+/// kernels, not their launches (a graph saves a few milliseconds of launches a
+/// step), and a graph's memory pool would hold the step's memory beside the
+/// eager cache.
 constexpr double kAutoGraphLimitMs = 50.0;
 
 /// The memory pool and side stream the graphs of one run share.
