@@ -72,6 +72,10 @@
 #                by kernel (bench/trace_kernels.py)
 #   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
 #                at 1024^2 (none, fp32/bf16) and 2048^2 (none, auto under 2 GiB), batch 8
+#   mlpbwd       issue 28: fno_bench none at 64^2/128^2/256^2 with the session's start's channel-MLP
+#                backward and first-dim transform (FNO_FUSED_MLP_BACKWARD=0, FNO_DFT_FIRST_DIM=0),
+#                then each change on; memcheck and racecheck on the channel-MLP GPU test
+#   ooc2048      issue 26's first row alone: 2048^2, b8, none and auto under 2 GiB
 #   small        issue 28's rows: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16;
 #                the seed main command's whole-process wall time
 #   moonshot     issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU
