@@ -13,6 +13,8 @@
 #include <sstream>
 #include <utility>
 
+#include "env_switch.h"
+
 #ifdef FNO_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -41,8 +43,7 @@ bool fused_kernels_compiled() {
 bool fused_kernels_enabled() {
   int state = g_fused.load(std::memory_order_relaxed);
   if (state < 0) {
-    const char* env = std::getenv("FNO_FUSED");
-    const int from_env = (env != nullptr && std::strcmp(env, "0") == 0) ? 0 : 1;
+    const int from_env = detail::env_switch_on("FNO_FUSED") ? 1 : 0;
     g_fused.compare_exchange_strong(state, from_env);
     state = g_fused.load(std::memory_order_relaxed);
   }

@@ -4,8 +4,6 @@
 
 #include <torch/torch.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -17,6 +15,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "cuda/channel_mlp.h"
+#include "env_switch.h"
 #include "fused_common.h"
 #endif
 
@@ -49,10 +48,7 @@ void say_no_kernel(int64_t in, int64_t mid, int64_t out) {
 // FNO_FUSED_MLP=0 (an experiment override, read once): the channel MLPs run
 // the LibTorch path while the block tail stays fused.
 bool mlp_kernels_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("FNO_FUSED_MLP");
-    return !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = env_switch_on("FNO_FUSED_MLP");
   return on;
 }
 
@@ -60,10 +56,7 @@ bool mlp_kernels_enabled() {
 // MLPs' backward writes GELU(h) and dh for weight-gradient GEMMs, as before
 // the one-pass kernel, to measure one against the other in one process.
 bool one_pass_backward_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("FNO_FUSED_MLP_BACKWARD");
-    return !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = env_switch_on("FNO_FUSED_MLP_BACKWARD");
   return on;
 }
 
@@ -208,6 +201,11 @@ ChannelMLP2Grads fused_channel_mlp_backward(const torch::Tensor& x, const torch:
                                    {ptr(g.w1), ptr(g.b1), ptr(g.w2), ptr(g.b2)},
                                    c10::cuda::getCurrentCUDAStream(x.device().index()).stream()),
         "backward");
+  // In the parameters' dtype (a no-op for the fp32 masters).
+  const auto as = [](torch::Tensor& grad, const torch::Tensor& param) {
+    if (grad.defined()) grad = grad.to(param.scalar_type());
+  };
+  as(g.w1, w1), as(g.b1, b1), as(g.w2, w2), as(g.b2, b2);
   return g;
 #else
   (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)b2, (void)gelu_input, (void)need_dx;

@@ -39,9 +39,9 @@ bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tens
                                        const torch::Tensor& w2, const torch::Tensor& b2);
 
 /// The MLP's gradients, dx (when need_dx) in x's dtype and the weights' in
-/// fp32, from one pass over x and dy; the hidden layer is never stored, and
-/// the weight gradients are summed in a fixed order (deterministic). A bias's
-/// gradient is undefined where the bias is.
+/// theirs (fp32 for the masters), from one pass over x and dy; the hidden layer is never stored,
+/// and the weight gradients are summed in a fixed order (deterministic). A bias's gradient is
+/// undefined where the bias is.
 // x: [B, Cin, N], dy: [B, Cout, N] -> dx: [B, Cin, N]; w1 [Cmid, Cin], b1
 // [Cmid], w2 [Cout, Cmid], b2 [Cout]
 ChannelMLP2Grads fused_channel_mlp_backward(const torch::Tensor& x, const torch::Tensor& dy,

@@ -313,9 +313,6 @@ struct MLP2Grads {
         gb1(zeros_or_none(b1)),
         gw2(torch::zeros_like(w2)),
         gb2(zeros_or_none(b2)) {}
-  struct Given {};
-  MLP2Grads(torch::Tensor w1, torch::Tensor b1, torch::Tensor w2, torch::Tensor b2, Given)
-      : gw1(std::move(w1)), gb1(std::move(b1)), gw2(std::move(w2)), gb2(std::move(b2)) {}
 };
 torch::Tensor mlp2_hidden_grad(const torch::Tensor& a, const torch::Tensor& dy,
                                const torch::Tensor& w1, const torch::Tensor& b1,
@@ -345,20 +342,16 @@ torch::Tensor mlp2_hidden_grad_fused(const torch::Tensor& x, const torch::Tensor
 }
 
 // channel_mlp2's backward on [B, C, N] from x and gy (contiguous): x's
-// gradient when need_gx, and the weights' (fp32, the flattened weights' shapes).
-std::pair<torch::Tensor, MLP2Grads> mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
-                                                  const torch::Tensor& w1, const torch::Tensor& b1,
-                                                  const torch::Tensor& w2, const torch::Tensor& b2,
-                                                  bool gelu_input, bool need_gx) {
+// gradient when need_gx, and the weights' (as the parameters, the flattened
+// weights' shapes).
+ChannelMLP2Grads mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
+                               const torch::Tensor& w1, const torch::Tensor& b1,
+                               const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input,
+                               bool need_gx) {
   // CUDA (cuda/channel_mlp_backward.cu), hidden layers up to 64 wide: the
   // whole backward in one pass over x and gy, with no hidden-layer tensor.
   if (detail::fused_channel_mlp_backward_usable(x, gy, w1, b1, w2, b2)) {
-    auto f = detail::fused_channel_mlp_backward(x, gy, w1, b1, w2, b2, gelu_input, need_gx);
-    const auto as = [](const torch::Tensor& grad, const torch::Tensor& param) {
-      return grad.defined() ? grad.to(param.scalar_type()) : grad;
-    };
-    return {f.dx,
-            MLP2Grads(as(f.w1, w1), as(f.b1, b1), as(f.w2, w2), as(f.b2, b2), MLP2Grads::Given{})};
+    return detail::fused_channel_mlp_backward(x, gy, w1, b1, w2, b2, gelu_input, need_gx);
   }
   MLP2Grads g(w1, b1, w2, b2);  // fp32, as the master weights
   const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x);
@@ -378,7 +371,7 @@ std::pair<torch::Tensor, MLP2Grads> mlp2_backward(const torch::Tensor& x, const 
       if (gelu_input) at::gelu_backward_out(gxs, gxs, xs);
     }
   });
-  return {gx, g};
+  return {gx, g.gw1, g.gb1, g.gw2, g.gb2};
 }
 
 // channel_mlp2 on [B, C, N]: stores x; backward recomputes h = W1 act(x) + b1.
@@ -409,9 +402,9 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &w1 = saved[1], &b1 = saved[2], &w2 = saved[3], &b2 = saved[4];
-    auto [gx, g] = mlp2_backward(x, grads[0].contiguous(), w1, b1, w2, b2,
-                                 ctx->saved_data["gelu"].toBool(), ctx->needs_input_grad(0));
-    return {gx, g.gw1, g.gb1, g.gw2, g.gb2, torch::Tensor()};
+    auto g = mlp2_backward(x, grads[0].contiguous(), w1, b1, w2, b2,
+                           ctx->saved_data["gelu"].toBool(), ctx->needs_input_grad(0));
+    return {g.dx, g.w1, g.b1, g.w2, g.b2, torch::Tensor()};
   }
 };
 
@@ -531,14 +524,13 @@ ChannelMLP2Grads channel_mlp2_backward(const torch::Tensor& x, const torch::Tens
               "channel_mlp2_backward: the gradient ", dy.sizes(), " (", dy.scalar_type(),
               ") does not fit the output of input ", x.sizes(), " (", x.scalar_type(), ")");
   torch::NoGradGuard no_grad;
-  auto [gx, g] =
+  const auto g =
       mlp2_backward(x.flatten(2).contiguous(), dy.flatten(2).contiguous(), flat_weight(w1),
                     flat_or_none(b1), flat_weight(w2), flat_or_none(b2), gelu_input, need_dx);
-  const auto as = [](const torch::Tensor& grad, const torch::Tensor& param) {
-    return grad.defined() ? grad.view(param.sizes()) : grad;
+  const auto as = [](const torch::Tensor& grad, const torch::Tensor& like) {
+    return grad.defined() ? grad.view(like.sizes()) : grad;
   };
-  return {gx.defined() ? gx.view(x.sizes()) : gx, as(g.gw1, w1), as(g.gb1, b1), as(g.gw2, w2),
-          as(g.gb2, b2)};
+  return {as(g.dx, x), as(g.w1, w1), as(g.b1, b1), as(g.w2, w2), as(g.b2, b2)};
 }
 
 torch::Tensor block_tail(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& s,

@@ -1,12 +1,12 @@
 #include "spectral.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <tuple>
+
+#include "env_switch.h"
 
 namespace fno::detail {
 
@@ -44,10 +44,7 @@ namespace {
 // kept modes come from cuFFT and a gather again, to measure one against the
 // other in one process.
 bool first_dim_gemm_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("FNO_DFT_FIRST_DIM");
-    return !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = env_switch_on("FNO_DFT_FIRST_DIM");
   return on;
 }
 
