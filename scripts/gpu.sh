@@ -68,6 +68,8 @@
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
+#   nsprof       the paper's Navier-Stokes models' steps (fno_bench, configs/ns_v1e-5_fno{3d,2d}):
+#                graphs on/off, one traced step summed by kernel (issue 27's training time)
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
 #   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
@@ -693,6 +695,30 @@ run_suite() {
       say "== 2048^2 b8 auto 2 GiB: exit $? $(grep '^fno_bench: ' "$out/prof/p2048.log" | cut -c1-200)"
       python3 bench/trace_kernels.py "$out/prof/p2048.json" --top 30 --gaps 8 --ops | tee -a "$summary"
       rm -f "$out/prof/p2048.json"
+      ;;
+    nsprof)
+      # issue 27: the paper's Navier-Stokes models' training steps (FNO-3D at 64^2 x 10, batch
+      # 10; one FNO-2D application at 64^2, batch 20), fp32: fno_bench none with graphs on and
+      # off, then one traced step (graphs off) summed by kernel with the launching ops
+      mkdir -p "$out/nsprof"
+      local m b g
+      for m in fno3d:10 fno2d:20; do
+        b=${m#*:}
+        m=${m%:*}
+        for g in on off; do
+          timeout 120 "$bench" --config "configs/ns_v1e-5_$m.yaml" --resolutions 64 --batches "$b" \
+            --policies none --cuda-graphs $g --warmup 5 --steps 20 \
+            --json "$out/nsprof/${m}_$g.json" > /dev/null 2> "$out/nsprof/${m}_$g.log"
+          say "== ns $m b$b graphs $g: exit $? $(grep '^fno_bench: ' "$out/nsprof/${m}_$g.log" | cut -c1-160)"
+        done
+        timeout 120 "$bench" --config "configs/ns_v1e-5_$m.yaml" --resolutions 64 --batches "$b" \
+          --policies none --cuda-graphs off --warmup 5 --steps 10 \
+          --trace "$out/nsprof/$m.json" > /dev/null 2> "$out/nsprof/${m}_trace.log"
+        python3 bench/trace_kernels.py "$out/nsprof/$m.json" --top 30 --gaps 3 --ops \
+          > "$out/nsprof/${m}_kernels.txt"
+        head -45 "$out/nsprof/${m}_kernels.txt" | tee -a "$summary"
+        rm -f "$out/nsprof/$m.json"
+      done
       ;;
     tiledprof)
       # one traced step per plan (Kineto), summed by kernel (bench/trace_kernels.py)
