@@ -15,6 +15,7 @@
 #include "golden.h"
 // (internal to libfno: the tiled step's entry points, called directly)
 #include "../libfno/src/block_tail_fused.h"
+#include "../libfno/src/channel_wgrad_fused.h"
 
 using fno::test::rel_err;
 
@@ -476,4 +477,48 @@ TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibT
       }
     }
   }
+}
+
+TEST_CASE("channel weight-gradient kernel: sums over batch and grid, strided operands, in order") {
+  REQUIRE(fno::fused_kernels_compiled());
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(27);
+  // {B, Cout, Cin, N}: the width-20 block layers over a 64 x 64 x 16 space-time
+  // grid, the Navier-Stokes projection's first layer (128 <- 20) and second
+  // (1 <- 128) at 64 x 64 x 10, a lifting, odd sizes, an empty grid.
+  const std::vector<std::array<int64_t, 4>> shapes{{10, 20, 20, 65536}, {3, 128, 20, 40960},
+                                                   {2, 1, 128, 4099},   {1, 20, 13, 40960},
+                                                   {5, 7, 3, 33},       {2, 4, 4, 0}};
+  for (const auto& [b, co, ci, n] : shapes) {
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      for (const bool sliced : {false, true}) {
+        INFO("B ", b, " Cout ", co, " Cin ", ci, " N ", n, " ", dtype, " sliced ", sliced);
+        // sliced: views into wider tensors (channel stride N + 7, an offset of 3)
+        const int64_t wide = sliced ? n + 7 : n;
+        const auto gy = torch::randn({b, co, wide}, o).to(dtype).narrow(2, sliced ? 3 : 0, n);
+        const auto h = torch::randn({b, ci, wide}, o).to(dtype).narrow(2, sliced ? 3 : 0, n);
+        auto gw = torch::randn({co, ci}, o);
+        const auto start = gw.clone();
+        REQUIRE(fno::detail::fused_channel_wgrad_usable(gw, gy, h));
+        fno::detail::fused_channel_wgrad_add(gw, gy, h);
+        const auto ref =
+            start.to(torch::kDouble) +
+            torch::einsum("bon,bin->oi", {gy.to(torch::kDouble), h.to(torch::kDouble)});
+        const double e = rel_err(gw.to(torch::kDouble), ref);
+        CHECK(e <= 1e-5);
+        auto again = start.clone();
+        fno::detail::fused_channel_wgrad_add(again, gy, h);
+        CHECK(torch::equal(again, gw));
+      }
+    }
+  }
+  // Outside the kernel's limits, or with the fused kernels off: the LibTorch path.
+  const auto gy = torch::randn({2, 200, 64}, o), h = torch::randn({2, 20, 64}, o);
+  CHECK_FALSE(fno::detail::fused_channel_wgrad_usable(torch::zeros({200, 20}, o), gy, h));
+  const auto g20 = torch::randn({2, 20, 64}, o);
+  CHECK(fno::detail::fused_channel_wgrad_usable(torch::zeros({20, 20}, o), g20, h));
+  CHECK_FALSE(fno::detail::fused_channel_wgrad_usable(torch::zeros({20, 20}, o).to(torch::kDouble),
+                                                      g20, h));
+  const fno::FusedKernelsGuard off(false);
+  CHECK_FALSE(fno::detail::fused_channel_wgrad_usable(torch::zeros({20, 20}, o), g20, h));
 }

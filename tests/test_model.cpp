@@ -210,83 +210,71 @@ TEST_CASE("roundtrip: write a C++ checkpoint for the Python check") {
 }
 
 TEST_CASE("pointwise_linear with fused GELU: gradients equal plain autograd on long grids") {
-  // N >= 65536 over more than whole_batch_bytes() (0 here) takes the
-  // per-batch-entry backward (in-place GELU backward).
+  // N >= 65536 takes the per-batch-entry backward (in-place GELU backward).
   for (const int64_t n : {4096, 70000}) {
     for (const bool gelu : {false, true}) {
-      for (const int64_t limit : {fno::kDefaultWholeBatchBytes, int64_t{0}}) {
-        const fno::WholeBatchBytesGuard whole(limit);
-        INFO("N ", n, ", gelu ", gelu, ", whole-batch bytes ", limit);
-        torch::manual_seed(1);
-        const auto x = torch::randn({3, 5, n}, torch::requires_grad());
-        const auto w = torch::randn({4, 5, 1}, torch::requires_grad());
-        const auto b = torch::randn({4}, torch::requires_grad());
-        const auto gy = torch::randn({3, 4, n});
-        (fno::pointwise_linear(x, w, b, gelu) * gy).sum().backward();
-        const auto xr = x.detach().clone().requires_grad_(true);
-        const auto wr = w.detach().clone().requires_grad_(true);
-        const auto br = b.detach().clone().requires_grad_(true);
-        const auto h = gelu ? torch::gelu(xr) : xr;
-        ((torch::einsum("oi,bin->bon", {wr.squeeze(-1), h}) + br.view({1, -1, 1})) * gy)
-            .sum()
-            .backward();
-        CHECK(fno::test::rel_err(x.grad(), xr.grad()) <= 1e-5);
-        CHECK(fno::test::rel_err(w.grad(), wr.grad()) <= 1e-5);
-        CHECK(fno::test::rel_err(b.grad(), br.grad()) <= 1e-5);
-      }
+      INFO("N ", n, ", gelu ", gelu);
+      torch::manual_seed(1);
+      const auto x = torch::randn({3, 5, n}, torch::requires_grad());
+      const auto w = torch::randn({4, 5, 1}, torch::requires_grad());
+      const auto b = torch::randn({4}, torch::requires_grad());
+      const auto gy = torch::randn({3, 4, n});
+      (fno::pointwise_linear(x, w, b, gelu) * gy).sum().backward();
+      const auto xr = x.detach().clone().requires_grad_(true);
+      const auto wr = w.detach().clone().requires_grad_(true);
+      const auto br = b.detach().clone().requires_grad_(true);
+      const auto h = gelu ? torch::gelu(xr) : xr;
+      ((torch::einsum("oi,bin->bon", {wr.squeeze(-1), h}) + br.view({1, -1, 1})) * gy)
+          .sum()
+          .backward();
+      CHECK(fno::test::rel_err(x.grad(), xr.grad()) <= 1e-5);
+      CHECK(fno::test::rel_err(w.grad(), wr.grad()) <= 1e-5);
+      CHECK(fno::test::rel_err(b.grad(), br.grad()) <= 1e-5);
     }
   }
 }
 
 TEST_CASE(
     "channel_mlp2 in spatial chunks (long grids) equals plain autograd, forward and gradients") {
-  // Beyond 2^20 points per entry, over more than whole_batch_bytes() (0
-  // here), the MLP runs one entry at a time in spatial chunks of the grid.
+  // Beyond 2^20 points per entry the MLP runs in spatial chunks of the grid.
   for (const int64_t n : {int64_t{4096}, (int64_t{1} << 21) + 4097}) {
     for (const bool gelu : {false, true}) {
-      for (const int64_t limit : {fno::kDefaultWholeBatchBytes, int64_t{0}}) {
-        const fno::WholeBatchBytesGuard whole(limit);
-        INFO("N ", n, ", gelu ", gelu, ", whole-batch bytes ", limit);
-        torch::manual_seed(2);
-        const int64_t batch = n > 4096 ? 2 : 3;
-        const auto x = torch::randn({batch, 3, n}, torch::requires_grad());
-        const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
-        const auto b1 = torch::randn({6}, torch::requires_grad());
-        const auto w2 = torch::randn({2, 6, 1}, torch::requires_grad());
-        const auto b2 = torch::randn({2}, torch::requires_grad());
-        const auto gy = torch::randn({batch, 2, n});
-        const auto y = fno::channel_mlp2(x, w1, b1, w2, b2, gelu);
-        (y * gy).sum().backward();
-        std::vector<torch::Tensor> ref;
-        for (const auto& t : {x, w1, b1, w2, b2})
-          ref.push_back(t.detach().clone().requires_grad_(true));
-        const auto a = gelu ? torch::gelu(ref[0]) : ref[0];
-        const auto h =
-            torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
-        const auto yr = torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) +
-                        ref[4].view({1, -1, 1});
-        (yr * gy).sum().backward();
-        CHECK(fno::test::rel_err(y, yr) <= 1e-5);
-        const std::vector<torch::Tensor> got{x, w1, b1, w2, b2};
-        for (size_t i = 0; i < got.size(); ++i) {
-          INFO("gradient ", i);
-          CHECK(fno::test::rel_err(got[i].grad(), ref[i].grad()) <= 1e-4);
-        }
+      INFO("N ", n, ", gelu ", gelu);
+      torch::manual_seed(2);
+      const int64_t batch = n > 4096 ? 1 : 3;
+      const auto x = torch::randn({batch, 3, n}, torch::requires_grad());
+      const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
+      const auto b1 = torch::randn({6}, torch::requires_grad());
+      const auto w2 = torch::randn({2, 6, 1}, torch::requires_grad());
+      const auto b2 = torch::randn({2}, torch::requires_grad());
+      const auto gy = torch::randn({batch, 2, n});
+      const auto y = fno::channel_mlp2(x, w1, b1, w2, b2, gelu);
+      (y * gy).sum().backward();
+      std::vector<torch::Tensor> ref;
+      for (const auto& t : {x, w1, b1, w2, b2})
+        ref.push_back(t.detach().clone().requires_grad_(true));
+      const auto a = gelu ? torch::gelu(ref[0]) : ref[0];
+      const auto h =
+          torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
+      const auto yr = torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) +
+                      ref[4].view({1, -1, 1});
+      (yr * gy).sum().backward();
+      CHECK(fno::test::rel_err(y, yr) <= 1e-5);
+      const std::vector<torch::Tensor> got{x, w1, b1, w2, b2};
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("gradient ", i);
+        CHECK(fno::test::rel_err(got[i].grad(), ref[i].grad()) <= 1e-4);
       }
     }
   }
 }
 
-TEST_CASE(
-    "block_tail's LibTorch backward: the whole batch and one entry at a time equal autograd") {
-  // z = W2 GELU(W1 GELU(y1) + b1) + b2 + gate * act(x), y1 = W_skip act(x) + s, on
-  // a long grid (N >= 65536): the whole batch at once under the default
-  // whole_batch_bytes(), one entry at a time under 0.
-  const int64_t n = 70000;
-  for (const bool gelu_input : {false, true}) {
-    for (const int64_t limit : {fno::kDefaultWholeBatchBytes, int64_t{0}}) {
-      const fno::WholeBatchBytesGuard whole(limit);
-      INFO("gelu_input ", gelu_input, ", whole-batch bytes ", limit);
+TEST_CASE("block_tail's LibTorch backward equals autograd, short grids and per batch entry") {
+  // z = W2 GELU(W1 GELU(y1) + b1) + b2 + gate * act(x), y1 = W_skip act(x) + s;
+  // from 65536 points the backward runs one batch entry at a time.
+  for (const int64_t n : {4099, 70000}) {
+    for (const bool gelu_input : {false, true}) {
+      INFO("N ", n, ", gelu_input ", gelu_input);
       torch::manual_seed(4);
       std::vector<torch::Tensor> p{torch::randn({2, 4, n}), torch::randn({2, 4, n}),
                                    torch::randn({4, 4, 1}), torch::randn({3, 4, 1}),

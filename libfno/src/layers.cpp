@@ -3,12 +3,12 @@
 #include <fno/fused.h>
 #include "block_tail_fused.h"
 #include "channel_mlp_fused.h"
+#include "channel_wgrad_fused.h"
 #include "spectral.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -100,38 +100,28 @@ void add_channel_sum(torch::Tensor& g, const torch::Tensor& t) {
   g.add_(t.sum(2, false, g.scalar_type()).sum(0));
 }
 
-// gw += sum_b gy_b h_b^T: [Cout, Cin], accumulated in gw's type. Over a batch,
-// one GEMM whose reduction runs over batch and grid (K = B N), on copies with
-// the batch moved next to the grid ([C, B, N]): cuBLAS splits that reduction
-// over the GPU, where a batched GEMM has one [Cout, Cin] output tile per entry
-// and leaves most of the GPU idle over its long reductions (the width-20
-// Navier-Stokes models, which run this path, spent a third of their backward
-// there).
+// gw += sum_b gy_b h_b^T: [Cout, Cin], accumulated in gw's type. On CUDA a
+// kernel (cuda/channel_wgrad.h) spreads the reduction over batch and grid,
+// where a batched GEMM has one [Cout, Cin] output tile per entry and leaves
+// most of the GPU idle over reductions as long as the grid.
 void add_wgrad(torch::Tensor& gw, const torch::Tensor& gy, const torch::Tensor& h) {
-  if (gy.size(0) == 1) {
+  if (detail::fused_channel_wgrad_usable(gw, gy, h)) {
+    detail::fused_channel_wgrad_add(gw, gy, h);
+  } else if (gy.size(0) == 1) {
     addmm_acc(gw, gy[0], h[0].t());
-    return;
+  } else if (gy.scalar_type() == gw.scalar_type()) {
+    gw.add_(torch::bmm(gy, h.transpose(1, 2)).sum(0));
+  } else if (gy.is_cuda()) {
+    gw.add_(at::bmm(gy, h.transpose(1, 2), gw.scalar_type()).sum(0));
+  } else {
+    gw.add_(torch::bmm(gy.to(gw.scalar_type()), h.transpose(1, 2).to(gw.scalar_type())).sum(0));
   }
-  // [B, C, N] -> [C, B N]
-  const auto flat = [](const torch::Tensor& t) {
-    return t.transpose(0, 1).reshape({t.size(1), -1});
-  };
-  addmm_acc(gw, flat(gy), flat(h).t());
 }
 
-// Long grids (from kPerEntry points) on which a layer of `width` channels
-// over the batch ([B, width, N] of x's type) takes more than
-// whole_batch_bytes() run backward, and the channel MLPs' hidden layers, one
-// batch entry at a time (and in spatial chunks: over_grid), so the transient
-// is one entry's. Below that, the whole batch at once: fewer, larger kernels.
+// Grid sizes from which backward works per batch entry (recomputed layers one
+// entry at a time, so the transient is one entry's), and the channel MLPs make
+// their hidden layers per entry and in spatial chunks (over_grid).
 constexpr int64_t kPerEntry = int64_t{1} << 16;
-
-// x: [B, C, N]
-bool per_entry(const torch::Tensor& x, int64_t width) {
-  const int64_t n = x.size(2);
-  return n >= kPerEntry &&
-         x.size(0) * width * n * static_cast<int64_t>(x.element_size()) > whole_batch_bytes();
-}
 
 // y = W x + b over the channel dim, as explicit GEMMs with a hand-written
 // backward. Measured on an H200 (bench/micro_ops.py, [8, C, 1024^2], fwd+bwd):
@@ -171,27 +161,29 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     const bool gelu = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
     torch::Tensor gx, gw, gb;
-    const bool entries = per_entry(x, std::max(x.size(1), w.size(0)));
+    const bool long_reduction = x.size(2) >= kPerEntry;
     if (ctx->needs_input_grad(0)) {
       gx = torch::bmm(like(w, x).t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
-      // Per entry: the GELU backward runs per batch entry, in place, below.
-      if (gelu && !entries) gx = at::gelu_backward(gx, x);
+      // Long grids: the GELU backward runs per batch entry, in place, below.
+      if (gelu && !long_reduction) gx = at::gelu_backward(gx, x);
     }
-    if (entries && (ctx->needs_input_grad(1) || (gelu && gx.defined()))) {
-      // Per batch entry: one GEMM accumulating into gw, with GELU(x) recomputed
-      // for that entry only, so the transient is one entry's activation rather
-      // than the batch's.
+    if (long_reduction && (ctx->needs_input_grad(1) || (gelu && gx.defined()))) {
+      // Per batch entry: the entry's weight gradient added into gw (add_wgrad),
+      // with GELU(x) recomputed for that entry only, so the transient is one
+      // entry's activation rather than the batch's.
       if (ctx->needs_input_grad(1)) gw = torch::zeros_like(w);
       for (int64_t i = 0; i < x.size(0); ++i) {
         const auto xi = x[i];
-        if (gw.defined()) addmm_acc(gw, gy[i], (gelu ? torch::gelu(xi) : xi).t());
+        if (gw.defined()) {
+          add_wgrad(gw, gy.narrow(0, i, 1), (gelu ? torch::gelu(xi) : xi).unsqueeze(0));
+        }
         if (gelu && gx.defined()) {
           auto gxi = gx[i];
           at::gelu_backward_out(gxi, gxi, xi);
         }
       }
     } else if (ctx->needs_input_grad(1)) {
-      // The whole batch: one GEMM over batch and grid (add_wgrad).
+      // Short grids: the whole batch at once (add_wgrad).
       const auto h = gelu ? torch::gelu(x) : x;
       gw = torch::zeros_like(w);
       add_wgrad(gw, gy, h);
@@ -244,15 +236,6 @@ RecomputeCheapGuard::~RecomputeCheapGuard() { t_recompute_cheap = previous_; }
 bool recompute_cheap() { return t_recompute_cheap; }
 
 namespace {
-std::atomic<int64_t> g_whole_batch_bytes{kDefaultWholeBatchBytes};
-}
-
-int64_t whole_batch_bytes() { return g_whole_batch_bytes.load(std::memory_order_relaxed); }
-WholeBatchBytesGuard::WholeBatchBytesGuard(int64_t bytes)
-    : previous_(g_whole_batch_bytes.exchange(bytes)) {}
-WholeBatchBytesGuard::~WholeBatchBytesGuard() { g_whole_batch_bytes.store(previous_); }
-
-namespace {
 
 // [Cout, Cin] x [B, Cin, N] (+ b [Cout]) (+ r [B, Cout, N]) -> [B, Cout, N]
 // (w and b are cast to x's type; see like())
@@ -271,11 +254,11 @@ void lin_t_into(torch::Tensor out, const torch::Tensor& w, const torch::Tensor& 
   at::bmm_out(out, like(w, g).t().unsqueeze(0).expand({g.size(0), -1, -1}), g);
 }
 
-// Runs f(first, count) over the batch: one slice, or one entry per slice
-// (per_entry).
+// Runs f(first, count) over the batch: one slice on short grids, one entry per
+// slice on long ones.
 template <typename F>
-void over_batch(int64_t batch, bool entries, F&& f) {
-  if (!entries) {
+void over_batch(int64_t batch, int64_t n, F&& f) {
+  if (n < kPerEntry) {
     f(int64_t{0}, batch);
     return;
   }
@@ -291,14 +274,14 @@ struct GridSlice {
 // Grid points per spatial chunk on long grids (one 1024^2 entry is one chunk).
 constexpr int64_t kGridChunk = int64_t{1} << 20;
 
-// Runs f over slices: the whole batch at once, or (per_entry) one entry at a
-// time, in spatial chunks of at most kGridChunk points. The MLPs are pointwise
-// in space, so a hidden layer made inside f (forward, or recomputed in
-// backward) lives for one chunk: its transient is a chunk's, whatever the
+// Runs f over slices: the whole batch at once on short grids; on long ones one
+// entry at a time, in spatial chunks of at most kGridChunk points. The MLPs are
+// pointwise in space, so a hidden layer made inside f (forward, or recomputed
+// in backward) lives for one chunk: its transient is a chunk's, whatever the
 // batch and grid, at no extra compute.
 template <typename F>
-void over_grid(int64_t batch, int64_t n, bool entries, F&& f) {
-  if (!entries) {
+void over_grid(int64_t batch, int64_t n, F&& f) {
+  if (n < kPerEntry) {
     f(GridSlice{0, batch, 0, n});
     return;
   }
@@ -384,8 +367,7 @@ ChannelMLP2Grads mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
   // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
   const bool fused =
       gy.scalar_type() == x.scalar_type() && detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
-  const int64_t width = std::max({x.size(1), w1.size(0), w2.size(0)});
-  over_grid(x.size(0), x.size(2), per_entry(x, width), [&](const GridSlice& sl) {
+  over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
     const auto xs = sl.of(x);
     const auto as = gelu_input ? torch::gelu(xs) : xs;
     const auto dh = fused ? mlp2_hidden_grad_fused(xs, as, sl.of(gy), w1, b1, w2, gelu_input, g)
@@ -415,8 +397,7 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     // weights are cast to the compute type once, not per chunk.
     const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x), b2c = like(b2, x);
     auto y = torch::empty({x.size(0), w2.size(0), x.size(2)}, x.options());
-    const int64_t width = std::max({x.size(1), w1.size(0), w2.size(0)});
-    over_grid(x.size(0), x.size(2), per_entry(x, width), [&](const GridSlice& sl) {
+    over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
       const auto h = lin(w1c, gelu_input ? torch::gelu(xs) : xs, b1c);
       lin_into(sl.of(y), w2c, torch::gelu(h), b2c);
@@ -485,7 +466,7 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     const auto w1c = like(w1, dz), b1c = like(b1, dz), w2c = like(w2, dz);
     const auto w_skipc = like(w_skip, dz), gatec = like(gate, dz);
     auto da = torch::empty_like(dz), ds = torch::empty_like(dz);
-    over_batch(batch, per_entry(dz, std::max(dz.size(1), w1.size(0))), [&](int64_t i, int64_t n) {
+    over_batch(batch, dz.size(2), [&](int64_t i, int64_t n) {
       const auto dzs = dz.narrow(0, i, n), y1s = y1.narrow(0, i, n);
       const auto as = gelu_input ? torch::gelu(in.narrow(0, i, n)) : in.narrow(0, i, n);
       const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;

@@ -48,6 +48,14 @@ bool first_dim_gemm_enabled() {
   return on;
 }
 
+// FNO_DFT_MIDDLE_DIM=0 (an experiment override, read once): a 3D conv's
+// middle dim takes its kept modes from cuFFT and a gather (and its inverse a
+// zero-filled scatter) again, instead of one complex GEMM each way.
+bool middle_dim_gemm_enabled() {
+  static const bool on = env_switch_on("FNO_DFT_MIDDLE_DIM");
+  return on;
+}
+
 }  // namespace
 
 SpectralModes spectral_modes(const SpectralConvImpl& conv, torch::IntArrayRef spatial,
@@ -75,8 +83,58 @@ SpectralModes spectral_modes(const SpectralConvImpl& conv, torch::IntArrayRef sp
   m.gemm = m.kept.back() <= kMaxDftGemmModes && c10::isFloatingType(dtype);
   if (m.gemm) m.dft = real_dft(m.spatial.back(), m.kept.back(), options);
   m.first_gemm = n_dim >= 2 && m.kept[0] <= kMaxDftGemmModes && first_dim_gemm_enabled();
+  m.middle_gemm = n_dim == 3 && m.kept[1] <= kMaxDftGemmModes && middle_dim_gemm_enabled();
   return m;
 }
+
+namespace {
+
+// A non-last dim's kept-mode DFT matrices (the first dim's, and a 3D conv's
+// middle dim's) for n grid points and k kept modes (frequency f_i = i - k/2 at
+// index i, as the corners are gathered):
+//   analysis  [k, n]: exp(-2 pi i f_i r / n) / n    (fft, norm="forward")
+//   synthesis [n, k]: exp(+2 pi i f_i r / n)        (ifft, norm="forward")
+// Cached per (n, k, device, complex type).
+struct KeptModeDft {
+  torch::Tensor analysis, synthesis;
+  torch::Tensor analysis_adjoint, synthesis_adjoint;  // conjugate transposes: [n, k], [k, n]
+};
+
+KeptModeDft kept_mode_dft(int64_t n, int64_t k, const torch::Device& device,
+                          c10::ScalarType dtype) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, KeptModeDft> cache;
+  const auto key = std::make_tuple(n, k, device.str(), dtype);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const auto i64 = torch::TensorOptions().dtype(torch::kLong);
+  const auto f = torch::arange(k, i64) - k / 2;
+  const auto r = torch::arange(n, i64);
+  // (f r mod n) exactly in integers, then the angle: accurate for large n.
+  const auto theta = torch::remainder(torch::outer(f, r), n).to(torch::kDouble) *
+                     (2.0 * M_PI / static_cast<double>(n));  // [k, n]
+  const auto c = torch::cos(theta), s = torch::sin(theta);
+  const auto analysis = torch::complex(c, -s) / static_cast<double>(n);
+  const auto synthesis = torch::complex(c, s).t();
+  const auto put = [&](const torch::Tensor& t) { return t.to(dtype).contiguous().to(device); };
+  KeptModeDft out{put(analysis), put(synthesis), put(analysis.conj().t()),
+                  put(synthesis.conj().t())};
+  cache.emplace(key, out);
+  return out;
+}
+
+// mat [k, n] times each matrix of x [..., n, K] -> [..., k, K]: one batched
+// GEMM with mat broadcast (batch stride 0), which copies neither operand in
+// forward or backward (torch::matmul folds x, a copy, when it requires grad).
+torch::Tensor rows_times(const torch::Tensor& mat, const torch::Tensor& x) {
+  auto shape = x.sizes().vec();
+  const auto x3 = x.reshape({-1, x.size(-2), x.size(-1)});
+  const auto y = torch::bmm(mat.unsqueeze(0).expand({x3.size(0), -1, -1}), x3);
+  shape[shape.size() - 2] = mat.size(0);
+  return y.view(shape);
+}
+
+}  // namespace
 
 torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x) {
   // In bf16/fp16 the grid-sized GEMMs run in that type (tensor cores, fp32
@@ -112,6 +170,12 @@ torch::Tensor corner_dims_forward(const SpectralModes& m, torch::Tensor x_ft, in
     if (i == 0 && m.first_gemm) return first_dim_analysis(m, x_ft, 0);
     const int64_t dim = i + 2;
     const int64_t n = m.spatial[i];
+    if (i > 0 && m.middle_gemm) {
+      // 3D: [k1, S1] x [B, C, S0, S1, k2] -> [B, C, S0, k1, k2]
+      x_ft =
+          rows_times(kept_mode_dft(n, m.kept[i], x_ft.device(), x_ft.scalar_type()).analysis, x_ft);
+      continue;
+    }
     const int64_t neg = m.kept[i] / 2;
     const int64_t pos = m.kept[i] - neg;
     x_ft = torch::fft::fft(x_ft, c10::nullopt, dim, "forward");
@@ -128,6 +192,11 @@ torch::Tensor corner_dims_inverse(const SpectralModes& m, torch::Tensor out, int
     }
     const int64_t dim = i + 2;
     const int64_t n = m.spatial[i];
+    if (i > 0 && m.middle_gemm) {
+      // 3D: [S1, k1] x [B, C, S0, k1, k2] -> [B, C, S0, S1, k2]
+      out = rows_times(kept_mode_dft(n, m.kept[i], out.device(), out.scalar_type()).synthesis, out);
+      continue;
+    }
     const int64_t neg = m.kept[i] / 2;
     const int64_t pos = m.kept[i] - neg;
     std::vector<torch::Tensor> parts{out.narrow(dim, neg, pos)};
@@ -160,46 +229,9 @@ torch::Tensor mix_modes(const SpectralConvImpl& conv, const SpectralModes& m,
   return out;
 }
 
-namespace {
-
-// The first dim's kept-mode DFT matrices for a grid of n rows and k kept modes
-// (frequency f_i = i - k/2 at index i, as the corners are gathered):
-//   analysis  [k, n]: exp(-2 pi i f_i r / n) / n    (fft, norm="forward")
-//   synthesis [n, k]: exp(+2 pi i f_i r / n)        (ifft, norm="forward")
-// Cached per (n, k, device, complex type).
-struct FirstDimDft {
-  torch::Tensor analysis, synthesis;
-  torch::Tensor analysis_adjoint, synthesis_adjoint;  // conjugate transposes: [n, k], [k, n]
-};
-
-FirstDimDft first_dim_dft(int64_t n, int64_t k, const torch::Device& device,
-                          c10::ScalarType dtype) {
-  static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, std::string, c10::ScalarType>, FirstDimDft> cache;
-  const auto key = std::make_tuple(n, k, device.str(), dtype);
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const auto i64 = torch::TensorOptions().dtype(torch::kLong);
-  const auto f = torch::arange(k, i64) - k / 2;
-  const auto r = torch::arange(n, i64);
-  // (f r mod n) exactly in integers, then the angle: accurate for large n.
-  const auto theta = torch::remainder(torch::outer(f, r), n).to(torch::kDouble) *
-                     (2.0 * M_PI / static_cast<double>(n));  // [k, n]
-  const auto c = torch::cos(theta), s = torch::sin(theta);
-  const auto analysis = torch::complex(c, -s) / static_cast<double>(n);
-  const auto synthesis = torch::complex(c, s).t();
-  const auto put = [&](const torch::Tensor& t) { return t.to(dtype).contiguous().to(device); };
-  FirstDimDft out{put(analysis), put(synthesis), put(analysis.conj().t()),
-                  put(synthesis.conj().t())};
-  cache.emplace(key, out);
-  return out;
-}
-
-}  // namespace
-
 torch::Tensor first_dim_analysis(const SpectralModes& m, const torch::Tensor& x_hat, int64_t r0) {
   const int64_t n = x_hat.size(2);
-  const auto f = first_dim_dft(m.spatial[0], m.kept[0], x_hat.device(), x_hat.scalar_type())
+  const auto f = kept_mode_dft(m.spatial[0], m.kept[0], x_hat.device(), x_hat.scalar_type())
                      .analysis.narrow(1, r0, n);
   // [k0, n] x [B, C, n, R] -> [B, C, k0, R]
   auto shape = x_hat.sizes().vec();
@@ -210,7 +242,7 @@ torch::Tensor first_dim_analysis(const SpectralModes& m, const torch::Tensor& x_
 
 torch::Tensor first_dim_synthesis(const SpectralModes& m, const torch::Tensor& y, int64_t r0,
                                   int64_t n) {
-  const auto e = first_dim_dft(m.spatial[0], m.kept[0], y.device(), y.scalar_type())
+  const auto e = kept_mode_dft(m.spatial[0], m.kept[0], y.device(), y.scalar_type())
                      .synthesis.narrow(0, r0, n);
   // [n, k0] x [B, C, k0, R] -> [B, C, n, R]
   auto shape = y.sizes().vec();
@@ -239,7 +271,7 @@ namespace {
 torch::Tensor adjoint_to_last_dim(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
                                   int64_t n) {
   // The first dim: [n, k0] x [B, C, k0, R] -> [B, C, n, R]
-  const auto f = first_dim_dft(m.spatial[0], m.kept[0], dx.device(), dx.scalar_type())
+  const auto f = kept_mode_dft(m.spatial[0], m.kept[0], dx.device(), dx.scalar_type())
                      .analysis_adjoint.narrow(0, r0, n);
   auto shape = dx.sizes().vec();
   shape[2] = n;
@@ -324,7 +356,7 @@ torch::Tensor synthesis_tile_adjoint(const SpectralModes& m, const torch::Tensor
     g = torch::cat({g.narrow(dim, len - neg, neg), g.narrow(dim, 0, pos)}, dim);
   }
   // The first dim: [k0, n] x [B, C, n, R] -> [B, C, k0, R]
-  const auto e = first_dim_dft(m.spatial[0], m.kept[0], g.device(), g.scalar_type())
+  const auto e = kept_mode_dft(m.spatial[0], m.kept[0], g.device(), g.scalar_type())
                      .synthesis_adjoint.narrow(1, r0, n);
   auto shape = g.sizes().vec();
   shape[2] = m.kept[0];

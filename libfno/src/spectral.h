@@ -49,6 +49,7 @@ struct SpectralModes {
   torch::Tensor weight;          // [Cin, Cout, kept...] complex: the parameter's slice
   bool gemm = false;             // the last dim's DFT as GEMMs (else cuFFT)
   bool first_gemm = false;       // the first dim's (2D, 3D) as complex GEMMs (else cuFFT)
+  bool middle_gemm = false;      // 3D: the middle dim's as complex GEMMs (else cuFFT)
   bool reduced = false;          // bf16/fp16 activations: modes in complex64
   RealDft dft;                   // the last dim's matrices (gemm)
   int64_t n_dim() const { return static_cast<int64_t>(spatial.size()); }
@@ -66,11 +67,12 @@ torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x);
 torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& modes,
                                c10::ScalarType dtype);
 // The non-last dims first_dim .. n_dim-2, innermost first: FFT, kept corners
-// (the first dim, with first_gemm: its kept-mode DFT as one complex GEMM).
+// (the first dim, with first_gemm, and a 3D conv's middle dim, with
+// middle_gemm: the kept-mode DFT as one complex GEMM).
 // x_ft: [B, C, *S'] complex -> [B, C, *K'] on those dims
 torch::Tensor corner_dims_forward(const SpectralModes& m, torch::Tensor x_ft, int64_t first_dim);
 // The inverse: corners scattered between zeros, inverse FFT, outermost first
-// (the first dim, with first_gemm: a complex GEMM).
+// (with first_gemm / middle_gemm: a complex GEMM).
 torch::Tensor corner_dims_inverse(const SpectralModes& m, torch::Tensor out, int64_t first_dim);
 // Channel mixing per mode, and the bias at the zero mode (the inverse
 // transforms add it at every grid point).

@@ -39,26 +39,6 @@ class RecomputeCheapGuard {
 /// Whether a RecomputeCheapGuard is alive on this thread.
 bool recompute_cheap();
 
-/// The LibTorch (unfused) channel layers' transients: on grids of 2^16 points
-/// or more, a layer whose [B, width, N] tensor would take more than this many
-/// bytes runs its backward, and a channel MLP its hidden layer, one batch entry
-/// at a time (long entries in spatial chunks), so that the transient is one
-/// entry's; smaller ones run the whole batch at once, in fewer and larger
-/// kernels. Default 256 MiB (kDefaultWholeBatchBytes).
-constexpr int64_t kDefaultWholeBatchBytes = int64_t{256} << 20;
-int64_t whole_batch_bytes();
-/// Sets whole_batch_bytes() for the process while alive, and restores it.
-class WholeBatchBytesGuard {
- public:
-  explicit WholeBatchBytesGuard(int64_t bytes);
-  ~WholeBatchBytesGuard();
-  WholeBatchBytesGuard(const WholeBatchBytesGuard&) = delete;
-  WholeBatchBytesGuard& operator=(const WholeBatchBytesGuard&) = delete;
-
- private:
-  int64_t previous_;
-};
-
 /// y = W2 GELU(W1 act(x) + b1) + b2 over the channel dim, act = GELU when
 /// `gelu_input`, storing only x: backward recomputes the hidden layer (per
 /// batch entry on long grids, so its transient is one entry's).
