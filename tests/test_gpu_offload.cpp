@@ -9,6 +9,8 @@
 
 #include "golden.h"
 #include "offload_check.h"
+// (internal to libfno: the LibTorch layers' whole-batch limit)
+#include "../libfno/src/whole_batch.h"
 
 using fno::offload::Offloader;
 using fno::offload::OffloadOptions;
@@ -64,8 +66,11 @@ TEST_CASE("GPU: every offload policy gives the gradients of no offload (1D, 2D, 
 
 TEST_CASE("GPU: offloading lowers the peak memory of a training step") {
   // Against the unfused `none`: the fused block tail (fno/fused.h) stores what
-  // slim stores, which would leave slim nothing to save over none.
+  // slim stores, which would leave slim nothing to save over none. Its
+  // backward one batch entry at a time (whole_batch.h), so that the
+  // transient, the same under every policy, stays one entry's.
   const fno::FusedKernelsGuard unfused(false);
+  const fno::detail::WholeBatchBytesGuard per_entry(0);
   torch::manual_seed(0);
   fno::FNO model(fno::FNOOptions({16, 16}, 1, 1, 32));
   model->to(torch::kCUDA);

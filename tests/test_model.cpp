@@ -7,6 +7,8 @@
 #include <torch/torch.h>
 
 #include "golden.h"
+// (internal to libfno: the LibTorch layers' whole-batch limit)
+#include "../libfno/src/whole_batch.h"
 
 using fno::test::golden;
 using fno::test::golden_path;
@@ -210,60 +212,68 @@ TEST_CASE("roundtrip: write a C++ checkpoint for the Python check") {
 }
 
 TEST_CASE("pointwise_linear with fused GELU: gradients equal plain autograd on long grids") {
-  // N >= 65536 takes the per-batch-entry backward (in-place GELU backward).
+  // N >= 65536 over more than whole_batch_bytes() (0 here) takes the
+  // per-batch-entry backward (in-place GELU backward).
   for (const int64_t n : {4096, 70000}) {
     for (const bool gelu : {false, true}) {
-      INFO("N ", n, ", gelu ", gelu);
-      torch::manual_seed(1);
-      const auto x = torch::randn({3, 5, n}, torch::requires_grad());
-      const auto w = torch::randn({4, 5, 1}, torch::requires_grad());
-      const auto b = torch::randn({4}, torch::requires_grad());
-      const auto gy = torch::randn({3, 4, n});
-      (fno::pointwise_linear(x, w, b, gelu) * gy).sum().backward();
-      const auto xr = x.detach().clone().requires_grad_(true);
-      const auto wr = w.detach().clone().requires_grad_(true);
-      const auto br = b.detach().clone().requires_grad_(true);
-      const auto h = gelu ? torch::gelu(xr) : xr;
-      ((torch::einsum("oi,bin->bon", {wr.squeeze(-1), h}) + br.view({1, -1, 1})) * gy)
-          .sum()
-          .backward();
-      CHECK(fno::test::rel_err(x.grad(), xr.grad()) <= 1e-5);
-      CHECK(fno::test::rel_err(w.grad(), wr.grad()) <= 1e-5);
-      CHECK(fno::test::rel_err(b.grad(), br.grad()) <= 1e-5);
+      for (const int64_t limit : {fno::detail::kWholeBatchBytes, int64_t{0}}) {
+        const fno::detail::WholeBatchBytesGuard whole(limit);
+        INFO("N ", n, ", gelu ", gelu, ", whole-batch bytes ", limit);
+        torch::manual_seed(1);
+        const auto x = torch::randn({3, 5, n}, torch::requires_grad());
+        const auto w = torch::randn({4, 5, 1}, torch::requires_grad());
+        const auto b = torch::randn({4}, torch::requires_grad());
+        const auto gy = torch::randn({3, 4, n});
+        (fno::pointwise_linear(x, w, b, gelu) * gy).sum().backward();
+        const auto xr = x.detach().clone().requires_grad_(true);
+        const auto wr = w.detach().clone().requires_grad_(true);
+        const auto br = b.detach().clone().requires_grad_(true);
+        const auto h = gelu ? torch::gelu(xr) : xr;
+        ((torch::einsum("oi,bin->bon", {wr.squeeze(-1), h}) + br.view({1, -1, 1})) * gy)
+            .sum()
+            .backward();
+        CHECK(fno::test::rel_err(x.grad(), xr.grad()) <= 1e-5);
+        CHECK(fno::test::rel_err(w.grad(), wr.grad()) <= 1e-5);
+        CHECK(fno::test::rel_err(b.grad(), br.grad()) <= 1e-5);
+      }
     }
   }
 }
 
 TEST_CASE(
     "channel_mlp2 in spatial chunks (long grids) equals plain autograd, forward and gradients") {
-  // Beyond 2^20 points per entry the MLP runs in spatial chunks of the grid.
+  // Beyond 2^20 points per entry, over more than whole_batch_bytes() (0
+  // here), the MLP runs one entry at a time in spatial chunks of the grid.
   for (const int64_t n : {int64_t{4096}, (int64_t{1} << 21) + 4097}) {
     for (const bool gelu : {false, true}) {
-      INFO("N ", n, ", gelu ", gelu);
-      torch::manual_seed(2);
-      const int64_t batch = n > 4096 ? 1 : 3;
-      const auto x = torch::randn({batch, 3, n}, torch::requires_grad());
-      const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
-      const auto b1 = torch::randn({6}, torch::requires_grad());
-      const auto w2 = torch::randn({2, 6, 1}, torch::requires_grad());
-      const auto b2 = torch::randn({2}, torch::requires_grad());
-      const auto gy = torch::randn({batch, 2, n});
-      const auto y = fno::channel_mlp2(x, w1, b1, w2, b2, gelu);
-      (y * gy).sum().backward();
-      std::vector<torch::Tensor> ref;
-      for (const auto& t : {x, w1, b1, w2, b2})
-        ref.push_back(t.detach().clone().requires_grad_(true));
-      const auto a = gelu ? torch::gelu(ref[0]) : ref[0];
-      const auto h =
-          torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
-      const auto yr = torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) +
-                      ref[4].view({1, -1, 1});
-      (yr * gy).sum().backward();
-      CHECK(fno::test::rel_err(y, yr) <= 1e-5);
-      const std::vector<torch::Tensor> got{x, w1, b1, w2, b2};
-      for (size_t i = 0; i < got.size(); ++i) {
-        INFO("gradient ", i);
-        CHECK(fno::test::rel_err(got[i].grad(), ref[i].grad()) <= 1e-4);
+      for (const int64_t limit : {fno::detail::kWholeBatchBytes, int64_t{0}}) {
+        const fno::detail::WholeBatchBytesGuard whole(limit);
+        INFO("N ", n, ", gelu ", gelu, ", whole-batch bytes ", limit);
+        torch::manual_seed(2);
+        const int64_t batch = n > 4096 ? 2 : 3;
+        const auto x = torch::randn({batch, 3, n}, torch::requires_grad());
+        const auto w1 = torch::randn({6, 3, 1}, torch::requires_grad());
+        const auto b1 = torch::randn({6}, torch::requires_grad());
+        const auto w2 = torch::randn({2, 6, 1}, torch::requires_grad());
+        const auto b2 = torch::randn({2}, torch::requires_grad());
+        const auto gy = torch::randn({batch, 2, n});
+        const auto y = fno::channel_mlp2(x, w1, b1, w2, b2, gelu);
+        (y * gy).sum().backward();
+        std::vector<torch::Tensor> ref;
+        for (const auto& t : {x, w1, b1, w2, b2})
+          ref.push_back(t.detach().clone().requires_grad_(true));
+        const auto a = gelu ? torch::gelu(ref[0]) : ref[0];
+        const auto h =
+            torch::einsum("oi,bin->bon", {ref[1].squeeze(-1), a}) + ref[2].view({1, -1, 1});
+        const auto yr = torch::einsum("oi,bin->bon", {ref[3].squeeze(-1), torch::gelu(h)}) +
+                        ref[4].view({1, -1, 1});
+        (yr * gy).sum().backward();
+        CHECK(fno::test::rel_err(y, yr) <= 1e-5);
+        const std::vector<torch::Tensor> got{x, w1, b1, w2, b2};
+        for (size_t i = 0; i < got.size(); ++i) {
+          INFO("gradient ", i);
+          CHECK(fno::test::rel_err(got[i].grad(), ref[i].grad()) <= 1e-4);
+        }
       }
     }
   }
@@ -271,34 +281,38 @@ TEST_CASE(
 
 TEST_CASE("block_tail's LibTorch backward equals autograd, short grids and per batch entry") {
   // z = W2 GELU(W1 GELU(y1) + b1) + b2 + gate * act(x), y1 = W_skip act(x) + s;
-  // from 65536 points the backward runs one batch entry at a time.
+  // from 65536 points, over more than whole_batch_bytes() (0 here), the
+  // backward runs one batch entry at a time.
   for (const int64_t n : {4099, 70000}) {
     for (const bool gelu_input : {false, true}) {
-      INFO("N ", n, ", gelu_input ", gelu_input);
-      torch::manual_seed(4);
-      std::vector<torch::Tensor> p{torch::randn({2, 4, n}), torch::randn({2, 4, n}),
-                                   torch::randn({4, 4, 1}), torch::randn({3, 4, 1}),
-                                   torch::randn({3}),       torch::randn({4, 3, 1}),
-                                   torch::randn({4}),       torch::randn({1, 4, 1})};
-      for (auto& t : p) t.requires_grad_(true);
-      const auto gz = torch::randn({2, 4, n});
-      const auto a = gelu_input ? torch::gelu(p[0]) : p[0];
-      (fno::block_tail(p[0], a, p[1], p[2], p[3], p[4], p[5], p[6], p[7], gelu_input, true) * gz)
-          .sum()
-          .backward();
-      std::vector<torch::Tensor> r;
-      for (const auto& t : p) r.push_back(t.detach().clone().requires_grad_(true));
-      const auto ar = gelu_input ? torch::gelu(r[0]) : r[0];
-      const auto lin = [](const torch::Tensor& w, const torch::Tensor& v) {
-        return torch::einsum("oi,bin->bon", {w.squeeze(-1), v});
-      };
-      const auto y1 = lin(r[2], ar) + r[1];
-      const auto h = lin(r[3], torch::gelu(y1)) + r[4].view({1, -1, 1});
-      const auto z = lin(r[5], torch::gelu(h)) + r[6].view({1, -1, 1}) + r[7] * ar;
-      (z * gz).sum().backward();
-      for (size_t i = 0; i < p.size(); ++i) {
-        INFO("gradient ", i);
-        CHECK(fno::test::rel_err(p[i].grad(), r[i].grad()) <= 1e-4);
+      for (const int64_t limit : {fno::detail::kWholeBatchBytes, int64_t{0}}) {
+        const fno::detail::WholeBatchBytesGuard whole(limit);
+        INFO("N ", n, ", gelu_input ", gelu_input, ", whole-batch bytes ", limit);
+        torch::manual_seed(4);
+        std::vector<torch::Tensor> p{torch::randn({2, 4, n}), torch::randn({2, 4, n}),
+                                     torch::randn({4, 4, 1}), torch::randn({3, 4, 1}),
+                                     torch::randn({3}),       torch::randn({4, 3, 1}),
+                                     torch::randn({4}),       torch::randn({1, 4, 1})};
+        for (auto& t : p) t.requires_grad_(true);
+        const auto gz = torch::randn({2, 4, n});
+        const auto a = gelu_input ? torch::gelu(p[0]) : p[0];
+        (fno::block_tail(p[0], a, p[1], p[2], p[3], p[4], p[5], p[6], p[7], gelu_input, true) * gz)
+            .sum()
+            .backward();
+        std::vector<torch::Tensor> r;
+        for (const auto& t : p) r.push_back(t.detach().clone().requires_grad_(true));
+        const auto ar = gelu_input ? torch::gelu(r[0]) : r[0];
+        const auto lin = [](const torch::Tensor& w, const torch::Tensor& v) {
+          return torch::einsum("oi,bin->bon", {w.squeeze(-1), v});
+        };
+        const auto y1 = lin(r[2], ar) + r[1];
+        const auto h = lin(r[3], torch::gelu(y1)) + r[4].view({1, -1, 1});
+        const auto z = lin(r[5], torch::gelu(h)) + r[6].view({1, -1, 1}) + r[7] * ar;
+        (z * gz).sum().backward();
+        for (size_t i = 0; i < p.size(); ++i) {
+          INFO("gradient ", i);
+          CHECK(fno::test::rel_err(p[i].grad(), r[i].grad()) <= 1e-4);
+        }
       }
     }
   }

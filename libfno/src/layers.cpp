@@ -5,10 +5,12 @@
 #include "channel_mlp_fused.h"
 #include "channel_wgrad_fused.h"
 #include "spectral.h"
+#include "whole_batch.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -118,10 +120,21 @@ void add_wgrad(torch::Tensor& gw, const torch::Tensor& gy, const torch::Tensor& 
   }
 }
 
-// Grid sizes from which backward works per batch entry (recomputed layers one
-// entry at a time, so the transient is one entry's), and the channel MLPs make
-// their hidden layers per entry and in spatial chunks (over_grid).
+// Grid sizes from which backward may work per batch entry (recomputed layers
+// one entry at a time, so the transient is one entry's), and the channel MLPs
+// make their hidden layers per entry and in spatial chunks (over_grid): when a
+// layer of `width` channels over the batch takes more than
+// whole_batch_bytes() (whole_batch.h).
 constexpr int64_t kPerEntry = int64_t{1} << 16;
+
+std::atomic<int64_t> g_whole_batch_bytes{detail::kWholeBatchBytes};
+
+// x: [B, C, N]
+bool per_entry(const torch::Tensor& x, int64_t width) {
+  const int64_t n = x.size(2);
+  return n >= kPerEntry && x.size(0) * width * n * static_cast<int64_t>(x.element_size()) >
+                               detail::whole_batch_bytes();
+}
 
 // y = W x + b over the channel dim, as explicit GEMMs with a hand-written
 // backward. Measured on an H200 (bench/micro_ops.py, [8, C, 1024^2], fwd+bwd):
@@ -161,7 +174,7 @@ class PointwiseLinearFn : public torch::autograd::Function<PointwiseLinearFn> {
     const bool gelu = ctx->saved_data["gelu"].toBool();
     const auto gy = grads[0].contiguous();
     torch::Tensor gx, gw, gb;
-    const bool long_reduction = x.size(2) >= kPerEntry;
+    const bool long_reduction = per_entry(x, std::max(x.size(1), w.size(0)));
     if (ctx->needs_input_grad(0)) {
       gx = torch::bmm(like(w, x).t().unsqueeze(0).expand({x.size(0), -1, -1}), gy);
       // Long grids: the GELU backward runs per batch entry, in place, below.
@@ -235,6 +248,13 @@ RecomputeCheapGuard::RecomputeCheapGuard() : previous_(t_recompute_cheap) {
 RecomputeCheapGuard::~RecomputeCheapGuard() { t_recompute_cheap = previous_; }
 bool recompute_cheap() { return t_recompute_cheap; }
 
+namespace detail {
+int64_t whole_batch_bytes() { return g_whole_batch_bytes.load(std::memory_order_relaxed); }
+WholeBatchBytesGuard::WholeBatchBytesGuard(int64_t bytes)
+    : previous_(g_whole_batch_bytes.exchange(bytes)) {}
+WholeBatchBytesGuard::~WholeBatchBytesGuard() { g_whole_batch_bytes.store(previous_); }
+}  // namespace detail
+
 namespace {
 
 // [Cout, Cin] x [B, Cin, N] (+ b [Cout]) (+ r [B, Cout, N]) -> [B, Cout, N]
@@ -254,11 +274,11 @@ void lin_t_into(torch::Tensor out, const torch::Tensor& w, const torch::Tensor& 
   at::bmm_out(out, like(w, g).t().unsqueeze(0).expand({g.size(0), -1, -1}), g);
 }
 
-// Runs f(first, count) over the batch: one slice on short grids, one entry per
-// slice on long ones.
+// Runs f(first, count) over the batch: one slice, or one entry per slice
+// (`entries`: per_entry).
 template <typename F>
-void over_batch(int64_t batch, int64_t n, F&& f) {
-  if (n < kPerEntry) {
+void over_batch(int64_t batch, bool entries, F&& f) {
+  if (!entries) {
     f(int64_t{0}, batch);
     return;
   }
@@ -274,14 +294,14 @@ struct GridSlice {
 // Grid points per spatial chunk on long grids (one 1024^2 entry is one chunk).
 constexpr int64_t kGridChunk = int64_t{1} << 20;
 
-// Runs f over slices: the whole batch at once on short grids; on long ones one
-// entry at a time, in spatial chunks of at most kGridChunk points. The MLPs are
-// pointwise in space, so a hidden layer made inside f (forward, or recomputed
-// in backward) lives for one chunk: its transient is a chunk's, whatever the
-// batch and grid, at no extra compute.
+// Runs f over slices: the whole batch at once, or (`entries`: per_entry) one
+// entry at a time, in spatial chunks of at most kGridChunk points. The MLPs
+// are pointwise in space, so a hidden layer made inside f (forward, or
+// recomputed in backward) lives for one chunk: its transient is a chunk's,
+// whatever the batch and grid, at no extra compute.
 template <typename F>
-void over_grid(int64_t batch, int64_t n, F&& f) {
-  if (n < kPerEntry) {
+void over_grid(int64_t batch, int64_t n, bool entries, F&& f) {
+  if (!entries) {
     f(GridSlice{0, batch, 0, n});
     return;
   }
@@ -367,7 +387,8 @@ ChannelMLP2Grads mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
   // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
   const bool fused =
       gy.scalar_type() == x.scalar_type() && detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
-  over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
+  const bool entries = per_entry(x, std::max({x.size(1), w1.size(0), w2.size(0)}));
+  over_grid(x.size(0), x.size(2), entries, [&](const GridSlice& sl) {
     const auto xs = sl.of(x);
     const auto as = gelu_input ? torch::gelu(xs) : xs;
     const auto dh = fused ? mlp2_hidden_grad_fused(xs, as, sl.of(gy), w1, b1, w2, gelu_input, g)
@@ -397,7 +418,8 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     // weights are cast to the compute type once, not per chunk.
     const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x), b2c = like(b2, x);
     auto y = torch::empty({x.size(0), w2.size(0), x.size(2)}, x.options());
-    over_grid(x.size(0), x.size(2), [&](const GridSlice& sl) {
+    const bool entries = per_entry(x, std::max({x.size(1), w1.size(0), w2.size(0)}));
+    over_grid(x.size(0), x.size(2), entries, [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
       const auto h = lin(w1c, gelu_input ? torch::gelu(xs) : xs, b1c);
       lin_into(sl.of(y), w2c, torch::gelu(h), b2c);
@@ -466,7 +488,8 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     const auto w1c = like(w1, dz), b1c = like(b1, dz), w2c = like(w2, dz);
     const auto w_skipc = like(w_skip, dz), gatec = like(gate, dz);
     auto da = torch::empty_like(dz), ds = torch::empty_like(dz);
-    over_batch(batch, dz.size(2), [&](int64_t i, int64_t n) {
+    const bool entries = per_entry(dz, std::max(dz.size(1), w1.size(0)));
+    over_batch(batch, entries, [&](int64_t i, int64_t n) {
       const auto dzs = dz.narrow(0, i, n), y1s = y1.narrow(0, i, n);
       const auto as = gelu_input ? torch::gelu(in.narrow(0, i, n)) : in.narrow(0, i, n);
       const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;

@@ -8,7 +8,7 @@
 // tile's points (the points are split over as many thread groups as the
 // blocks leave room for). After its last tile the CTA adds its groups' sums
 // in group order and writes one [Cout, Cin] partial; reduce_kernel adds the
-// partials in CTA order into gw.
+// partials in a fixed order into gw.
 #include "block_tail_tuning.cuh"
 #include "channel_wgrad.h"
 
@@ -27,6 +27,7 @@ constexpr int kTile = 64;        // grid points per tile
 constexpr int kRow = kTile + 1;  // a staged row's stride (no bank conflicts across rows)
 constexpr int kR = 4;            // a thread's block: kR output x kR input channels
 constexpr int kCtasPerSm = 4;
+constexpr int kMinTiles = 8;       // tiles a CTA takes at least
 constexpr int kMaxEntries = 4096;  // padded Cout x Cin: one block per thread at most
 constexpr int kSmemBytes = 48 * 1024;
 
@@ -123,21 +124,41 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// gw += the `ctas` partials, added in CTA order.
-__global__ void reduce_kernel(const float* __restrict__ partial, int64_t ctas, int entries,
-                              float* __restrict__ gw) {
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= entries) return;
+// gw += the `ctas` partials: a block takes kReduceEntries entries, each
+// summed by kReduceLanes lanes (lane j: partials j, j + kReduceLanes, ...,
+// coalesced across entries), whose sums are then added in lane order: a fixed
+// order (deterministic), and enough threads in flight to hide the loads.
+constexpr int kReduceEntries = 32;
+constexpr int kReduceLanes = 8;
+
+__global__ void __launch_bounds__(kReduceEntries* kReduceLanes)
+    reduce_kernel(const float* __restrict__ partial, int64_t ctas, int entries,
+                  float* __restrict__ gw) {
+  __shared__ float sums[kReduceLanes][kReduceEntries];
+  const int i = threadIdx.x % kReduceEntries, lane = threadIdx.x / kReduceEntries;
+  const int e = blockIdx.x * kReduceEntries + i;
   float s = 0.f;
-  for (int64_t k = 0; k < ctas; ++k) s += partial[k * entries + e];
-  gw[e] += s;
+  if (e < entries) {
+#pragma unroll 4
+    for (int64_t k = lane; k < ctas; k += kReduceLanes) s += partial[k * entries + e];
+  }
+  sums[lane][i] = s;
+  __syncthreads();
+  if (lane == 0 && e < entries) {
+    float total = sums[0][i];
+#pragma unroll
+    for (int j = 1; j < kReduceLanes; ++j) total += sums[j][i];
+    gw[e] += total;
+  }
 }
 
 int64_t tiles_of(int64_t batch, int64_t n) { return batch * ((n + kTile - 1) / kTile); }
 
+// At least kMinTiles tiles a CTA (fewer CTAs to start and fewer partials to
+// add), at most kCtasPerSm CTAs a multiprocessor.
 int64_t ctas_for(int64_t tiles) {
-  return std::max<int64_t>(
-      1, std::min<int64_t>(tiles, int64_t{cuda::detail::device_sms()} * kCtasPerSm));
+  return std::max<int64_t>(1, std::min<int64_t>((tiles + kMinTiles - 1) / kMinTiles,
+                                                int64_t{cuda::detail::device_sms()} * kCtasPerSm));
 }
 
 template <typename T>
@@ -152,7 +173,8 @@ int run(WgradOperand gy, WgradOperand h, int64_t batch, int cout, int cin, int64
       tiles, cout, cin, workspace);
   if (const auto err = cudaGetLastError()) return static_cast<int>(err);
   const int entries = cout * cin;
-  reduce_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(workspace, ctas, entries, gw);
+  reduce_kernel<<<(entries + kReduceEntries - 1) / kReduceEntries, kReduceEntries * kReduceLanes, 0,
+                  stream>>>(workspace, ctas, entries, gw);
   return static_cast<int>(cudaGetLastError());
 }
 
