@@ -483,12 +483,15 @@ TEST_CASE("channel weight-gradient kernel: sums over batch and grid, strided ope
   REQUIRE(fno::fused_kernels_compiled());
   const auto o = torch::TensorOptions().device(torch::kCUDA);
   torch::manual_seed(27);
-  // {B, Cout, Cin, N}: the width-20 block layers over a 64 x 64 x 16 space-time
-  // grid, the Navier-Stokes projection's first layer (128 <- 20) and second
-  // (1 <- 128) at 64 x 64 x 10, a lifting, odd sizes, an empty grid.
-  const std::vector<std::array<int64_t, 4>> shapes{{10, 20, 20, 65536}, {3, 128, 20, 40960},
-                                                   {2, 1, 128, 4099},   {1, 20, 13, 40960},
-                                                   {5, 7, 3, 33},       {2, 4, 4, 0}};
+  // {B, Cout, Cin, N}: the Navier-Stokes FNO-3D's width-20 block layers over a
+  // 64 x 64 x 16 space-time grid, its projection's first layer (128 <- 20) and
+  // its lifting (20 <- 13) at 64 x 64 x 10; small: a projection's second layer
+  // (1 <- 128), odd sizes, an empty grid.
+  std::vector<std::array<int64_t, 4>> shapes;
+  SUBCASE("the Navier-Stokes models' shapes") {
+    shapes = {{10, 20, 20, 65536}, {3, 128, 20, 40960}, {1, 20, 13, 40960}};
+  }
+  SUBCASE("small shapes") { shapes = {{2, 1, 128, 4099}, {5, 7, 3, 33}, {2, 4, 4, 0}}; }
   for (const auto& [b, co, ci, n] : shapes) {
     for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
       for (const bool sliced : {false, true}) {

@@ -26,8 +26,8 @@ constexpr int kThreads = 256;
 constexpr int kTile = 64;        // grid points per tile
 constexpr int kRow = kTile + 1;  // a staged row's stride (no bank conflicts across rows)
 constexpr int kR = 4;            // a thread's block: kR output x kR input channels
-constexpr int kCtasPerSm = 4;
-constexpr int kMinTiles = 8;       // tiles a CTA takes at least
+constexpr int kCtasPerSm = 8;    // CTAs a multiprocessor at most: their loads overlap
+constexpr int kMinTiles = 2;     // tiles a CTA takes at least
 constexpr int kMaxEntries = 4096;  // padded Cout x Cin: one block per thread at most
 constexpr int kSmemBytes = 48 * 1024;
 
@@ -154,8 +154,9 @@ __global__ void __launch_bounds__(kReduceEntries* kReduceLanes)
 
 int64_t tiles_of(int64_t batch, int64_t n) { return batch * ((n + kTile - 1) / kTile); }
 
-// At least kMinTiles tiles a CTA (fewer CTAs to start and fewer partials to
-// add), at most kCtasPerSm CTAs a multiprocessor.
+// At least kMinTiles tiles a CTA (fewer partials to add), at most kCtasPerSm
+// CTAs a multiprocessor: a CTA waits for each tile's loads, so several per
+// multiprocessor keep the memory busy.
 int64_t ctas_for(int64_t tiles) {
   return std::max<int64_t>(1, std::min<int64_t>((tiles + kMinTiles - 1) / kMinTiles,
                                                 int64_t{cuda::detail::device_sms()} * kCtasPerSm));
