@@ -68,6 +68,8 @@
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
+#   nsepoch      seconds per epoch of the paper's nu = 1e-5 models on a small nsdata set (issue 27),
+#                also from an fno_train of the code before (NSEPOCH_BASE_TRAIN)
 #   nsprof       the paper's Navier-Stokes models' steps (fno_bench, configs/ns_v1e-5_fno{3d,2d}):
 #                graphs on/off, one traced step summed by kernel (issue 27's training time)
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
@@ -695,6 +697,34 @@ run_suite() {
       say "== 2048^2 b8 auto 2 GiB: exit $? $(grep '^fno_bench: ' "$out/prof/p2048.log" | cut -c1-200)"
       python3 bench/trace_kernels.py "$out/prof/p2048.json" --top 30 --gaps 8 --ops | tee -a "$summary"
       rm -f "$out/prof/p2048.json"
+      ;;
+    nsepoch)
+      # issue 27: seconds per epoch of both paper models (configs/ns_v1e-5_fno{3d,2d}.yaml,
+      # graphs on) on nsdata's set (the same NSDATA_*: run nsdata first, small), NSEPOCH_TRAIN
+      # (100) training samples, NSEPOCH_EPOCHS (4) epochs, one evaluation at the end; first with
+      # NSEPOCH_BASE_TRAIN (an fno_train built from the code before), when set
+      local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
+      local stem ep=${NSEPOCH_EPOCHS:-4} cfg exe tag
+      stem=$dir/ns_v${nu}_T${tf}
+      mkdir -p "$out/nsepoch"
+      if [ ! -f "${stem}_test.h5" ]; then
+        say "nsepoch: no ${stem}_test.h5 (run nsdata with the same NSDATA_* first)"
+        return
+      fi
+      for cfg in ns_v1e-5_fno3d ns_v1e-5_fno2d; do
+        for tag in ${NSEPOCH_BASE_TRAIN:+base} now; do
+          exe=$build/apps/fno_train
+          [ "$tag" = base ] && exe=$NSEPOCH_BASE_TRAIN
+          rm -rf "$dir/epoch_${cfg}_$tag"
+          timeout 200 "$exe" --config "configs/$cfg.yaml" --out "$dir/epoch_${cfg}_$tag" \
+            --set "data.train_file=${stem}_train.h5" --set "data.n_train=${NSEPOCH_TRAIN:-100}" \
+            --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]" \
+            --set "training.epochs=$ep" --set "training.eval_every=$ep" --set output.progress=none \
+            > "$out/nsepoch/${cfg}_$tag.out" 2> "$out/nsepoch/${cfg}_$tag.log"
+          say "nsepoch $cfg $tag: exit $? seconds per epoch: $(python3 -c 'import json,sys; print(" ".join("%.3f" % json.loads(l)["seconds"] for l in open(sys.argv[1])))' "$dir/epoch_${cfg}_$tag/metrics.jsonl" 2> /dev/null)"
+          cp "$dir/epoch_${cfg}_$tag/metrics.jsonl" "$out/nsepoch/${cfg}_$tag.metrics.jsonl" 2> /dev/null
+        done
+      done
       ;;
     nsprof)
       # issue 27: the paper's Navier-Stokes models' training steps (FNO-3D at 64^2 x 10, batch
