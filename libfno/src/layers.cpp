@@ -274,6 +274,11 @@ void lin_t_into(torch::Tensor out, const torch::Tensor& w, const torch::Tensor& 
   at::bmm_out(out, like(w, g).t().unsqueeze(0).expand({g.size(0), -1, -1}), g);
 }
 
+// per_entry for a two-layer channel MLP on x [B, Cin, N]: its widest layer.
+bool mlp2_per_entry(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w2) {
+  return per_entry(x, std::max({x.size(1), w1.size(0), w2.size(0)}));
+}
+
 // Runs f(first, count) over the batch: one slice, or one entry per slice
 // (`entries`: per_entry).
 template <typename F>
@@ -387,7 +392,7 @@ ChannelMLP2Grads mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
   // CUDA (cuda/channel_mlp_backward.cu): GELU(h) and dh in one pass.
   const bool fused =
       gy.scalar_type() == x.scalar_type() && detail::fused_channel_mlp_usable(x, w1, b1, w2, b2);
-  const bool entries = per_entry(x, std::max({x.size(1), w1.size(0), w2.size(0)}));
+  const bool entries = mlp2_per_entry(x, w1, w2);
   over_grid(x.size(0), x.size(2), entries, [&](const GridSlice& sl) {
     const auto xs = sl.of(x);
     const auto as = gelu_input ? torch::gelu(xs) : xs;
@@ -418,7 +423,7 @@ class ChannelMLP2Fn : public torch::autograd::Function<ChannelMLP2Fn> {
     // weights are cast to the compute type once, not per chunk.
     const auto w1c = like(w1, x), b1c = like(b1, x), w2c = like(w2, x), b2c = like(b2, x);
     auto y = torch::empty({x.size(0), w2.size(0), x.size(2)}, x.options());
-    const bool entries = per_entry(x, std::max({x.size(1), w1.size(0), w2.size(0)}));
+    const bool entries = mlp2_per_entry(x, w1, w2);
     over_grid(x.size(0), x.size(2), entries, [&](const GridSlice& sl) {
       const auto xs = sl.of(x);
       const auto h = lin(w1c, gelu_input ? torch::gelu(xs) : xs, b1c);
