@@ -19,6 +19,7 @@
 #include <limits>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "golden.h"
 #include "stderr_capture.h"
@@ -149,11 +150,12 @@ TEST_CASE("decide_cuda_graphs: where graphs work, and one line when they cannot"
 }
 
 TEST_CASE("AdamW's device step (lr and step count in tensors) gives the host step's numbers") {
-  for (const double wd : {0.0, 1e-4}) {
-    INFO("weight decay ", wd);
+  for (const auto& [wd, torch_adam] : {std::pair{0.0, false}, std::pair{1e-4, false},
+                                       std::pair{0.0, true}, std::pair{1e-2, true}}) {
+    INFO("weight decay ", wd, ", torch_adam ", torch_adam);
     auto host = make_params();
     auto dev = make_params();
-    const auto options = fno::AdamWOptions(8e-3).weight_decay(wd);
+    const auto options = fno::AdamWOptions(8e-3).weight_decay(wd).torch_adam(torch_adam);
     fno::AdamW a(host.list(), options), b(dev.list(), options);
     fno::CosineAnnealingLR sa(a, 5), sb(b, 5);
     b.set_device_step(true);
@@ -189,37 +191,41 @@ TEST_CASE("AdamW's device step (lr and step count in tensors) gives the host ste
 }
 
 TEST_CASE("AdamW's device step skips on keep = 0, as the host's skipped step") {
-  auto host = make_params();
-  auto dev = make_params();
-  fno::AdamW a(host.list(), fno::AdamWOptions(8e-3).weight_decay(1e-4));
-  fno::AdamW b(dev.list(), fno::AdamWOptions(8e-3).weight_decay(1e-4));
-  b.set_device_step(true);
-  const auto keep = torch::ones({1});
-  const auto skip = torch::zeros({1});
-  // The very first step skipped (step count 0 stays finite), then steps, a
-  // skip with non-finite gradients, steps.
-  for (int t = 0; t < 8; ++t) {
-    INFO("step ", t);
-    const bool skipped = t == 0 || t == 4;
-    set_grads(dev, t);
-    if (skipped) {
-      dev.real.mutable_grad()[0][0] = std::numeric_limits<float>::infinity();
-      dev.cplx.mutable_grad()[1][1] = std::numeric_limits<float>::quiet_NaN();
-      const auto before_real = dev.real.detach().clone(), before_cplx = dev.cplx.detach().clone();
-      b.step_on_device(skip);
-      CHECK(torch::equal(dev.real, before_real));
-      CHECK(torch::equal(dev.cplx, before_cplx));
-      continue;
+  for (const bool torch_adam : {false, true}) {
+    INFO("torch_adam ", torch_adam);
+    auto host = make_params();
+    auto dev = make_params();
+    const auto options = fno::AdamWOptions(8e-3).weight_decay(1e-2).torch_adam(torch_adam);
+    fno::AdamW a(host.list(), options);
+    fno::AdamW b(dev.list(), options);
+    b.set_device_step(true);
+    const auto keep = torch::ones({1});
+    const auto skip = torch::zeros({1});
+    // The very first step skipped (step count 0 stays finite), then steps, a
+    // skip with non-finite gradients, steps.
+    for (int t = 0; t < 8; ++t) {
+      INFO("step ", t);
+      const bool skipped = t == 0 || t == 4;
+      set_grads(dev, t);
+      if (skipped) {
+        dev.real.mutable_grad()[0][0] = std::numeric_limits<float>::infinity();
+        dev.cplx.mutable_grad()[1][1] = std::numeric_limits<float>::quiet_NaN();
+        const auto before_real = dev.real.detach().clone(), before_cplx = dev.cplx.detach().clone();
+        b.step_on_device(skip);
+        CHECK(torch::equal(dev.real, before_real));
+        CHECK(torch::equal(dev.cplx, before_cplx));
+        continue;
+      }
+      set_grads(host, t);
+      a.step();
+      b.step_on_device(keep);
     }
-    set_grads(host, t);
-    a.step();
-    b.step_on_device(keep);
+    CHECK(rel_err(dev.real, host.real) <= 1e-6);
+    CHECK(rel_err(dev.cplx, host.cplx) <= 1e-6);
+    CHECK(b.state_dict()["state.0.step"].item<int64_t>() == 6);
+    const auto m_a = a.state_dict()["state.1.exp_avg"], m_b = b.state_dict()["state.1.exp_avg"];
+    CHECK(rel_err(m_b, m_a) <= 1e-6);
   }
-  CHECK(rel_err(dev.real, host.real) <= 1e-6);
-  CHECK(rel_err(dev.cplx, host.cplx) <= 1e-6);
-  CHECK(b.state_dict()["state.0.step"].item<int64_t>() == 6);
-  const auto m_a = a.state_dict()["state.1.exp_avg"], m_b = b.state_dict()["state.1.exp_avg"];
-  CHECK(rel_err(m_b, m_a) <= 1e-6);
 }
 
 TEST_CASE("AdamW's device step needs one step count per group") {

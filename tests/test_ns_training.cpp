@@ -403,8 +403,11 @@ TEST_CASE("Navier-Stokes configs: the paper's settings, one per row and model") 
             (three ? std::vector<int64_t>{0, 0, 3} : std::vector<int64_t>{}));
       CHECK(c.training.epochs == 500);
       CHECK(c.training.loss == fno::LossName::kL2);
+      // torch.optim.Adam(lr=1e-3, weight_decay=1e-4), as the paper's scripts.
+      CHECK(c.optimizer.name == fno::OptimizerName::kAdam);
       CHECK(c.optimizer.lr == doctest::Approx(1e-3));
       CHECK(c.optimizer.weight_decay == doctest::Approx(1e-4));
+      CHECK(c.optimizer.eps == doctest::Approx(1e-8));
       CHECK(c.scheduler.name == fno::SchedulerName::kStep);
       CHECK(c.scheduler.step_size == 100);
       CHECK(c.scheduler.gamma == doctest::Approx(0.5));

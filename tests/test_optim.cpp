@@ -1,5 +1,5 @@
-// AdamW and the lr schedulers against neuraloperator 2.0.0 / torch.optim
-// (golden file optim.pt): parameters after each of 12 steps, lr sequences.
+// AdamW (and its torch_adam step) and the lr schedulers against neuraloperator
+// 2.0.0 / torch.optim (golden file optim.pt): parameters after each of 12 steps, lr sequences.
 #include <fno/optim.h>
 
 #include <doctest/doctest.h>
@@ -76,6 +76,25 @@ TEST_CASE("AdamW matches neuraloperator's AdamW over 12 steps, real and complex 
                                 .eps(1e-8)
                                 .weight_decay(1e-2)
                                 .correct_bias(false));
+}
+
+TEST_CASE("AdamW with torch_adam matches torch.optim.Adam over 12 steps, real and complex") {
+  replay("adam_wd", fno::AdamWOptions(8e-3).weight_decay(1e-4).torch_adam(true));
+  replay("adam_paper", fno::AdamWOptions(1e-3).weight_decay(1e-4).eps(1e-8).torch_adam(true),
+         [](torch::optim::Optimizer& o) { return std::make_unique<fno::StepLR>(o, 3, 0.5); });
+  replay("adam_betas_wd",
+         fno::AdamWOptions(1e-2).betas({0.8, 0.99}).eps(1e-6).weight_decay(1e-1).torch_adam(true));
+  // The two optimizers differ where they should: an AdamW replay of an Adam
+  // trajectory with weight decay fails.
+  auto real = golden_tensor(kFile, "p0.real").clone().requires_grad_(true);
+  auto cplx = golden_tensor(kFile, "p0.cplx").clone().requires_grad_(true);
+  fno::AdamW adamw({real, cplx}, fno::AdamWOptions(1e-2).betas({0.8, 0.99}).weight_decay(1e-1));
+  for (int t = 1; t <= kSteps; ++t) {
+    real.mutable_grad() = golden_tensor(kFile, "g." + std::to_string(t) + ".real").clone();
+    cplx.mutable_grad() = golden_tensor(kFile, "g." + std::to_string(t) + ".cplx").clone();
+    adamw.step();
+  }
+  CHECK(rel_err(cplx, golden_tensor(kFile, "adam_betas_wd.step12.cplx")) > 100 * kTol);
 }
 
 TEST_CASE("AdamW under CosineAnnealingLR and StepLR matches torch's schedulers") {

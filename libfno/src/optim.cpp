@@ -57,6 +57,41 @@ bool apply_on_device(const std::vector<torch::Tensor>& params,
 #endif
 }
 
+// A complex tensor as its real pairs (torch.optim.Adam's view of complex
+// parameters, their gradients and moments); a real one as it is.
+torch::Tensor as_real(const torch::Tensor& t) {
+  return t.is_complex() ? torch::view_as_real(t) : t;
+}
+
+// torch.optim.Adam's moments and its denominator sqrt(v) / c2 + eps for real
+// tensors, with g + weight_decay * p as the gradient (an L2 term). b1 and b2
+// multiply the moments (beta, or device tensors that are 1 on a skipped step);
+// c2 is sqrt(1 - beta2^t) per tensor (host) or one device tensor.
+template <typename Beta, typename C2>
+std::vector<torch::Tensor> torch_adam_denominators(const std::vector<torch::Tensor>& params,
+                                                   const std::vector<torch::Tensor>& grads_in,
+                                                   const std::vector<torch::Tensor>& ms,
+                                                   const std::vector<torch::Tensor>& vs,
+                                                   const AdamWOptions& o, const Beta& b1,
+                                                   const Beta& b2, const C2& c2,
+                                                   const torch::Tensor& decay) {
+  const auto [beta1, beta2] = o.betas();
+  std::vector<torch::Tensor> grads = grads_in;
+  if (decay.defined()) {
+    grads = at::_foreach_add(grads_in, at::_foreach_mul(params, decay));
+  } else if (o.weight_decay() > 0.0) {
+    grads = at::_foreach_add(grads_in, params, o.weight_decay());
+  }
+  at::_foreach_mul_(ms, b1);
+  at::_foreach_add_(ms, grads, 1.0 - beta1);
+  at::_foreach_mul_(vs, b2);
+  at::_foreach_addcmul_(vs, grads, grads, 1.0 - beta2);
+  auto denoms = at::_foreach_sqrt(vs);
+  at::_foreach_div_(denoms, c2);
+  at::_foreach_add_(denoms, o.eps());
+  return denoms;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -94,7 +129,7 @@ torch::Tensor AdamW::step(LossClosure closure) {
     // a small model's step time is made of. Complex ones take the per-tensor
     // path below. The arithmetic is neuraloperator's in the same order.
     std::vector<torch::Tensor> params, grads, ms, vs;
-    std::vector<at::Scalar> step_sizes;
+    std::vector<at::Scalar> step_sizes, c2s;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const auto& grad = p.grad();
@@ -108,6 +143,20 @@ torch::Tensor AdamW::step(LossClosure closure) {
       }
       auto& st = static_cast<AdamWParamState&>(*it->second);
       st.step(st.step() + 1);
+      if (o.torch_adam()) {
+        // torch.optim.Adam: -lr / (1 - b1^t) and sqrt(1 - b2^t) apart; complex
+        // parameters as real pairs, with the real ones.
+        const double t = static_cast<double>(st.step());
+        const double bc1 = o.correct_bias() ? 1.0 - std::pow(beta1, t) : 1.0;
+        const double bc2 = o.correct_bias() ? 1.0 - std::pow(beta2, t) : 1.0;
+        params.push_back(as_real(p));
+        grads.push_back(as_real(grad));
+        ms.push_back(as_real(st.exp_avg()));
+        vs.push_back(as_real(st.exp_avg_sq()));
+        step_sizes.emplace_back(-o.lr() / bc1);
+        c2s.emplace_back(std::sqrt(bc2));
+        continue;
+      }
       double step_size = o.lr();
       if (o.correct_bias()) {
         const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(st.step()));
@@ -131,6 +180,12 @@ torch::Tensor AdamW::step(LossClosure closure) {
       if (o.weight_decay() > 0.0) p.add_(p, -o.lr() * o.weight_decay());
     }
     if (params.empty()) continue;
+    if (o.torch_adam()) {
+      const auto denoms = torch_adam_denominators(params, grads, ms, vs, o, beta1, beta2,
+                                                  at::ArrayRef<at::Scalar>(c2s), {});
+      at::_foreach_addcdiv_(params, ms, denoms, step_sizes);
+      continue;
+    }
     at::_foreach_mul_(ms, beta1);
     at::_foreach_add_(ms, grads, 1.0 - beta1);
     at::_foreach_mul_(vs, beta2);
@@ -302,13 +357,13 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
         it = state_.emplace(p.unsafeGetTensorImpl(), std::move(st)).first;
       }
       auto& st = static_cast<AdamWParamState&>(*it->second);
-      if (p.grad().is_complex()) {
+      if (p.grad().is_complex() && !o.torch_adam()) {
         complex_params.push_back(p);
       } else {
-        params.push_back(p);
-        grads.push_back(p.grad());
-        ms.push_back(st.exp_avg());
-        vs.push_back(st.exp_avg_sq());
+        params.push_back(as_real(p));
+        grads.push_back(as_real(p.grad()));
+        ms.push_back(as_real(st.exp_avg()));
+        vs.push_back(as_real(st.exp_avg_sq()));
       }
       ++index;
     }
@@ -328,11 +383,19 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
       d.step.add_(1);
     }
     auto step_size = d.lr;
+    torch::Tensor c2;  // torch_adam: sqrt(1 - b2^t)
     if (o.correct_bias()) {
       const auto t = keep.defined() ? d.step.clamp_min(1) : d.step;
       const auto bc1 = 1.0 - torch::pow(beta1, t);
       const auto bc2 = 1.0 - torch::pow(beta2, t);
-      step_size = d.lr * bc2.sqrt() / bc1;
+      if (o.torch_adam()) {
+        step_size = d.lr / bc1;
+        c2 = bc2.sqrt();
+      } else {
+        step_size = d.lr * bc2.sqrt() / bc1;
+      }
+    } else if (o.torch_adam()) {
+      c2 = torch::ones_like(d.lr);
     }
     if (keep.defined()) step_size = step_size * keep;
     auto decay = d.lr * -o.weight_decay();
@@ -346,7 +409,22 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
       b1 = moment_factor(beta1);
       b2 = moment_factor(beta2);
     }
-    if (!params.empty()) {
+    if (!params.empty() && o.torch_adam()) {
+      const auto dtype = params.front().scalar_type();
+      const auto neg_step = (-step_size).to(dtype);
+      // The L2 term: weight_decay, or keep * weight_decay on a step that may skip.
+      torch::Tensor l2;
+      if (keep.defined() && o.weight_decay() > 0.0) l2 = (keep * o.weight_decay()).to(dtype);
+      const auto c2_t = c2.to(dtype);
+      const auto denoms =
+          b1 ? torch_adam_denominators(params, grads, ms, vs, o, *b1, *b2, c2_t, l2)
+             : torch_adam_denominators(params, grads, ms, vs, o, beta1, beta2, c2_t, l2);
+      auto updates = at::_foreach_div(ms, denoms);
+      if (!apply_on_device(params, updates, neg_step, {})) {
+        at::_foreach_mul_(updates, neg_step);
+        at::_foreach_add_(params, updates);
+      }
+    } else if (!params.empty()) {
       const auto dtype = params.front().scalar_type();
       const auto neg_step = (-step_size).to(dtype);
       if (b1) {

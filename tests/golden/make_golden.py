@@ -11,7 +11,7 @@ What it makes (next to this script, or in --out):
   {case}_io.pt      plain dict str -> Tensor: x, y = model(x), w, grad.<param> =
                     d/dparam (y * w).sum(), and cfg.* tensors describing the model.
   losses.pt         LpLoss / H1Loss values and input gradients (float64).
-  optim.pt          neuralop.training.AdamW trajectories (+ lr schedulers) and
+  optim.pt          neuralop.training.AdamW and torch.optim.Adam trajectories (+ lr schedulers) and
                     scheduler-only lr sequences.
 
 Model cases: fno1d_even, fno1d_odd, fno2d_even, fno2d_odd, fno2d_small_grid,
@@ -259,6 +259,14 @@ OPTIM_CONFIGS = [
     ("adamw_steplr", dict(lr=1e-3),
      lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)),
 ]
+# torch.optim.Adam (the FNO paper's optimizer): an L2 weight decay, complex
+# parameters as real pairs; fno::AdamW with torch_adam(true) replays these.
+TORCH_ADAM_CONFIGS = [
+    ("adam_wd", dict(lr=8e-3, weight_decay=1e-4), None),
+    ("adam_paper", dict(lr=1e-3, weight_decay=1e-4, eps=1e-8),
+     lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)),
+    ("adam_betas_wd", dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=1e-1), None),
+]
 N_OPT_STEPS = 12
 
 # (name, base lr, scheduler factory, metrics or None)
@@ -316,10 +324,12 @@ def make_optim(out_dir, written):
         out[f"g.{t}.real"] = torch.randn(5, 4, dtype=torch.float32)
         out[f"g.{t}.cplx"] = torch.randn(3, 4, 2, dtype=torch.complex64)
 
-    for cfg, kwargs, make_sched in OPTIM_CONFIGS:
+    cases = [(AdamW, *c) for c in OPTIM_CONFIGS]
+    cases += [(torch.optim.Adam, *c) for c in TORCH_ADAM_CONFIGS]
+    for make_opt, cfg, kwargs, make_sched in cases:
         pr = torch.nn.Parameter(out["p0.real"].clone())
         pc = torch.nn.Parameter(out["p0.cplx"].clone())
-        opt = AdamW([pr, pc], **kwargs)
+        opt = make_opt([pr, pc], **kwargs)
         sched = make_sched(opt) if make_sched else None
         for t in range(1, N_OPT_STEPS + 1):
             pr.grad = out[f"g.{t}.real"].clone()

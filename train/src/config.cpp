@@ -42,6 +42,8 @@ std::string to_string(OptimizerName name) {
   switch (name) {
     case OptimizerName::kAdamW:
       return "adamw";
+    case OptimizerName::kAdam:
+      return "adam";
   }
   return "?";
 }
@@ -108,7 +110,7 @@ namespace {
 
 // The values of each choice, in the order the schema lists them; their names
 // are to_string's, so that a name is written once.
-const std::vector<OptimizerName> kOptimizers{OptimizerName::kAdamW};
+const std::vector<OptimizerName> kOptimizers{OptimizerName::kAdamW, OptimizerName::kAdam};
 const std::vector<SchedulerName> kSchedulers{SchedulerName::kCosine, SchedulerName::kStep,
                                              SchedulerName::kPlateau, SchedulerName::kNone};
 const std::vector<LossName> kLosses{LossName::kH1, LossName::kL2};
@@ -199,11 +201,11 @@ const std::vector<Entry>& schema() {
       {"data.t_in", Kind::kInt, "10", "ns: records given as input (= model.in_channels)", 1},
       {"data.t_out", Kind::kInt, "-1", "ns: records predicted after them (-1: the rest of the training file's records)", -1},
       // optimizer
-      {"optimizer.name", Kind::kString, "adamw", "optimizer (neuraloperator's AdamW)", -kInf, kInf, false, false, names(kOptimizers)},
+      {"optimizer.name", Kind::kString, "adamw", "optimizer: adamw (neuraloperator's AdamW: decoupled weight decay) or adam (torch.optim.Adam, the FNO paper's: weight decay as an L2 term in the gradient, eps added to the bias-corrected sqrt(v), complex weights as real pairs)", -kInf, kInf, false, false, names(kOptimizers)},
       {"optimizer.lr", Kind::kFloat, "1.0e-3", "learning rate", 0, kInf, true},
-      {"optimizer.weight_decay", Kind::kFloat, "0", "decoupled weight decay", 0},
+      {"optimizer.weight_decay", Kind::kFloat, "0", "weight decay: adamw's decoupled decay, adam's L2 term", 0},
       {"optimizer.betas", Kind::kFloatList, "[0.9, 0.999]", "moment decay rates", 0, 1, false, true, {}, 2, 2},
-      {"optimizer.eps", Kind::kFloat, "1.0e-6", "added to sqrt(second moment)", 0},
+      {"optimizer.eps", Kind::kFloat, "1.0e-6", "added to sqrt(second moment) (neuraloperator's default; torch.optim.Adam's is 1e-8)", 0},
       // scheduler
       {"scheduler.name", Kind::kString, "cosine", "lr schedule, stepped once per epoch", -kInf, kInf, false, false, names(kSchedulers)},
       {"scheduler.T_max", Kind::kInt, "30", "cosine: epochs of a half period", 1},

@@ -406,9 +406,12 @@ void Trainer::State::build_offload() {
 // AdamW, the lr schedule, the training step, the metric that picks the best checkpoint.
 void Trainer::State::build_optimizer() {
   const auto& o = cfg.optimizer;
-  optimizer = std::make_unique<AdamW>(
-      model->parameters(),
-      AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  optimizer =
+      std::make_unique<AdamW>(model->parameters(), AdamWOptions(o.lr)
+                                                       .betas({o.beta1, o.beta2})
+                                                       .eps(o.eps)
+                                                       .weight_decay(o.weight_decay)
+                                                       .torch_adam(o.name == OptimizerName::kAdam));
   const auto& sc = cfg.scheduler;
   if (sc.name == SchedulerName::kCosine) {
     scheduler = std::make_unique<CosineAnnealingLR>(*optimizer, sc.t_max, sc.eta_min);
@@ -486,8 +489,9 @@ std::string Trainer::describe() const {
   s.model->pretty_print(o);
   o << ", " << n_params() << " parameters | train " << s.train_x.sizes();
   for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
-  o << " | AdamW(lr=" << s.cfg.optimizer.lr << ", weight_decay=" << s.cfg.optimizer.weight_decay
-    << ")";
+  o << " | " << (s.cfg.optimizer.name == OptimizerName::kAdam ? "Adam" : "AdamW")
+    << "(lr=" << s.cfg.optimizer.lr << ", weight_decay=" << s.cfg.optimizer.weight_decay
+    << ", eps=" << s.cfg.optimizer.eps << ")";
   if (s.scheduler) o << " | " << s.scheduler->describe();
   return o.str();
 }

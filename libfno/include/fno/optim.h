@@ -1,5 +1,6 @@
-// AdamW with neuraloperator 2.0.0's semantics, and the learning-rate schedules
-// neuraloperator's recipes use, with torch.optim.lr_scheduler's arithmetic.
+// AdamW with neuraloperator 2.0.0's semantics (or torch.optim.Adam's, the FNO
+// paper's optimizer), and the learning-rate schedules neuraloperator's recipes
+// use, with torch.optim.lr_scheduler's arithmetic.
 #pragma once
 
 #include <fno/serialize.h>
@@ -20,6 +21,10 @@ namespace fno {
 //   m = b1 m + (1-b1) g;   v = b2 v + (1-b2) g conj(g)   (complex-aware |g|^2)
 //   p -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps)
 //   p -= lr * weight_decay * p                             (decoupled, after the update)
+// With torch_adam (torch.optim.Adam, the optimizer of the FNO paper's scripts):
+//   g += weight_decay * p                                  (an L2 term, before the moments)
+//   m = b1 m + (1-b1) g;   v = b2 v + (1-b2) g^2   (complex parameters as real pairs)
+//   p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // ---------------------------------------------------------------------------
 struct AdamWOptions : public torch::optim::OptimizerCloneableOptions<AdamWOptions> {
   AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit like torch's options
@@ -34,6 +39,12 @@ struct AdamWOptions : public torch::optim::OptimizerCloneableOptions<AdamWOption
   TORCH_ARG(double, weight_decay) = 0.0;
   /// Bias-correct the moments.
   TORCH_ARG(bool, correct_bias) = true;
+  /// torch.optim.Adam's step instead of neuraloperator's AdamW: weight_decay is
+  /// an L2 term added to the gradient, eps is added to the bias-corrected
+  /// sqrt(v), and a complex parameter's real and imaginary parts have their own
+  /// second moments (torch's view_as_real). The FNO paper's scripts train with
+  /// it (torch.optim.Adam, weight decay 1e-4; its eps is 1e-8).
+  TORCH_ARG(bool, torch_adam) = false;
 
  public:
   double get_lr() const override { return lr(); }

@@ -39,7 +39,7 @@ class ConfigError : public std::runtime_error {
 };
 
 /// optimizer.name
-enum class OptimizerName { kAdamW };
+enum class OptimizerName { kAdamW, kAdam };
 /// scheduler.name: the lr schedule, stepped once per epoch.
 enum class SchedulerName { kCosine, kStep, kPlateau, kNone };
 /// training.loss and training.eval_losses: relative H1 or L2 (fno/losses.h).
@@ -117,11 +117,11 @@ struct DataConfig {
 
 /// The optimizer section: neuraloperator's AdamW.
 struct OptimizerConfig {
-  /// optimizer.name: the optimizer (AdamW only).
+  /// optimizer.name: neuraloperator's AdamW, or torch.optim.Adam (the FNO paper's).
   OptimizerName name = OptimizerName::kAdamW;
   /// optimizer.lr: the learning rate.
   double lr = 1e-3;
-  /// optimizer.weight_decay: decoupled weight decay.
+  /// optimizer.weight_decay: AdamW's decoupled weight decay; Adam's L2 term.
   double weight_decay = 0.0;
   /// optimizer.betas[0]: the first moment's decay rate.
   double beta1 = 0.9;
