@@ -80,6 +80,8 @@
 #                backward and first-dim transform (FNO_FUSED_MLP_BACKWARD=0, FNO_DFT_FIRST_DIM=0),
 #                then each change on; memcheck and racecheck on the channel-MLP GPU test
 #   ooc2048      issue 26's first row alone: 2048^2, b8, none and auto under 2 GiB
+#   fork         issue 28: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16, with
+#                the GELU fork off (FNO_GELU_FORK=0) and on, twice; the seed main command both ways
 #   small        issue 28's rows: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16;
 #                the seed main command's whole-process wall time
 #   moonshot     issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU
@@ -1012,6 +1014,25 @@ run_suite() {
       grep -h '^fno_bench: ' "$out/small/small.log" | cut -c1-200 | tee -a "$summary"
       say "seed main command: $(seed_run "$out/small/seed")"
       tail -2 "$out/small/seed.log" | cut -c1-300 | tee -a "$summary"
+      ;;
+    fork)
+      # issue 28: a block's GELU read by its spectral conv and its tail, their gradients
+      # added inside GELU's backward (one pass) or by autograd (FNO_GELU_FORK=0): fno_bench
+      # none at 64^2, 128^2, 256^2 (batch 32, fp32 and bf16), off and on twice, interleaved;
+      # the seed main command off and on (metrics, whole-process wall time)
+      mkdir -p "$out/fork"
+      local v r
+      for r in a b; do
+        for v in 0 1; do
+          (export FNO_GELU_FORK=$v && small_bench "$out/fork" "fork${v}_$r")
+          say "FNO_GELU_FORK=$v ($r): exit $?"
+          grep -h '^fno_bench: ' "$out/fork/fork${v}_$r.log" | cut -c1-120 | tee -a "$summary"
+        done
+      done
+      for v in 0 1; do
+        say "seed main command, FNO_GELU_FORK=$v: $(FNO_GELU_FORK=$v seed_run "$out/fork/seed$v")"
+        tail -2 "$out/fork/seed$v.log" | cut -c1-300 | tee -a "$summary"
+      done
       ;;
     mlpbwd)
       # issue 28, in one call, fno_bench none at 64^2, 128^2, 256^2: the session's start

@@ -16,6 +16,7 @@
 // (internal to libfno: the tiled step's entry points, called directly)
 #include "../libfno/src/block_tail_fused.h"
 #include "../libfno/src/channel_wgrad_fused.h"
+#include "../libfno/src/gelu_fork_fused.h"
 
 using fno::test::rel_err;
 
@@ -524,4 +525,39 @@ TEST_CASE("channel weight-gradient kernel: sums over batch and grid, strided ope
                                                       g20, h));
   const fno::FusedKernelsGuard off(false);
   CHECK_FALSE(fno::detail::fused_channel_wgrad_usable(torch::zeros({20, 20}, o), g20, h));
+}
+
+TEST_CASE("GELU fork kernel: GELU'(x) (g1 + g2) as autograd's add and GeluBackward, in one pass") {
+  REQUIRE(fno::fused_kernels_compiled());
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(28);
+  // {B, C, N}: whole 16-byte groups (the vector path), an odd count and an
+  // offset view (one element at a time), empty.
+  for (const auto& [b, c, n] :
+       std::vector<std::array<int64_t, 3>>{{4, 32, 1024}, {3, 5, 7}, {2, 32, 4099}, {1, 1, 0}}) {
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      for (const bool offset : {false, true}) {
+        INFO("B ", b, " C ", c, " N ", n, " ", dtype, " offset ", offset);
+        const auto make = [&] {
+          const auto t = (3 * torch::randn({b * c * n + 1}, o)).to(dtype);
+          return t.narrow(0, offset ? 1 : 0, b * c * n).view({b, c, n});
+        };
+        const auto x = make(), g1 = make(), g2 = make();
+        REQUIRE(fno::detail::fused_gelu_backward_sum_usable(x, g1, g2));
+        const auto got = fno::detail::fused_gelu_backward_sum(x, g1, g2);
+        const auto ref = at::gelu_backward(g1 + g2, x);
+        const double eps = dtype == torch::kFloat ? 1e-6 : dtype == torch::kHalf ? 1e-3 : 8e-3;
+        CHECK(torch::allclose(got.to(torch::kFloat), ref.to(torch::kFloat), eps, 1e-30));
+        MESSAGE("equal bits: ", torch::equal(got, ref));
+      }
+    }
+  }
+  // Mismatched operands, or the fused kernels off: autograd's ops.
+  const auto x = torch::randn({2, 8}, o);
+  CHECK_FALSE(fno::detail::fused_gelu_backward_sum_usable(x, x, x.to(torch::kHalf)));
+  CHECK_FALSE(fno::detail::fused_gelu_backward_sum_usable(x, x, torch::randn({2, 9}, o)));
+  CHECK_FALSE(fno::detail::fused_gelu_backward_sum_usable(
+      x.to(torch::kDouble), x.to(torch::kDouble), x.to(torch::kDouble)));
+  const fno::FusedKernelsGuard off(false);
+  CHECK_FALSE(fno::detail::fused_gelu_backward_sum_usable(x, x, x));
 }

@@ -279,6 +279,34 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("gelu_fork: two readers of GELU(x), the gradient of autograd's add and GeluBackward") {
+  torch::manual_seed(11);
+  const auto x0 = torch::randn({2, 3, 37});
+  const auto w1 = torch::randn({2, 3, 37}), w2 = torch::randn({2, 3, 37});
+  // Reference: GELU once, read twice; autograd adds the readers' gradients.
+  auto xr = x0.clone().requires_grad_(true);
+  const auto a = torch::gelu(xr);
+  ((a * w1).sum() + (a.exp() * w2).sum()).backward();
+  for (const int used : {0, 1, 2}) {
+    INFO("readers with a gradient: ", used == 2 ? "both" : used == 0 ? "the first" : "the second");
+    auto x = x0.clone().requires_grad_(true);
+    const auto [a1, a2] = fno::gelu_fork(x);
+    CHECK(torch::equal(a1, a));
+    CHECK(torch::equal(a2, a));
+    CHECK(a1.data_ptr() == a2.data_ptr());  // one storage
+    if (used == 2) {
+      ((a1 * w1).sum() + (a2.exp() * w2).sum()).backward();
+      CHECK(torch::equal(x.grad(), xr.grad()));
+    } else {
+      (used == 0 ? (a1 * w1).sum() : (a2.exp() * w2).sum()).backward();
+      auto xs = x0.clone().requires_grad_(true);
+      const auto as = torch::gelu(xs);
+      (used == 0 ? (as * w1).sum() : (as.exp() * w2).sum()).backward();
+      CHECK(torch::equal(x.grad(), xs.grad()));
+    }
+  }
+}
+
 TEST_CASE("block_tail's LibTorch backward equals autograd, short grids and per batch entry") {
   // z = W2 GELU(W1 GELU(y1) + b1) + b2 + gate * act(x), y1 = W_skip act(x) + s;
   // from 65536 points, over more than whole_batch_bytes() (0 here), the

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "env_switch.h"
+
 #include <numeric>
 
 namespace fno {
@@ -51,20 +53,33 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   auto& conv = *convs[index]->as<SpectralConv>();
   const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
   const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
-  const auto a = first ? x : torch::gelu(x);
-  // The spectral conv carries its bias in its zero mode.
-  const auto s = conv.forward(a, /*add_bias=*/true);
   auto& mlp = *channel_mlp[index]->as<ChannelMLP>();
   // The fused CUDA block tail (fno/fused.h) stores 2 tensors, as the slim
   // path does, and is faster than the chain below: plain training takes it too.
-  const bool tail = recompute_cheap() ||
-                    fused_block_tail_applies(x, channels, mlp.options.hidden_channels());
-  if (tail && mlp.fcs->size() == 2) {
+  const bool tail =
+      (recompute_cheap() || fused_block_tail_applies(x, channels, mlp.options.hidden_channels())) &&
+      mlp.fcs->size() == 2;
+  if (tail) {
+    // a = GELU(x) read by the spectral conv and the tail: gelu_fork adds their
+    // gradients inside GELU's backward (FNO_GELU_FORK=0: autograd's add).
+    static const bool fork = detail::env_switch_on("FNO_GELU_FORK");
+    torch::Tensor a = x, a_tail = x;
+    if (!first && fork) {
+      const auto forked = gelu_fork(x);
+      a = forked[0];
+      a_tail = forked[1];
+    } else if (!first) {
+      a = a_tail = torch::gelu(x);
+    }
+    // The spectral conv carries its bias in its zero mode.
+    const auto s = conv.forward(a, /*add_bias=*/true);
     const auto& fc0 = *mlp.fcs[0]->as<PointwiseLinear>();
     const auto& fc1 = *mlp.fcs[1]->as<PointwiseLinear>();
-    return block_tail(x, a, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate,
+    return block_tail(x, a_tail, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate,
                       /*gelu_input=*/!first, /*gelu_mid=*/!last);
   }
+  const auto a = first ? x : torch::gelu(x);
+  const auto s = conv.forward(a, /*add_bias=*/true);
   // y1 = SpectralConv(a) + W_skip a: the skip's GEMM adds the spectral output
   // in its epilogue. z = ChannelMLP(GELU(y1)) + g * a; the GELU (not on the
   // last block) runs inside the MLP's first layer, which stores only y1.

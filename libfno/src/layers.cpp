@@ -4,12 +4,14 @@
 #include "block_tail_fused.h"
 #include "channel_mlp_fused.h"
 #include "channel_wgrad_fused.h"
+#include "gelu_fork_fused.h"
 #include "spectral.h"
 #include "whole_batch.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -522,6 +524,32 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
   }
 };
 
+// GELU(x) as two outputs of one storage, for two readers; stores x. Backward:
+// GELU'(x) (g1 + g2), one CUDA pass (autograd's add, then GeluBackward).
+class GeluForkFn : public torch::autograd::Function<GeluForkFn> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const torch::Tensor& x) {
+    auto a = torch::gelu(x);
+    ctx->save_for_backward({x});
+    return {a, a.alias()};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto x = ctx->get_saved_variables()[0];
+    const auto &g1 = grads[0], &g2 = grads[1];
+    if (!g1.defined() || !g2.defined()) {
+      const auto& g = g1.defined() ? g1 : g2;
+      return {g.defined() ? at::gelu_backward(g, x) : torch::Tensor()};
+    }
+    if (detail::fused_gelu_backward_sum_usable(x, g1, g2)) {
+      return {detail::fused_gelu_backward_sum(x, g1, g2)};
+    }
+    return {at::gelu_backward(g1 + g2, x)};
+  }
+};
+
 torch::Tensor flat_weight(const torch::Tensor& w) { return w.dim() == 3 ? w.squeeze(-1) : w; }
 torch::Tensor flat_or_none(const torch::Tensor& b) { return b.defined() ? b.view({-1}) : b; }
 // A bias for a custom autograd Function's apply(), which cannot take an
@@ -566,6 +594,12 @@ ChannelMLP2Grads channel_mlp2_backward(const torch::Tensor& x, const torch::Tens
     return grad.defined() ? grad.view(like.sizes()) : grad;
   };
   return {as(g.dx, x), as(g.w1, w1), as(g.b1, b1), as(g.w2, w2), as(g.b2, b2)};
+}
+
+std::array<torch::Tensor, 2> gelu_fork(const torch::Tensor& x) {
+  // x: [*] -> (GELU(x), GELU(x)) [*]
+  const auto out = GeluForkFn::apply(x);
+  return {out[0], out[1]};
 }
 
 torch::Tensor block_tail(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& s,

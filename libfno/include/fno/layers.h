@@ -9,6 +9,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/pimpl.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -59,6 +60,13 @@ ChannelMLP2Grads channel_mlp2_backward(const torch::Tensor& x, const torch::Tens
                                        const torch::Tensor& w1, const torch::Tensor& b1,
                                        const torch::Tensor& w2, const torch::Tensor& b2,
                                        bool gelu_input, bool need_dx);
+
+/// GELU(x) for two readers (a block's spectral conv and its tail), as two
+/// tensors of one storage; x is stored. Backward: GELU'(x) (g1 + g2) in one
+/// pass on CUDA where autograd would add the two gradients, then run
+/// GeluBackward (six passes over memory), with the same numbers.
+/// x: [*] -> (GELU(x), GELU(x)): [*]
+std::array<torch::Tensor, 2> gelu_fork(const torch::Tensor& x);
 
 /// The pointwise part of an FNO block, storing only its input and y1:
 ///   a  = GELU(x) when `gelu_input`, else x       (a is given: the spectral conv read it)
