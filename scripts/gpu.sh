@@ -214,20 +214,24 @@ train_until() {
   tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
 }
 
-# One config of nstrain (configs/CFG.yaml) on nsdata's set, into NSDATA_DIR/run_CFG.
+# One config of nstrain (configs/CFG.yaml, or CFG@SEED: training.seed SEED) on nsdata's
+# set, into NSDATA_DIR/run_CFG (run_CFG_seedSEED).
 ns_train_one() {
-  local cfg=$1 nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
-  local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$1 d=$out/nstrain_$1 kv
+  local cfg=${1%@*} seed='' nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
+  [[ $1 == *@* ]] && seed=${1#*@}
+  local name=$cfg${seed:+_seed$seed}
+  local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$name d=$out/nstrain_$name kv
   mkdir -p "$d"
   if [ ! -f "${stem}_train.h5" ] || [ ! -f "${stem}_test.h5" ]; then
-    say "nstrain $cfg: no ${stem}_train.h5 (run nsdata with the same NSDATA_* first)"
+    say "nstrain $name: no ${stem}_train.h5 (run nsdata with the same NSDATA_* first)"
     return
   fi
   local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
     --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
+  [ -n "$seed" ] && args+=(--set "training.seed=$seed")
   for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
   [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
-  train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $cfg" "$run" "$d" "${args[@]}"
+  train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $name" "$run" "$d" "${args[@]}"
 }
 
 run_suite() {
@@ -965,7 +969,8 @@ run_suite() {
       ;;
     nstrain)
       # issue 27: models of a row of the paper's Navier-Stokes table (NSTRAIN_CONFIG: one or
-      # more of configs/*.yaml, space-separated, e.g. "ns_v1e-5_fno3d ns_v1e-5_fno2d") on
+      # more of configs/*.yaml, space-separated, e.g. "ns_v1e-5_fno3d ns_v1e-5_fno2d"; CFG@SEED
+      # trains CFG with training.seed SEED into nstrain_CFG_seedSEED) on
       # nsdata's set of that row (the same NSDATA_* settings); on a machine of several GPUs
       # each config trains on its own GPU at the same time (round robin), else one after
       # another. Resumable within one warm machine: each run directory stays in NSDATA_DIR,
