@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace fno {
 
@@ -63,33 +64,36 @@ torch::Tensor as_real(const torch::Tensor& t) {
   return t.is_complex() ? torch::view_as_real(t) : t;
 }
 
-// torch.optim.Adam's moments and its denominator sqrt(v) / c2 + eps for real
-// tensors, with g + weight_decay * p as the gradient (an L2 term). b1 and b2
-// multiply the moments (beta, or device tensors that are 1 on a skipped step);
-// c2 is sqrt(1 - beta2^t) per tensor (host) or one device tensor.
+// The moments' updates for real tensors, m = b1 m + (1 - beta1) g and
+// v = b2 v + (1 - beta2) g^2, and the step's denominators sqrt(v) / c2 + eps
+// (c2 nullptr: sqrt(v) + eps, AdamW's). b1 and b2 multiply the moments: beta,
+// or device tensors that are 1 on a skipped step; c2 (torch_adam's
+// sqrt(1 - beta2^t)) is one scalar per tensor (host) or one device tensor.
 template <typename Beta, typename C2>
-std::vector<torch::Tensor> torch_adam_denominators(const std::vector<torch::Tensor>& params,
-                                                   const std::vector<torch::Tensor>& grads_in,
-                                                   const std::vector<torch::Tensor>& ms,
-                                                   const std::vector<torch::Tensor>& vs,
-                                                   const AdamWOptions& o, const Beta& b1,
-                                                   const Beta& b2, const C2& c2,
-                                                   const torch::Tensor& decay) {
+std::vector<torch::Tensor> adam_denominators(const std::vector<torch::Tensor>& grads,
+                                             const std::vector<torch::Tensor>& ms,
+                                             const std::vector<torch::Tensor>& vs,
+                                             const AdamWOptions& o, const Beta& b1, const Beta& b2,
+                                             const C2& c2) {
   const auto [beta1, beta2] = o.betas();
-  std::vector<torch::Tensor> grads = grads_in;
-  if (decay.defined()) {
-    grads = at::_foreach_add(grads_in, at::_foreach_mul(params, decay));
-  } else if (o.weight_decay() > 0.0) {
-    grads = at::_foreach_add(grads_in, params, o.weight_decay());
-  }
   at::_foreach_mul_(ms, b1);
   at::_foreach_add_(ms, grads, 1.0 - beta1);
   at::_foreach_mul_(vs, b2);
   at::_foreach_addcmul_(vs, grads, grads, 1.0 - beta2);
   auto denoms = at::_foreach_sqrt(vs);
-  at::_foreach_div_(denoms, c2);
+  if constexpr (!std::is_same_v<C2, std::nullptr_t>) at::_foreach_div_(denoms, c2);
   at::_foreach_add_(denoms, o.eps());
   return denoms;
+}
+
+// torch_adam's gradient g + weight_decay * p (an L2 term); with l2 (a device
+// tensor, 0 on a skipped step) g + l2 * p.
+std::vector<torch::Tensor> with_l2(const std::vector<torch::Tensor>& grads,
+                                   const std::vector<torch::Tensor>& params, const AdamWOptions& o,
+                                   const torch::Tensor& l2 = {}) {
+  if (l2.defined()) return at::_foreach_add(grads, at::_foreach_mul(params, l2));
+  if (o.weight_decay() > 0.0) return at::_foreach_add(grads, params, o.weight_decay());
+  return grads;
 }
 
 }  // namespace
@@ -181,17 +185,12 @@ torch::Tensor AdamW::step(LossClosure closure) {
     }
     if (params.empty()) continue;
     if (o.torch_adam()) {
-      const auto denoms = torch_adam_denominators(params, grads, ms, vs, o, beta1, beta2,
-                                                  at::ArrayRef<at::Scalar>(c2s), {});
+      const auto denoms = adam_denominators(with_l2(grads, params, o), ms, vs, o, beta1, beta2,
+                                            at::ArrayRef<at::Scalar>(c2s));
       at::_foreach_addcdiv_(params, ms, denoms, step_sizes);
       continue;
     }
-    at::_foreach_mul_(ms, beta1);
-    at::_foreach_add_(ms, grads, 1.0 - beta1);
-    at::_foreach_mul_(vs, beta2);
-    at::_foreach_addcmul_(vs, grads, grads, 1.0 - beta2);
-    auto denoms = at::_foreach_sqrt(vs);
-    at::_foreach_add_(denoms, o.eps());
+    const auto denoms = adam_denominators(grads, ms, vs, o, beta1, beta2, nullptr);
     at::_foreach_addcdiv_(params, ms, denoms, step_sizes);
     if (o.weight_decay() > 0.0) at::_foreach_add_(params, params, -o.lr() * o.weight_decay());
   }
@@ -398,8 +397,12 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
       c2 = torch::ones_like(d.lr);
     }
     if (keep.defined()) step_size = step_size * keep;
-    auto decay = d.lr * -o.weight_decay();
-    if (keep.defined()) decay = decay * keep;
+    // AdamW's decoupled decay, -lr * weight_decay (0 on a skipped step).
+    torch::Tensor decay;
+    if (!o.torch_adam() && o.weight_decay() > 0.0) {
+      decay = d.lr * -o.weight_decay();
+      if (keep.defined()) decay = decay * keep;
+    }
     // A skipped step multiplies the moments by 1 instead of beta.
     const auto moment_factor = [&](double beta) -> torch::Tensor {
       return torch::where(keep > 0, beta, 1.0).to(torch::kFloat);
@@ -416,9 +419,9 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
       torch::Tensor l2;
       if (keep.defined() && o.weight_decay() > 0.0) l2 = (keep * o.weight_decay()).to(dtype);
       const auto c2_t = c2.to(dtype);
-      const auto denoms =
-          b1 ? torch_adam_denominators(params, grads, ms, vs, o, *b1, *b2, c2_t, l2)
-             : torch_adam_denominators(params, grads, ms, vs, o, beta1, beta2, c2_t, l2);
+      const auto g = with_l2(grads, params, o, l2);
+      const auto denoms = b1 ? adam_denominators(g, ms, vs, o, *b1, *b2, c2_t)
+                             : adam_denominators(g, ms, vs, o, beta1, beta2, c2_t);
       auto updates = at::_foreach_div(ms, denoms);
       if (!apply_on_device(params, updates, neg_step, {})) {
         at::_foreach_mul_(updates, neg_step);
@@ -427,22 +430,10 @@ void AdamW::step_on_device(const torch::Tensor& keep_in) {
     } else if (!params.empty()) {
       const auto dtype = params.front().scalar_type();
       const auto neg_step = (-step_size).to(dtype);
-      if (b1) {
-        at::_foreach_mul_(ms, *b1);
-      } else {
-        at::_foreach_mul_(ms, beta1);
-      }
-      at::_foreach_add_(ms, grads, 1.0 - beta1);
-      if (b2) {
-        at::_foreach_mul_(vs, *b2);
-      } else {
-        at::_foreach_mul_(vs, beta2);
-      }
-      at::_foreach_addcmul_(vs, grads, grads, 1.0 - beta2);
-      auto updates = at::_foreach_sqrt(vs);
-      at::_foreach_add_(updates, o.eps());
-      updates = at::_foreach_div(ms, updates);
-      const auto decay_t = o.weight_decay() > 0.0 ? decay.to(dtype) : torch::Tensor();
+      const auto denoms = b1 ? adam_denominators(grads, ms, vs, o, *b1, *b2, nullptr)
+                             : adam_denominators(grads, ms, vs, o, beta1, beta2, nullptr);
+      auto updates = at::_foreach_div(ms, denoms);
+      const auto decay_t = decay.defined() ? decay.to(dtype) : torch::Tensor();
       // p + s * q and p + a * p, each one rounding as the host step's kernels
       // round them (a fused multiply-add) on CUDA; two elsewhere, as there.
       if (!apply_on_device(params, updates, neg_step, decay_t)) {
