@@ -161,6 +161,31 @@ TEST_CASE("UnitGaussianNormalizer on 3D grids [N, C, R1, R2, R3]") {
   CHECK(torch::allclose(n.inverse_transform(t), data, 1e-5, 1e-5));
 }
 
+TEST_CASE("UnitGaussianNormalizer pointwise: the FNO paper's per-point statistics, eps 1e-5") {
+  torch::manual_seed(2);
+  auto data =
+      torch::randn({30, 2, 5, 4, 3}) * torch::linspace(0.5, 3.0, 120).view({1, 2, 5, 4, 3}) +
+      torch::arange(120.0).view({1, 2, 5, 4, 3}) / 10.0;
+  fno::data::UnitGaussianNormalizer n(fno::data::NormalizerMode::kPointwise);
+  n.fit(data);
+  CHECK((n.mean().sizes() == torch::IntArrayRef{1, 2, 5, 4, 3}));
+  CHECK(n.eps() == 1e-5);
+  // utilities3.py: (x - mean(x, 0)) / (std(x, 0) + 1e-5)
+  const auto ref = (data - data.mean(0, true)) / (data.std(0, true, true) + 1e-5);
+  auto t = n.transform(data);
+  CHECK(torch::allclose(t, ref, 1e-6, 1e-6));
+  CHECK(t.mean(0).abs().max().item<double>() < 1e-5);
+  CHECK(torch::allclose(n.inverse_transform(t), data, 1e-5, 1e-5));
+  // A checkpoint of the other mode does not fit; one sample has no std.
+  fno::data::UnitGaussianNormalizer c;
+  c.fit(data);
+  CHECK_THROWS_WITH_AS(n.set_state(c.mean(), c.std()), doctest::Contains("pointwise"),
+                       std::invalid_argument);
+  fno::data::UnitGaussianNormalizer one(fno::data::NormalizerMode::kPointwise);
+  CHECK_THROWS_WITH_AS(one.fit(data.narrow(0, 0, 1)),
+                       doctest::Contains("at least 2 training samples"), std::invalid_argument);
+}
+
 TEST_CASE("epoch batches: seeded, reproducible, a permutation, and in order without shuffle") {
   auto a = fno::data::epoch_batches(10, 4, true, 7, 3);
   auto b = fno::data::epoch_batches(10, 4, true, 7, 3);

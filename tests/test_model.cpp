@@ -118,6 +118,32 @@ TEST_CASE("forward and gradients match neuraloperator: seed model, even and odd 
   check_case("seed_odd", "seed");
 }
 
+TEST_CASE("one-sided domain padding: zeros after the grid, and a shift of symmetric padding") {
+  // Blocks are equivariant under cyclic shifts, so padding 2p at the end is
+  // padding p at both ends, shifted by p: the two models agree on the grid.
+  auto make = [](std::vector<double> pad, fno::PaddingMode mode) {
+    torch::manual_seed(3);
+    return fno::FNO(fno::FNOOptions({6, 4}, 2, 1, 8)
+                        .n_layers(2)
+                        .domain_padding(std::move(pad))
+                        .domain_padding_mode(mode));
+  };
+  auto one = make({0, 0.5}, fno::PaddingMode::kOneSided);
+  auto both = make({0, 0.25}, fno::PaddingMode::kSymmetric);
+  auto none = make({}, fno::PaddingMode::kSymmetric);
+  torch::manual_seed(4);
+  const auto x = torch::randn({3, 2, 9, 8});
+  CHECK(one->padding_for({9, 8}) == std::vector<int64_t>{0, 4});
+  const auto lifted = one->forward_lift(x);
+  REQUIRE(lifted.sizes() == torch::IntArrayRef({3, 8, 9, 12}));
+  CHECK(torch::equal(lifted.narrow(3, 0, 8), none->forward_lift(x)));
+  CHECK(lifted.narrow(3, 8, 4).abs().max().item<double>() == 0.0);
+  const auto y1 = one->forward(x), y2 = both->forward(x);
+  REQUIRE(y1.sizes() == torch::IntArrayRef({3, 1, 9, 8}));
+  CHECK(torch::allclose(y1, y2, 1e-5, 1e-5));
+  CHECK(!torch::allclose(y1, none->forward(x), 1e-3, 1e-3));
+}
+
 TEST_CASE("SpectralConv with identity weights over all modes is the identity, odd sizes too") {
   // Keeping every mode with W[i,o] = delta(i,o) must reproduce the input exactly;
   // this fails if the inverse shift is wrong for odd sizes.

@@ -323,6 +323,60 @@ TEST_CASE("Navier-Stokes training: both modes lower the loss and write per-recor
   }
 }
 
+TEST_CASE(
+    "the FNO paper's FNO-3D settings: pointwise normalization, decoded loss, one-sided padding") {
+  const std::vector<std::string> paper{
+      "data.encode_input=true", "data.normalization=pointwise", "training.loss_on=decoded",
+      "model.domain_padding=[0, 0, 0.67]", "model.domain_padding_mode=one_sided"};
+  const auto dir = out_path("ns_run_paper");
+  std::filesystem::remove_all(dir);
+  fno::Trainer trainer(fno::parse_config(ns_config("space_time"), "ns.yaml", paper), dir);
+  const auto metrics = trainer.train();
+  const auto losses = train_losses(dir);
+  REQUIRE(losses.size() == 8);
+  CHECK(losses.back() < 0.5 * losses.front());
+  CHECK(metrics.at("ns_l2") > 0);
+  CHECK(metrics.at("ns_l2") < 0.5);
+  // The statistics per grid point: inputs [1, t_in, R, R], outputs [1, 1, R, R, t_out].
+  const auto ckpt = fno::load_checkpoint_file(dir + "/checkpoint_latest.pt");
+  CHECK(ckpt["norm.in.mean"].sizes() == torch::IntArrayRef({1, 3, 16, 16}));
+  CHECK(ckpt["norm.out.std"].sizes() == torch::IntArrayRef({1, 1, 16, 16, 3}));
+  // The loss on decoded outputs is another loss: the first epoch's differs.
+  const auto normalized_dir = out_path("ns_run_paper_normalized");
+  std::filesystem::remove_all(normalized_dir);
+  auto set = paper;
+  set[2] = "training.loss_on=normalized";
+  set.push_back("training.epochs=1");
+  fno::Trainer(fno::parse_config(ns_config("space_time"), "ns.yaml", set), normalized_dir).train();
+  CHECK(std::abs(train_losses(normalized_dir).at(0) - losses.at(0)) > 1e-3 * losses.at(0));
+  // A checkpoint of pointwise statistics does not resume a channel-wise run.
+  set = paper;
+  set[1] = "data.normalization=channel";
+  set.push_back("training.epochs=9");
+  fno::Trainer channel(fno::parse_config(ns_config("space_time"), "ns.yaml", set), dir);
+  CHECK_THROWS_WITH(channel.resume(),
+                    doctest::Contains("unusable checkpoint: normalizer statistics of shape"));
+}
+
+TEST_CASE("training_loss on decoded outputs: the loss of both decoded by the normalizer") {
+  torch::manual_seed(6);
+  const auto data = torch::randn({12, 1, 8, 8, 4}) * 2 + torch::linspace(-1, 1, 4);
+  fno::data::UnitGaussianNormalizer norm(fno::data::NormalizerMode::kPointwise);
+  norm.fit(data);
+  fno::TrainingConfig t;
+  t.loss = fno::LossName::kL2;
+  const auto out = torch::randn({3, 1, 8, 8, 4}), y = norm.transform(data.narrow(0, 0, 3));
+  const auto normalized = fno::training_loss(t, 3, &norm)(out, y);
+  const fno::LpLoss l2(fno::LpLossOptions().d(3).p(2));
+  CHECK(torch::allclose(normalized, l2(out, y)));
+  t.loss_on = fno::LossSpace::kDecoded;
+  const auto decoded = fno::training_loss(t, 3, &norm)(out, y);
+  CHECK(torch::allclose(decoded, l2(norm.inverse_transform(out), data.narrow(0, 0, 3)), 1e-5));
+  CHECK(!torch::allclose(decoded, normalized, 1e-2));
+  // Without normalized outputs there is nothing to decode.
+  CHECK(torch::allclose(fno::training_loss(t, 3, nullptr)(out, y), normalized));
+}
+
 TEST_CASE("Navier-Stokes settings: one-line errors naming the key or the file") {
   const auto bad = [](const std::string& mode, const std::vector<std::string>& sets,
                       const std::string& expected) {
@@ -395,12 +449,24 @@ TEST_CASE("Navier-Stokes configs: the paper's settings, one per row and model") 
       // The paper's modes 8 (3D) and 12 (2D) in neuraloperator's convention.
       CHECK(c.model.n_modes() ==
             (three ? std::vector<int64_t>{16, 16, 14} : std::vector<int64_t>{24, 22}));
-      // FNO-3D pads time by 6 records in all (3 each side), space not at all.
+      // FNO-3D pads time by 6 records at its end (F.pad(x, [0, 6])), space not at
+      // all; it normalizes pointwise and takes the loss on decoded outputs. The
+      // FNO-2D rollout trains on raw records.
       const fno::FNO fno_model(c.model);
       const std::vector<int64_t> grid =
           three ? std::vector<int64_t>{64, 64, row.t_out} : std::vector<int64_t>{64, 64};
       CHECK(fno_model->padding_for(grid) ==
-            (three ? std::vector<int64_t>{0, 0, 3} : std::vector<int64_t>{}));
+            (three ? std::vector<int64_t>{0, 0, 6} : std::vector<int64_t>{}));
+      if (three) {
+        CHECK(c.model.domain_padding_mode() == fno::PaddingMode::kOneSided);
+        CHECK(c.data.encode_input);
+        CHECK(c.data.encode_output);
+        CHECK(c.data.normalization == fno::data::NormalizerMode::kPointwise);
+        CHECK(c.training.loss_on == fno::LossSpace::kDecoded);
+      } else {
+        CHECK(!c.data.encode_input);
+        CHECK(!c.data.encode_output);
+      }
       CHECK(c.training.epochs == 500);
       CHECK(c.training.loss == fno::LossName::kL2);
       // torch.optim.Adam(lr=1e-3, weight_decay=1e-4), as the paper's scripts.

@@ -148,19 +148,25 @@ void validate(const FieldPairs& pairs, const std::string& what) {
 void UnitGaussianNormalizer::fit(const torch::Tensor& data) {
   TORCH_CHECK(data.dim() >= 2, "UnitGaussianNormalizer: expected [N, C, *S], got ", data.sizes());
   std::vector<int64_t> dims{0};
-  for (int64_t i = 2; i < data.dim(); ++i) dims.push_back(i);
+  if (mode_ == NormalizerMode::kChannel) {
+    for (int64_t i = 2; i < data.dim(); ++i) dims.push_back(i);
+  } else if (data.size(0) < 2) {
+    throw std::invalid_argument(
+        "pointwise normalization needs at least 2 training samples (a std per grid point), got " +
+        std::to_string(data.size(0)));
+  }
   mean_ = data.mean(dims, /*keepdim=*/true);
   std_ = data.std(dims, /*unbiased=*/true, /*keepdim=*/true);
 }
 
 torch::Tensor UnitGaussianNormalizer::transform(const torch::Tensor& x) const {
   TORCH_CHECK(fitted(), "UnitGaussianNormalizer: transform before fit");
-  return (x - mean_) / (std_ + kEps);
+  return (x - mean_) / (std_ + eps());
 }
 
 torch::Tensor UnitGaussianNormalizer::inverse_transform(const torch::Tensor& x) const {
   TORCH_CHECK(fitted(), "UnitGaussianNormalizer: inverse_transform before fit");
-  return x * (std_ + kEps) + mean_;
+  return x * (std_ + eps()) + mean_;
 }
 
 void UnitGaussianNormalizer::to(const torch::Device& device) {
@@ -175,6 +181,13 @@ std::vector<std::pair<std::string, torch::Tensor>> UnitGaussianNormalizer::state
 }
 
 void UnitGaussianNormalizer::set_state(torch::Tensor mean, torch::Tensor std) {
+  if (fitted() && (mean.sizes() != mean_.sizes() || std.sizes() != std_.sizes())) {
+    throw std::invalid_argument(
+        "normalizer statistics of shape " + c10::str(mean.sizes()) + " where this run's " +
+        (mode_ == NormalizerMode::kPointwise ? "pointwise" : "channel-wise") +
+        " normalization has " + c10::str(mean_.sizes()) +
+        " (a checkpoint of another data.normalization or data?)");
+  }
   mean_ = std::move(mean);
   std_ = std::move(std);
 }

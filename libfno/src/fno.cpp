@@ -182,8 +182,9 @@ torch::Tensor FNOImpl::forward_lift(torch::Tensor x) {
   if (!pads.empty()) {
     // constant_pad_nd takes (before, after) pairs from the last dim backwards.
     std::vector<int64_t> pairs;
+    const bool both = options.domain_padding_mode() == PaddingMode::kSymmetric;
     for (auto it = pads.rbegin(); it != pads.rend(); ++it) {
-      pairs.push_back(*it);
+      pairs.push_back(both ? *it : 0);
       pairs.push_back(*it);
     }
     x = torch::constant_pad_nd(x, pairs, 0.0);
@@ -199,8 +200,9 @@ torch::Tensor FNOImpl::forward_project(torch::Tensor x, torch::IntArrayRef spati
   TORCH_CHECK(static_cast<int64_t>(spatial.size()) == n_dim(), "FNO: forward_project needs ",
               n_dim(), " spatial sizes, got ", spatial.size());
   const auto pads = padding_for(spatial);
+  const bool both = options.domain_padding_mode() == PaddingMode::kSymmetric;
   for (size_t i = 0; i < pads.size(); ++i) {
-    if (pads[i] > 0) x = x.narrow(static_cast<int64_t>(i) + 2, pads[i], spatial[i]);
+    if (pads[i] > 0) x = x.narrow(static_cast<int64_t>(i) + 2, both ? pads[i] : 0, spatial[i]);
   }
   auto y = projection->forward(x);
   // Losses and their reductions run in the parameters' type.

@@ -106,6 +106,36 @@ std::string to_string(NsMode mode) {
   return "?";
 }
 
+std::string to_string(data::NormalizerMode mode) {
+  switch (mode) {
+    case data::NormalizerMode::kChannel:
+      return "channel";
+    case data::NormalizerMode::kPointwise:
+      return "pointwise";
+  }
+  return "?";
+}
+
+std::string to_string(LossSpace space) {
+  switch (space) {
+    case LossSpace::kNormalized:
+      return "normalized";
+    case LossSpace::kDecoded:
+      return "decoded";
+  }
+  return "?";
+}
+
+std::string to_string(PaddingMode mode) {
+  switch (mode) {
+    case PaddingMode::kSymmetric:
+      return "symmetric";
+    case PaddingMode::kOneSided:
+      return "one_sided";
+  }
+  return "?";
+}
+
 namespace {
 
 // The values of each choice, in the order the schema lists them; their names
@@ -122,6 +152,10 @@ const std::vector<Progress> kProgress{Progress::kAuto, Progress::kBar, Progress:
                                       Progress::kNone};
 const std::vector<DataProblem> kProblems{DataProblem::kDarcy, DataProblem::kNavierStokes};
 const std::vector<NsMode> kNsModes{NsMode::kSpaceTime, NsMode::kRecurrent};
+const std::vector<data::NormalizerMode> kNormalizations{data::NormalizerMode::kChannel,
+                                                        data::NormalizerMode::kPointwise};
+const std::vector<LossSpace> kLossSpaces{LossSpace::kNormalized, LossSpace::kDecoded};
+const std::vector<PaddingMode> kPaddingModes{PaddingMode::kSymmetric, PaddingMode::kOneSided};
 const std::vector<CudaGraphs> kCudaGraphs{CudaGraphs::kAuto, CudaGraphs::kOn, CudaGraphs::kOff};
 
 template <typename E>
@@ -184,6 +218,7 @@ const std::vector<Entry>& schema() {
       {"model.positional_embedding", Kind::kBool, "true", "append the grid coordinates to the input"},
       {"model.channel_mlp_expansion", Kind::kFloat, "0.5", "block ChannelMLP width / hidden_channels", 0, kInf, true},
       {"model.domain_padding", Kind::kFloatList, "[]", "zero padding as a fraction of each spatial size ([] none, [p] all dims)", 0, kInf, false, false, {}, 0, 3},
+      {"model.domain_padding_mode", Kind::kString, "symmetric", "where the padding goes: symmetric (round(p * size) zeros at both ends, as neuraloperator) or one_sided (at the end alone, as the FNO paper's scripts)", -kInf, kInf, false, false, names(kPaddingModes)},
       // data
       {"data.train_file", Kind::kString, "''", "training data file (.pt, .h5, .mat), relative to the config file"},
       {"data.n_train", Kind::kInt, "1000", "first n training samples (-1: all)", -1},
@@ -192,8 +227,9 @@ const std::vector<Entry>& schema() {
       {"data.subsample", Kind::kInt, "1", "keep every k-th grid point of every set", 1},
       {"data.x_key", Kind::kString, "''", "name of the input array ('' = x in .pt, coeff in HDF5)"},
       {"data.y_key", Kind::kString, "''", "name of the output array ('' = y in .pt, sol in HDF5)"},
-      {"data.encode_input", Kind::kBool, "false", "normalize inputs channel-wise (UnitGaussianNormalizer)"},
-      {"data.encode_output", Kind::kBool, "true", "normalize outputs channel-wise for training; metrics use decoded outputs"},
+      {"data.encode_input", Kind::kBool, "false", "normalize inputs to zero mean and unit std over the training set (data.normalization)"},
+      {"data.encode_output", Kind::kBool, "true", "normalize outputs the same way for training; metrics use decoded outputs"},
+      {"data.normalization", Kind::kString, "channel", "the normalizers' statistics: channel (one mean and std per channel, as neuraloperator's UnitGaussianNormalizer, eps 1e-7) or pointwise (one per channel and grid point over the samples, as the FNO paper's scripts, eps 1e-5)", -kInf, kInf, false, false, names(kNormalizations)},
       {"data.test", Kind::kTests, "[]", "evaluation sets: a list of {file, name, n_samples, batch_size}"},
       {"data.n_predictions", Kind::kInt, "4", "test samples per set saved to predictions.h5", 0},
       {"data.problem", Kind::kString, "darcy", "what the files hold: darcy (input and output arrays, data.x_key and data.y_key; also Poisson 3D) or ns (Navier-Stokes records u (N, R, R, T) of fno_datagen --problem ns, read by data.x_key, '' = u; docs/data.md)", -kInf, kInf, false, false, names(kProblems)},
@@ -217,6 +253,7 @@ const std::vector<Entry>& schema() {
       // training
       {"training.epochs", Kind::kInt, "20", "number of epochs", 1},
       {"training.loss", Kind::kString, "h1", "training loss (relative, summed over the batch)", -kInf, kInf, false, false, names(kLosses)},
+      {"training.loss_on", Kind::kString, "normalized", "with data.encode_output, what the training loss compares: normalized (the normalized output and truth, as neuraloperator's Trainer) or decoded (both decoded, as the FNO paper's scripts)", -kInf, kInf, false, false, names(kLossSpaces)},
       {"training.eval_losses", Kind::kStringList, "[h1, l2]", "evaluation metrics (mean per-sample relative error)", -kInf, kInf, false, false, names(kLosses), 1, 2},
       {"training.eval_every", Kind::kInt, "1", "evaluate every n epochs (and after the last)", 1},
       {"training.checkpoint_every", Kind::kInt, "1", "write the latest checkpoint every n epochs (and after the last)", 1},
@@ -585,7 +622,9 @@ FNOOptions read_model(const Resolved& r) {
           .projection_channel_ratio(r.as<double>("model.projection_channel_ratio"))
           .positional_embedding(r.as<bool>("model.positional_embedding"))
           .channel_mlp_expansion(r.as<double>("model.channel_mlp_expansion"))
-          .domain_padding(r.as<std::vector<double>>("model.domain_padding"));
+          .domain_padding(r.as<std::vector<double>>("model.domain_padding"))
+          .domain_padding_mode(
+              choice(kPaddingModes, r.as<std::string>("model.domain_padding_mode")));
   const auto pad = model.domain_padding();
   if (!pad.empty() && pad.size() != 1 && pad.size() != model.n_modes().size()) {
     r.fail("model.domain_padding", "needs 0, 1 or " + std::to_string(model.n_modes().size()) +
@@ -608,6 +647,7 @@ DataConfig read_data(const Resolved& r) {
   d.y_key = r.as<std::string>("data.y_key");
   d.encode_input = r.as<bool>("data.encode_input");
   d.encode_output = r.as<bool>("data.encode_output");
+  d.normalization = choice(kNormalizations, r.as<std::string>("data.normalization"));
   for (const auto& t : r("data.test")) {
     d.tests.push_back({t["file"].as<std::string>(), t["name"].as<std::string>(),
                        t["n_samples"].as<int64_t>(), t["batch_size"].as<int64_t>()});
@@ -689,6 +729,7 @@ TrainingConfig read_training(const Resolved& r) {
   TrainingConfig t;
   t.epochs = r.as<int64_t>("training.epochs");
   t.loss = choice(kLosses, r.as<std::string>("training.loss"));
+  t.loss_on = choice(kLossSpaces, r.as<std::string>("training.loss_on"));
   t.eval_losses.clear();
   for (const auto& name : r.as<std::vector<std::string>>("training.eval_losses")) {
     t.eval_losses.push_back(choice(kLosses, name));

@@ -119,7 +119,8 @@ std::string plan_key(const FNO& model, const at::Tensor& x, int64_t budget,
     << " projection=" << model->projection_channels() << " mlp=" << m.channel_mlp_expansion()
     << " embedding=" << m.positional_embedding() << " padding=[";
   for (double d : m.domain_padding()) k << d << ' ';
-  k << "]; input " << x.sizes() << ' ' << x.scalar_type() << "; compute " << m.compute_dtype()
+  k << (m.domain_padding_mode() == PaddingMode::kOneSided ? "] one-sided" : "]") << "; input "
+    << x.sizes() << ' ' << x.scalar_type() << "; compute " << m.compute_dtype()
     << (at::globalContext().allowTF32CuBLAS() ? " tf32" : "") << "; budget "
     << (budget > 0 ? std::to_string(budget) : std::string("free memory")) << "; device ";
   if (x.is_cuda()) {

@@ -1,5 +1,6 @@
 #include <fno_train/train_step.h>
 
+#include <fno/losses.h>
 #include <fno_train/rollout.h>
 
 #include <cstdio>
@@ -29,6 +30,24 @@ OffloadSettings offload_settings(const OffloadConfig& c, PlanCacheText plan_cach
                                               : c.plan_cache;
   }
   return o;
+}
+
+StepLoss training_loss(const TrainingConfig& training, int64_t d,
+                       const data::UnitGaussianNormalizer* out_norm) {
+  StepLoss loss;
+  if (training.loss == LossName::kH1) {
+    loss = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
+  } else {
+    loss = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) {
+      return l2(a, b);
+    };
+  }
+  if (training.loss_on != LossSpace::kDecoded || out_norm == nullptr || !out_norm->fitted()) {
+    return loss;
+  }
+  return [loss, out_norm](const at::Tensor& out, const at::Tensor& y) {
+    return loss(out_norm->inverse_transform(out), out_norm->inverse_transform(y));
+  };
 }
 
 TrainStep::TrainStep(OffloadedStep& step, torch::optim::Optimizer& optimizer, StepLoss loss,

@@ -148,16 +148,6 @@ data::FieldPairs load_ns_pairs(const std::string& file, const DataConfig& d, int
   return pairs;
 }
 
-// training.loss as a function of (output, target), summed over the batch.
-StepLoss training_loss(const RunConfig& c) {
-  const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
-  if (c.training.loss == LossName::kH1) {
-    return [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
-  }
-  return
-      [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
-}
-
 }  // namespace
 
 struct Trainer::State {
@@ -277,6 +267,8 @@ void Trainer::State::load_data() {
         std::to_string(train.y.size(1)) + " output channels; the model expects " +
         std::to_string(c.model.in_channels()) + " and " + std::to_string(c.model.out_channels()));
   }
+  in_norm = data::UnitGaussianNormalizer(c.data.normalization);
+  out_norm = data::UnitGaussianNormalizer(c.data.normalization);
   if (c.data.encode_input) in_norm.fit(train.x);
   if (c.data.encode_output) out_norm.fit(train.y);
   train_x = c.data.encode_input ? in_norm.transform(train.x) : train.x;
@@ -422,8 +414,10 @@ void Trainer::State::build_optimizer() {
         *optimizer,
         ReduceLROnPlateauOptions().factor(sc.plateau_factor).patience(sc.plateau_patience));
   }
-  train_step = std::make_unique<TrainStep>(*step, *optimizer, training_loss(cfg), scaler.get(),
-                                           grad_sync.get());
+  train_step = std::make_unique<TrainStep>(
+      *step, *optimizer,
+      training_loss(cfg.training, static_cast<int64_t>(cfg.model.n_modes().size()), &out_norm),
+      scaler.get(), grad_sync.get());
   // The recurrent Navier-Stokes model trains on its rollout (the loss of every step).
   if (recurrent()) train_step->set_rollout(ns_t_out);
   use_cuda_graphs();
@@ -489,6 +483,10 @@ std::string Trainer::describe() const {
   s.model->pretty_print(o);
   o << ", " << n_params() << " parameters | train " << s.train_x.sizes();
   for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
+  if (s.in_norm.fitted() || s.out_norm.fitted()) {
+    o << " | " << to_string(s.cfg.data.normalization) << " normalization";
+    if (s.out_norm.fitted()) o << ", loss on " << to_string(s.cfg.training.loss_on) << " outputs";
+  }
   o << " | " << (s.cfg.optimizer.name == OptimizerName::kAdam ? "Adam" : "AdamW")
     << "(lr=" << s.cfg.optimizer.lr << ", weight_decay=" << s.cfg.optimizer.weight_decay
     << ", eps=" << s.cfg.optimizer.eps << ")";

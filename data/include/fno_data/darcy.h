@@ -110,13 +110,20 @@ class Hdf5SampleWriter {
 };
 
 // ---------------------------------------------------------------------------
-// Normalization, as neuraloperator's UnitGaussianNormalizer: channel-wise mean
-// and (unbiased) std over every dim but the channel dim, eps 1e-7.
+// Normalization to zero mean and unit std over the training samples, in one of
+// two layouts:
+// - kChannel, neuraloperator's UnitGaussianNormalizer: one mean and (unbiased)
+//   std per channel, over every dim but the channel dim; eps 1e-7.
+// - kPointwise, the FNO paper's (its utilities3.py): one per channel and grid
+//   point, over the samples alone; eps 1e-5.
 // ---------------------------------------------------------------------------
+enum class NormalizerMode { kChannel, kPointwise };
+
 class UnitGaussianNormalizer {
  public:
-  UnitGaussianNormalizer() = default;
-  /// Fits the mean and std of data [N, C, *S] per channel.
+  explicit UnitGaussianNormalizer(NormalizerMode mode = NormalizerMode::kChannel) : mode_(mode) {}
+  /// Fits the mean and std of data [N, C, *S] per channel (kChannel) or per
+  /// channel and grid point (kPointwise).
   void fit(const torch::Tensor& data);
   // x: [B, C, *S] -> (x - mean) / (std + eps)
   torch::Tensor transform(const torch::Tensor& x) const;
@@ -124,17 +131,23 @@ class UnitGaussianNormalizer {
   torch::Tensor inverse_transform(const torch::Tensor& x) const;
   void to(const torch::Device& device);
   bool fitted() const { return mean_.defined(); }
+  NormalizerMode mode() const { return mode_; }
+  double eps() const { return mode_ == NormalizerMode::kPointwise ? kPointwiseEps : kEps; }
   const torch::Tensor& mean() const { return mean_; }
   const torch::Tensor& std() const { return std_; }
   /// For checkpoints: {prefix + "mean", prefix + "std"}.
   std::vector<std::pair<std::string, torch::Tensor>> state(const std::string& prefix) const;
+  /// From a checkpoint. Once fitted, the shapes must be the fitted ones (a
+  /// checkpoint of the other mode or data): std::invalid_argument naming both.
   void set_state(torch::Tensor mean, torch::Tensor std);
 
-  static constexpr double kEps = 1e-7;
+  static constexpr double kEps = 1e-7;           // neuraloperator's
+  static constexpr double kPointwiseEps = 1e-5;  // the FNO paper's
 
  private:
-  torch::Tensor mean_;  // [1, C, 1...]
-  torch::Tensor std_;   // [1, C, 1...]
+  NormalizerMode mode_ = NormalizerMode::kChannel;
+  torch::Tensor mean_;  // [1, C, 1...] (kChannel) or [1, C, *S] (kPointwise)
+  torch::Tensor std_;   // the same
 };
 
 // ---------------------------------------------------------------------------

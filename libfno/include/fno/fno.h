@@ -23,6 +23,10 @@
 
 namespace fno {
 
+/// Where domain padding goes: both ends of each dim (neuraloperator's
+/// DomainPadding), or its end alone (the FNO paper's scripts, F.pad(x, [0, p])).
+enum class PaddingMode { kSymmetric, kOneSided };
+
 struct FNOOptions {
   FNOOptions(std::vector<int64_t> n_modes, int64_t in_channels, int64_t out_channels,
              int64_t hidden_channels)
@@ -50,6 +54,8 @@ struct FNOOptions {
   TORCH_ARG(double, channel_mlp_expansion) = 0.5;
   /// Zero padding as a fraction of each spatial size: {} none, {p} all dims, or one per dim.
   TORCH_ARG(std::vector<double>, domain_padding) = {};
+  /// kSymmetric: round(p * size) zeros before and after; kOneSided: after only.
+  TORCH_ARG(PaddingMode, domain_padding_mode) = PaddingMode::kSymmetric;
   /// The type the layers compute and store activations in (fno/precision.h):
   /// kBFloat16 or kHalf cast the input to it and the output back to the
   /// parameters' type; the parameters themselves keep their type (fp32).
@@ -101,7 +107,8 @@ class FNOImpl : public torch::nn::Cloneable<FNOImpl> {
   int64_t n_dim() const { return static_cast<int64_t>(options.n_modes().size()); }
   int64_t lifting_channels() const;
   int64_t projection_channels() const;
-  /// Zero padding per spatial dim for an input of size `spatial`; {} when none.
+  /// Zero padding per spatial dim for an input of size `spatial` (each end's
+  /// under kSymmetric, the end's under kOneSided); {} when none.
   std::vector<int64_t> padding_for(torch::IntArrayRef spatial) const;
 
   FNOOptions options;

@@ -16,6 +16,7 @@
 
 #include <fno/fno.h>
 #include <fno/precision.h>
+#include <fno_data/darcy.h>
 #include <fno_offload/offload.h>
 #include <fno_offload/planner.h>
 #include <fno_train/distributed.h>
@@ -55,6 +56,10 @@ enum class DataProblem { kDarcy, kNavierStokes };
 /// at once; kRecurrent: a 2D FNO from the last t_in records to the next one,
 /// rolled out t_out times (fno_train/rollout.h).
 enum class NsMode { kSpaceTime, kRecurrent };
+/// training.loss_on: what the training loss compares when outputs are normalized
+/// (data.encode_output): the normalized output and truth (neuraloperator's
+/// Trainer), or both decoded (the FNO paper's scripts). Metrics always decode.
+enum class LossSpace { kNormalized, kDecoded };
 
 /// The names the config uses: "adamw"; "cosine", "step", "plateau", "none";
 /// "h1", "l2"; "auto", "bar", "plain", "none".
@@ -65,6 +70,10 @@ std::string to_string(Progress progress);
 /// "darcy", "ns"; "space_time", "recurrent".
 std::string to_string(DataProblem problem);
 std::string to_string(NsMode mode);
+/// "channel", "pointwise"; "normalized", "decoded"; "symmetric", "one_sided".
+std::string to_string(data::NormalizerMode mode);
+std::string to_string(LossSpace space);
+std::string to_string(PaddingMode mode);
 
 /// One entry of data.test: an evaluation set.
 struct TestSetConfig {
@@ -94,10 +103,13 @@ struct DataConfig {
   std::string x_key;
   /// data.y_key: the output array's name ('': y in .pt, sol in HDF5).
   std::string y_key;
-  /// data.encode_input: normalize inputs channel-wise.
+  /// data.encode_input: normalize inputs.
   bool encode_input = false;
-  /// data.encode_output: normalize outputs channel-wise for training (metrics decode).
+  /// data.encode_output: normalize outputs for training (metrics decode).
   bool encode_output = true;
+  /// data.normalization: the statistics' layout: per channel (neuraloperator's)
+  /// or per channel and grid point (the FNO paper's).
+  data::NormalizerMode normalization = data::NormalizerMode::kChannel;
   /// data.test: the evaluation sets, in order; the first set's first metric picks the best
   /// checkpoint.
   std::vector<TestSetConfig> tests;
@@ -155,6 +167,8 @@ struct TrainingConfig {
   int64_t epochs = 20;
   /// training.loss: the training loss (relative, summed over the batch).
   LossName loss = LossName::kH1;
+  /// training.loss_on: normalized or decoded outputs (with data.encode_output).
+  LossSpace loss_on = LossSpace::kNormalized;
   /// training.eval_losses: the evaluation metrics, in the config's order.
   std::vector<LossName> eval_losses{LossName::kH1, LossName::kL2};
   /// training.checkpoint_every: write the latest checkpoint every n epochs (and after the last).

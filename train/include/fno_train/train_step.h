@@ -45,6 +45,13 @@ OffloadSettings offload_settings(const OffloadConfig& config, PlanCacheText plan
 /// with reduction sum), so that a step may run as micro-batches.
 using StepLoss = std::function<at::Tensor(const at::Tensor& out, const at::Tensor& y)>;
 
+/// training.loss over a d-dim grid (relative, summed over the batch). With
+/// training.loss_on decoded and a fitted `out_norm`, output and target are both
+/// decoded by it first; the loss then references `out_norm`, which must
+/// outlive it, and reads its statistics in place (a captured step sees them).
+StepLoss training_loss(const TrainingConfig& training, int64_t d,
+                       const data::UnitGaussianNormalizer* out_norm = nullptr);
+
 /// What one step did.
 struct StepResult {
   /// The batch's loss as the loss function gives it (fp16: unscaled), detached, on the device.
