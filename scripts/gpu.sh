@@ -82,6 +82,12 @@
 #   ooc2048      issue 26's first row alone: 2048^2, b8, none and auto under 2 GiB
 #   fork         issue 28: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16, with
 #                the GELU fork off (FNO_GELU_FORK=0) and on, twice; the seed main command both ways
+#   dftgemm      issue 28: the last dim's real-DFT GEMM shapes at 64^2/128^2/256^2 (batch 32, 32
+#                channels, 9 modes) under cuBLAS and Triton against a copy's floor
+#                (bench/dft_gemm_probe.py)
+#   dftexpand    issue 28: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16, with the
+#                DFT expand kernel off (FNO_DFT_EXPAND=0) and on, twice; the seed main command
+#                both ways
 #   small        issue 28's rows: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16;
 #                the seed main command's whole-process wall time
 #   moonshot     issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU
@@ -1019,6 +1025,28 @@ run_suite() {
       grep -h '^fno_bench: ' "$out/small/small.log" | cut -c1-200 | tee -a "$summary"
       say "seed main command: $(seed_run "$out/small/seed")"
       tail -2 "$out/small/seed.log" | cut -c1-300 | tee -a "$summary"
+      ;;
+    dftgemm)
+      mkdir -p "$out/dftgemm"
+      timeout 300 python3 bench/dft_gemm_probe.py --triton > "$out/dftgemm/probe.jsonl" \
+        2> "$out/dftgemm/probe.log"
+      say "dftgemm: exit $?"
+      cut -c1-160 "$out/dftgemm/probe.jsonl" | tee -a "$summary"
+      ;;
+    dftexpand)
+      mkdir -p "$out/dftexpand"
+      local v r
+      for r in a b; do
+        for v in 0 1; do
+          (export FNO_DFT_EXPAND=$v && small_bench "$out/dftexpand" "expand${v}_$r")
+          say "FNO_DFT_EXPAND=$v ($r): exit $?"
+          grep -h '^fno_bench: ' "$out/dftexpand/expand${v}_$r.log" | cut -c1-120 | tee -a "$summary"
+        done
+      done
+      for v in 0 1; do
+        say "seed main command, FNO_DFT_EXPAND=$v: $(FNO_DFT_EXPAND=$v seed_run "$out/dftexpand/seed$v")"
+        tail -2 "$out/dftexpand/seed$v.log" | cut -c1-300 | tee -a "$summary"
+      done
       ;;
     fork)
       # issue 28: a block's GELU read by its spectral conv and its tail, their gradients

@@ -206,11 +206,13 @@ std::string dump(const fno::RunConfig& c) {
     << m.n_layers() << ' ' << m.lifting_channel_ratio() << ' ' << m.projection_channel_ratio()
     << ' ' << m.positional_embedding() << ' ' << m.channel_mlp_expansion() << '\n';
   list(m.domain_padding());
+  s << static_cast<int>(m.domain_padding_mode()) << '\n';
   const auto& d = c.data;
   s << d.train_file << ' ' << d.n_train << ' ' << d.batch_size << ' ' << d.shuffle << ' '
     << d.subsample << " x_key=" << d.x_key << " y_key=" << d.y_key << ' ' << d.encode_input << ' '
     << d.encode_output << ' ' << d.n_predictions << ' ' << static_cast<int>(d.problem) << ' '
-    << static_cast<int>(d.ns_mode) << ' ' << d.t_in << ' ' << d.t_out << '\n';
+    << static_cast<int>(d.ns_mode) << ' ' << d.t_in << ' ' << d.t_out << ' '
+    << static_cast<int>(d.normalization) << '\n';
   for (const auto& t : d.tests) {
     s << "test " << t.file << " name=" << t.name << ' ' << t.n_samples << ' ' << t.batch_size
       << '\n';
@@ -222,9 +224,9 @@ std::string dump(const fno::RunConfig& c) {
   s << static_cast<int>(sc.name) << ' ' << sc.t_max << ' ' << sc.eta_min << ' ' << sc.step_size
     << ' ' << sc.gamma << ' ' << sc.plateau_factor << ' ' << sc.plateau_patience << '\n';
   const auto& t = c.training;
-  s << t.epochs << ' ' << static_cast<int>(t.loss) << ' ' << t.checkpoint_every << ' '
-    << t.eval_every << ' ' << t.seed << ' ' << static_cast<int>(t.precision) << ' '
-    << static_cast<int>(t.cuda_graphs) << " eval ";
+  s << t.epochs << ' ' << static_cast<int>(t.loss) << ' ' << static_cast<int>(t.loss_on) << ' '
+    << t.checkpoint_every << ' ' << t.eval_every << ' ' << t.seed << ' '
+    << static_cast<int>(t.precision) << ' ' << static_cast<int>(t.cuda_graphs) << " eval ";
   for (const auto l : t.eval_losses) s << static_cast<int>(l) << ',';
   s << '\n' << c.device.name << ' ' << c.output.dir << ' ' << static_cast<int>(c.output.progress);
   const auto& f = c.offload;
@@ -255,6 +257,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"model.positional_embedding", "false"},
       {"model.channel_mlp_expansion", "1"},
       {"model.domain_padding", "[0.1]"},
+      {"model.domain_padding_mode", "one_sided"},
       {"data.train_file", "other.pt"},
       {"data.n_train", "10"},
       {"data.batch_size", "4"},
@@ -264,6 +267,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"data.y_key", "b"},
       {"data.encode_input", "true"},
       {"data.encode_output", "false"},
+      {"data.normalization", "pointwise"},
       {"data.test", "[{file: other.pt}]"},
       {"data.n_predictions", "0"},
       {"data.problem", "ns"},
@@ -285,6 +289,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"scheduler.patience", "2"},
       {"training.epochs", "4"},
       {"training.loss", "l2"},
+      {"training.loss_on", "decoded"},
       {"training.eval_losses", "[l2]"},
       {"training.eval_every", "2"},
       {"training.checkpoint_every", "2"},

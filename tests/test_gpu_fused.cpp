@@ -16,6 +16,7 @@
 // (internal to libfno: the tiled step's entry points, called directly)
 #include "../libfno/src/block_tail_fused.h"
 #include "../libfno/src/channel_wgrad_fused.h"
+#include "../libfno/src/dft_expand_fused.h"
 #include "../libfno/src/gelu_fork_fused.h"
 
 using fno::test::rel_err;
@@ -560,4 +561,72 @@ TEST_CASE("GELU fork kernel: GELU'(x) (g1 + g2) as autograd's add and GeluBackwa
       x.to(torch::kDouble), x.to(torch::kDouble), x.to(torch::kDouble)));
   const fno::FusedKernelsGuard off(false);
   CHECK_FALSE(fno::detail::fused_gelu_backward_sum_usable(x, x, x));
+}
+
+TEST_CASE("DFT expand kernel: x @ mat for the kept modes' few rows, against an fp64 product") {
+  REQUIRE(fno::fused_kernels_compiled());
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  torch::manual_seed(29);
+  // {rows, N2, S}: the seed model at 128^2, the paper's 12 modes, a 3D time
+  // axis, the widest N2 on a grid not a power of two, a few rows, none.
+  for (const auto& [m, n2, s] : std::vector<std::array<int64_t, 3>>{{131072, 18, 128},
+                                                                    {333, 24, 64},
+                                                                    {77, 16, 256},
+                                                                    {50, 32, 100},
+                                                                    {5, 18, 4},
+                                                                    {0, 18, 8}}) {
+    INFO("rows ", m, " N2 ", n2, " S ", s);
+    const auto x = torch::randn({m, n2}, o), mat = torch::randn({n2, s}, o);
+    REQUIRE(fno::detail::dft_expand_usable(x, mat));
+    const auto got = fno::detail::dft_expand(x, mat);
+    REQUIRE(got.sizes() == torch::IntArrayRef({m, s}));
+    if (m == 0) continue;
+    const auto ref = torch::matmul(x.to(torch::kDouble), mat.to(torch::kDouble));
+    CHECK(rel_err(got.to(torch::kDouble), ref) < 1e-6);
+  }
+  // Leading dims and a non-contiguous input are the same product.
+  const auto x = torch::randn({2, 3, 18, 40}, o).transpose(2, 3), mat = torch::randn({18, 64}, o);
+  REQUIRE(fno::detail::dft_expand_usable(x, mat));
+  CHECK(rel_err(fno::detail::dft_expand(x, mat), torch::matmul(x, mat)) < 1e-6);
+  // No kernel: an N2 not compiled, S not a multiple of 4, bf16, a transposed
+  // matrix, or the fused kernels off.
+  CHECK_FALSE(fno::detail::dft_expand_usable(torch::randn({4, 20}, o), torch::randn({20, 64}, o)));
+  CHECK_FALSE(fno::detail::dft_expand_usable(torch::randn({4, 18}, o), torch::randn({18, 86}, o)));
+  CHECK_FALSE(fno::detail::dft_expand_usable(torch::randn({4, 18}, o).to(torch::kBFloat16),
+                                             torch::randn({18, 64}, o).to(torch::kBFloat16)));
+  CHECK_FALSE(
+      fno::detail::dft_expand_usable(torch::randn({4, 18}, o), torch::randn({64, 18}, o).t()));
+  const fno::FusedKernelsGuard off(false);
+  CHECK_FALSE(fno::detail::dft_expand_usable(torch::randn({4, 18}, o), torch::randn({18, 64}, o)));
+}
+
+TEST_CASE("SpectralConv on CUDA, fp32: the DFT kernels' forward and gradients against cuBLAS's") {
+  REQUIRE(fno::fused_kernels_compiled());
+  torch::manual_seed(30);
+  // 2D at 128^2 (16 modes: 9 kept of the last dim, N2 18) and 3D with a time
+  // axis of 16 (n_modes 14 there: 8 kept, N2 16).
+  for (const auto& [modes, grid] :
+       std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{16, 16}, {128, 128}}, {{16, 16, 14}, {32, 32, 16}}}) {
+    fno::SpectralConv conv(fno::SpectralConvOptions(8, 8, modes));
+    conv->to(torch::kCUDA);
+    auto shape = std::vector<int64_t>{4, 8};
+    shape.insert(shape.end(), grid.begin(), grid.end());
+    const auto x = torch::randn(shape, torch::TensorOptions().device(torch::kCUDA));
+    const auto g = torch::randn_like(x);
+    const auto run = [&](bool fused) {
+      const fno::FusedKernelsGuard guard(fused);
+      const auto xi = x.clone().requires_grad_();
+      for (auto& p : conv->parameters()) p.mutable_grad() = torch::Tensor();
+      const auto y = conv->forward(xi);
+      y.backward(g);
+      return std::make_tuple(y.detach(), xi.grad(), conv->parameters()[0].grad().clone());
+    };
+    const auto [y0, dx0, dw0] = run(false);
+    const auto [y1, dx1, dw1] = run(true);
+    INFO("n_modes ", torch::IntArrayRef(modes));
+    CHECK(rel_err(y1, y0) < 1e-5);
+    CHECK(rel_err(dx1, dx0) < 1e-5);
+    CHECK(rel_err(dw1, dw0) < 1e-5);
+  }
 }

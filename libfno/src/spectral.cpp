@@ -6,6 +6,9 @@
 #include <mutex>
 #include <tuple>
 
+#include <fno/fused.h>
+
+#include "dft_expand_fused.h"
 #include "env_switch.h"
 
 namespace fno::detail {
@@ -32,8 +35,12 @@ RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options) {
   weight[0] = 1.0;
   if (n % 2 == 0 && k == n / 2 + 1) weight[k - 1] = 1.0;
   auto synthesis = (torch::stack({c, -s}, 1) * weight.view({k, 1, 1})).reshape({2 * k, n});
-  RealDft out{analysis.contiguous().to(options), synthesis.contiguous().to(options),
-              analysis_scale};
+  RealDft out;
+  out.analysis = analysis.contiguous().to(options);
+  out.synthesis = synthesis.contiguous().to(options);
+  out.analysis_scale = analysis_scale;
+  out.analysis_t = out.analysis.t().contiguous();
+  out.synthesis_t = out.synthesis.t().contiguous();
   cache.emplace(key, out);
   return out;
 }
@@ -134,6 +141,42 @@ torch::Tensor rows_times(const torch::Tensor& mat, const torch::Tensor& x) {
   return y.view(shape);
 }
 
+// x @ mat for one of the last dim's DFT matrices: the expanding product (a
+// grid-sized output from the kept modes) by cuda/dft_expand.h where it
+// applies, else cuBLAS.
+torch::Tensor dft_gemm(const torch::Tensor& x, const torch::Tensor& mat) {
+  return dft_expand_usable(x, mat) ? dft_expand(x, mat) : torch::matmul(x, mat);
+}
+
+// y = x @ mat with a constant mat, whose backward is g @ mat_t (mat_t = mat^T,
+// contiguous): fp32 activations on CUDA, so that both the synthesis' forward
+// and the analysis' adjoint take dft_gemm. mat_t is kept in saved_data, not
+// saved_variables: the offload hooks move saved activations, not constants.
+class DftGemmFn : public torch::autograd::Function<DftGemmFn> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& mat, const torch::Tensor& mat_t) {
+    ctx->saved_data["mat_t"] = mat_t;
+    return dft_gemm(x, mat);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto mat_t = ctx->saved_data["mat_t"].toTensor();
+    return {grads[0].defined() ? dft_gemm(grads[0], mat_t) : torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+// x @ mat, differentiable in x: DftGemmFn where the kernel may serve (fp32 on
+// CUDA), else torch::matmul's own autograd.
+torch::Tensor last_dim_gemm(const torch::Tensor& x, const torch::Tensor& mat,
+                            const torch::Tensor& mat_t) {
+  if (x.is_cuda() && x.scalar_type() == torch::kFloat && fused_kernels_enabled()) {
+    return DftGemmFn::apply(x, mat, mat_t);
+  }
+  return torch::matmul(x, mat);
+}
+
 }  // namespace
 
 torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x) {
@@ -143,7 +186,7 @@ torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x) {
   // two only).
   if (m.gemm) {
     // x: [..., S] -> [..., 2k] -> [..., k] complex
-    auto coeffs = torch::matmul(x, m.dft.analysis);
+    auto coeffs = last_dim_gemm(x, m.dft.analysis, m.dft.analysis_t);
     if (m.reduced) coeffs = coeffs.to(torch::kFloat).mul_(m.dft.analysis_scale);
     return torch::view_as_complex(coeffs.unflatten(-1, {m.kept.back(), 2}));
   }
@@ -156,7 +199,7 @@ torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& mode
   if (m.gemm) {
     // [..., k] complex -> [..., 2k] -> [..., S]
     auto re = torch::view_as_real(modes).flatten(-2);
-    return torch::matmul(m.reduced ? re.to(dtype) : re, m.dft.synthesis);
+    return last_dim_gemm(m.reduced ? re.to(dtype) : re, m.dft.synthesis, m.dft.synthesis_t);
   }
   // irfft zero-pads the last dim from k_last to S//2 + 1 modes itself.
   auto y = torch::fft::irfft(modes, m.spatial.back(), -1, "forward");
@@ -315,7 +358,7 @@ torch::Tensor analysis_tile_adjoint(const SpectralModes& m, const torch::Tensor&
     const auto like = torch::empty(out_shape, g.options().dtype(dtype));
     return vjp([&](const torch::Tensor& t) { return last_dim_forward(m, t); }, like, g);
   }
-  return torch::matmul(last_dim_adjoint_input(m, g, dtype), m.dft.analysis.t());
+  return dft_gemm(last_dim_adjoint_input(m, g, dtype), m.dft.analysis_t);
 }
 
 void analysis_tile_adjoint_add(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,

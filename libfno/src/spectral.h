@@ -35,6 +35,7 @@ namespace fno::detail {
 struct RealDft {
   torch::Tensor analysis, synthesis;
   double analysis_scale = 1.0;
+  torch::Tensor analysis_t, synthesis_t;  // the transposes, contiguous: [2k, n], [n, 2k]
 };
 /// Cached per (n, k, device, dtype).
 RealDft real_dft(int64_t n, int64_t k, const torch::TensorOptions& options);
