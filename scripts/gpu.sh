@@ -240,6 +240,25 @@ ns_train_one() {
   train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $name" "$run" "$d" "${args[@]}"
 }
 
+# An experiment switch off and on (VAR=0, VAR=1), interleaved twice: fno_bench none at
+# 64^2, 128^2, 256^2 (batch 32, fp32 and bf16, small_bench), then the seed main command
+# each way (metrics, whole-process wall time), into $out/DIR (files PREFIX<v>_<run>).
+switch_ab() {
+  local var=$1 dir=$out/$2 prefix=$3 v r
+  mkdir -p "$dir"
+  for r in a b; do
+    for v in 0 1; do
+      (export "$var=$v" && small_bench "$dir" "${prefix}${v}_$r")
+      say "$var=$v ($r): exit $?"
+      grep -h '^fno_bench: ' "$dir/${prefix}${v}_$r.log" | cut -c1-120 | tee -a "$summary"
+    done
+  done
+  for v in 0 1; do
+    say "seed main command, $var=$v: $(export "$var=$v" && seed_run "$dir/seed$v")"
+    tail -2 "$dir/seed$v.log" | cut -c1-300 | tee -a "$summary"
+  done
+}
+
 run_suite() {
   case "$1" in
     tests)
@@ -1034,38 +1053,12 @@ run_suite() {
       cut -c1-160 "$out/dftgemm/probe.jsonl" | tee -a "$summary"
       ;;
     dftexpand)
-      mkdir -p "$out/dftexpand"
-      local v r
-      for r in a b; do
-        for v in 0 1; do
-          (export FNO_DFT_EXPAND=$v && small_bench "$out/dftexpand" "expand${v}_$r")
-          say "FNO_DFT_EXPAND=$v ($r): exit $?"
-          grep -h '^fno_bench: ' "$out/dftexpand/expand${v}_$r.log" | cut -c1-120 | tee -a "$summary"
-        done
-      done
-      for v in 0 1; do
-        say "seed main command, FNO_DFT_EXPAND=$v: $(FNO_DFT_EXPAND=$v seed_run "$out/dftexpand/seed$v")"
-        tail -2 "$out/dftexpand/seed$v.log" | cut -c1-300 | tee -a "$summary"
-      done
+      switch_ab FNO_DFT_EXPAND dftexpand expand
       ;;
     fork)
       # issue 28: a block's GELU read by its spectral conv and its tail, their gradients
-      # added inside GELU's backward (one pass) or by autograd (FNO_GELU_FORK=0): fno_bench
-      # none at 64^2, 128^2, 256^2 (batch 32, fp32 and bf16), off and on twice, interleaved;
-      # the seed main command off and on (metrics, whole-process wall time)
-      mkdir -p "$out/fork"
-      local v r
-      for r in a b; do
-        for v in 0 1; do
-          (export FNO_GELU_FORK=$v && small_bench "$out/fork" "fork${v}_$r")
-          say "FNO_GELU_FORK=$v ($r): exit $?"
-          grep -h '^fno_bench: ' "$out/fork/fork${v}_$r.log" | cut -c1-120 | tee -a "$summary"
-        done
-      done
-      for v in 0 1; do
-        say "seed main command, FNO_GELU_FORK=$v: $(FNO_GELU_FORK=$v seed_run "$out/fork/seed$v")"
-        tail -2 "$out/fork/seed$v.log" | cut -c1-300 | tee -a "$summary"
-      done
+      # added inside GELU's backward (one pass) or by autograd (FNO_GELU_FORK=0)
+      switch_ab FNO_GELU_FORK fork fork
       ;;
     mlpbwd)
       # issue 28, in one call, fno_bench none at 64^2, 128^2, 256^2: the session's start
