@@ -21,24 +21,11 @@ import json
 
 import torch
 
-torch.backends.cuda.matmul.allow_tf32 = False
+from micro_ops import bench  # (this folder; it also turns TF32 off)
 
 
-def median_ms(fn, inner=20, reps=15):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(inner):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e) / inner)
-    ts.sort()
-    return ts[len(ts) // 2]
+def median_ms(fn):
+    return bench(fn, reps=15, inner=20)
 
 
 def main():

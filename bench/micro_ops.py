@@ -10,7 +10,8 @@ dev = "cuda"
 torch.backends.cuda.matmul.allow_tf32 = False
 
 
-def bench(fn, reps=10):
+def bench(fn, reps=10, inner=1):
+    """Median ms of fn over reps timings, each of `inner` calls back to back (divided by it)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -18,10 +19,11 @@ def bench(fn, reps=10):
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        fn()
+        for _ in range(inner):
+            fn()
         e.record()
         torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
+        ts.append(s.elapsed_time(e) / inner)
     ts.sort()
     return ts[len(ts) // 2]
 

@@ -16,20 +16,22 @@
 
 namespace fno::detail {
 
-bool dft_expand_usable(const torch::Tensor& x, const torch::Tensor& mat) {
+bool dft_expand_usable(const torch::Tensor& mat) {
 #ifdef FNO_CUDA_KERNELS
   static const bool on = env_switch_on("FNO_DFT_EXPAND");
-  if (!on || !fused_kernels_enabled() || !x.defined() || !mat.defined() || !x.is_cuda()) {
-    return false;
-  }
-  return x.scalar_type() == torch::kFloat && mat.scalar_type() == torch::kFloat &&
-         mat.device() == x.device() && mat.dim() == 2 && mat.is_contiguous() && x.dim() >= 1 &&
-         x.size(-1) == mat.size(0) && cuda::dft_expand_supported(mat.size(0), mat.size(1)) &&
+  return on && fused_kernels_enabled() && mat.defined() && mat.is_cuda() &&
+         mat.scalar_type() == torch::kFloat && mat.dim() == 2 && mat.is_contiguous() &&
+         cuda::dft_expand_supported(mat.size(0), mat.size(1)) &&
          reinterpret_cast<uintptr_t>(mat.data_ptr()) % 16 == 0;
 #else
-  (void)x, (void)mat;
+  (void)mat;
   return false;
 #endif
+}
+
+bool dft_expand_usable(const torch::Tensor& x, const torch::Tensor& mat) {
+  return dft_expand_usable(mat) && x.defined() && x.scalar_type() == torch::kFloat &&
+         x.device() == mat.device() && x.dim() >= 1 && x.size(-1) == mat.size(0);
 }
 
 torch::Tensor dft_expand(const torch::Tensor& x, const torch::Tensor& mat) {
@@ -42,9 +44,8 @@ torch::Tensor dft_expand(const torch::Tensor& x, const torch::Tensor& mat) {
   auto shape = x.sizes().vec();
   shape.back() = mat.size(1);
   auto y = torch::empty(shape, x.options().memory_format(at::MemoryFormat::Contiguous));
-  const int64_t m = mat.size(0) > 0 ? xc.numel() / mat.size(0) : 0;
   const int err = cuda::dft_expand(xc.data_ptr<float>(), mat.data_ptr<float>(), y.data_ptr<float>(),
-                                   m, mat.size(0), mat.size(1),
+                                   xc.numel() / mat.size(0), mat.size(0), mat.size(1),
                                    c10::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(err == 0, "dft_expand: the kernel failed: ", cuda::error_string(err));
   return y;

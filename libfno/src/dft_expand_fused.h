@@ -6,9 +6,11 @@
 
 namespace fno::detail {
 
-/// Whether the CUDA kernel computes x @ mat: the fused kernels on (and
-/// FNO_DFT_EXPAND not 0), x and mat fp32 on one CUDA device, mat [N2, S]
-/// contiguous with a compiled N2 and S a multiple of 4, x [..., N2].
+/// Whether the CUDA kernel computes t @ mat for fp32 tensors t [..., N2] on
+/// mat's device: the fused kernels on (and FNO_DFT_EXPAND not 0), mat [N2, S]
+/// fp32 on CUDA, contiguous, with a compiled N2 and S.
+bool dft_expand_usable(const torch::Tensor& mat);
+/// The same for x itself: x fp32 [..., N2] on mat's device.
 bool dft_expand_usable(const torch::Tensor& x, const torch::Tensor& mat);
 
 /// x @ mat by the kernel. x: [..., N2], mat: [N2, S] -> [..., S]

@@ -6,8 +6,6 @@
 #include <mutex>
 #include <tuple>
 
-#include <fno/fused.h>
-
 #include "dft_expand_fused.h"
 #include "env_switch.h"
 
@@ -149,8 +147,8 @@ torch::Tensor dft_gemm(const torch::Tensor& x, const torch::Tensor& mat) {
 }
 
 // y = x @ mat with a constant mat, whose backward is g @ mat_t (mat_t = mat^T,
-// contiguous): fp32 activations on CUDA, so that both the synthesis' forward
-// and the analysis' adjoint take dft_gemm. mat_t is kept in saved_data, not
+// contiguous), so that both the synthesis' forward and the analysis' adjoint
+// take dft_gemm. mat_t is kept in saved_data, not
 // saved_variables: the offload hooks move saved activations, not constants.
 class DftGemmFn : public torch::autograd::Function<DftGemmFn> {
  public:
@@ -167,11 +165,12 @@ class DftGemmFn : public torch::autograd::Function<DftGemmFn> {
   }
 };
 
-// x @ mat, differentiable in x: DftGemmFn where the kernel may serve (fp32 on
-// CUDA), else torch::matmul's own autograd.
+// x @ mat, differentiable in x: DftGemmFn where the kernel serves the product
+// or its backward, else torch::matmul's own autograd (as without the kernel).
 torch::Tensor last_dim_gemm(const torch::Tensor& x, const torch::Tensor& mat,
                             const torch::Tensor& mat_t) {
-  if (x.is_cuda() && x.scalar_type() == torch::kFloat && fused_kernels_enabled()) {
+  if (dft_expand_usable(x, mat) || (x.scalar_type() == torch::kFloat &&
+                                    x.device() == mat.device() && dft_expand_usable(mat_t))) {
     return DftGemmFn::apply(x, mat, mat_t);
   }
   return torch::matmul(x, mat);

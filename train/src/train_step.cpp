@@ -32,16 +32,17 @@ OffloadSettings offload_settings(const OffloadConfig& c, PlanCacheText plan_cach
   return o;
 }
 
+StepLoss relative_loss(LossName name, int64_t d) {
+  if (name == LossName::kH1) {
+    return [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
+  }
+  return
+      [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) { return l2(a, b); };
+}
+
 StepLoss training_loss(const TrainingConfig& training, int64_t d,
                        const data::UnitGaussianNormalizer* out_norm) {
-  StepLoss loss;
-  if (training.loss == LossName::kH1) {
-    loss = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) { return h1(a, b); };
-  } else {
-    loss = [l2 = LpLoss(LpLossOptions().d(d).p(2))](const auto& a, const auto& b) {
-      return l2(a, b);
-    };
-  }
+  auto loss = relative_loss(training.loss, d);
   if (training.loss_on != LossSpace::kDecoded || out_norm == nullptr || !out_norm->fitted()) {
     return loss;
   }

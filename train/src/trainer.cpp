@@ -1,7 +1,6 @@
 #include <fno_train/trainer.h>
 
 #include <fno/fno.h>
-#include <fno/losses.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
@@ -717,23 +716,13 @@ struct ProgressDisplay {
   }
 };
 
-using EvalLoss = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+using EvalLoss = StepLoss;
 
 // training.eval_losses by name ("h1", "l2"; each once), summed over the batch.
 std::map<std::string, EvalLoss> eval_losses(const RunConfig& c) {
   const int64_t d = static_cast<int64_t>(c.model.n_modes().size());
   std::map<std::string, EvalLoss> losses;
-  for (const auto loss : c.training.eval_losses) {
-    if (loss == LossName::kH1) {
-      losses[to_string(loss)] = [h1 = H1Loss(H1LossOptions().d(d))](const auto& a, const auto& b) {
-        return h1(a, b);
-      };
-    }
-    if (loss == LossName::kL2) {
-      losses[to_string(loss)] = [l2 = LpLoss(LpLossOptions().d(d).p(2))](
-                                    const auto& a, const auto& b) { return l2(a, b); };
-    }
-  }
+  for (const auto loss : c.training.eval_losses) losses[to_string(loss)] = relative_loss(loss, d);
   return losses;
 }
 

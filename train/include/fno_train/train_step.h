@@ -45,7 +45,10 @@ OffloadSettings offload_settings(const OffloadConfig& config, PlanCacheText plan
 /// with reduction sum), so that a step may run as micro-batches.
 using StepLoss = std::function<at::Tensor(const at::Tensor& out, const at::Tensor& y)>;
 
-/// training.loss over a d-dim grid (relative, summed over the batch). With
+/// The relative H1 or L2 loss over a d-dim grid, summed over the batch.
+StepLoss relative_loss(LossName name, int64_t d);
+
+/// training.loss over a d-dim grid (relative_loss). With
 /// training.loss_on decoded and a fitted `out_norm`, output and target are both
 /// decoded by it first; the loss then references `out_norm`, which must
 /// outlive it, and reads its statistics in place (a captured step sees them).
