@@ -68,8 +68,9 @@
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
-#   nsepoch      seconds per epoch of the paper's nu = 1e-5 models on a small nsdata set (issue 27),
-#                also from an fno_train of the code before (NSEPOCH_BASE_TRAIN)
+#   nsepoch      seconds per epoch of the paper's models (NSEPOCH_CONFIGS, nu = 1e-5's by default) on
+#                a small nsdata set (issue 27), also from an fno_train of the code before
+#                (NSEPOCH_BASE_TRAIN)
 #   nsprof       the paper's Navier-Stokes models' steps (fno_bench, configs/ns_v1e-5_fno{3d,2d}):
 #                graphs on/off, one traced step summed by kernel (issue 27's training time)
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
@@ -93,6 +94,9 @@
 #   moonshot     issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU
 #   nsspeed      the Navier-Stokes generator at 256^2 over one time unit: float64 and float32,
 #                batch 16/64/256 and automatic, CUDA graphs on and off; seconds a sample at T 50
+#   nsgen        the Navier-Stokes generator's fused CUDA step against LibTorch's (FNO_NS_FUSED=0
+#                and 1, interleaved twice): 256^2 -> 64^2, float32, 64 samples in a batch of 64,
+#                T 1 (10^4 steps); seconds each
 #   nsooc        fno_bench on the space-time FNO-3D (configs/ns_v1e-3_fno3d.yaml) at 256^2 x 40,
 #                batch 4: none, and auto under 4, 8 and 16 GiB
 #   precision    fno_bench in fp32/tf32/bf16/fp16 at 1024^2, bf16 auto 4 GiB,
@@ -730,8 +734,8 @@ run_suite() {
       rm -f "$out/prof/p2048.json"
       ;;
     nsepoch)
-      # issue 27: seconds per epoch of both paper models (configs/ns_v1e-5_fno{3d,2d}.yaml,
-      # graphs on) on nsdata's set (the same NSDATA_*: run nsdata first, small), NSEPOCH_TRAIN
+      # issue 27: seconds per epoch of paper models (NSEPOCH_CONFIGS, by default
+      # configs/ns_v1e-5_fno{3d,2d}.yaml; graphs on) on nsdata's set (the same NSDATA_*: run nsdata first, small), NSEPOCH_TRAIN
       # (100) training samples, NSEPOCH_EPOCHS (4) epochs, one evaluation at the end; first with
       # NSEPOCH_BASE_TRAIN (an fno_train built from the code before), when set
       local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
@@ -742,7 +746,7 @@ run_suite() {
         say "nsepoch: no ${stem}_test.h5 (run nsdata with the same NSDATA_* first)"
         return
       fi
-      for cfg in ns_v1e-5_fno3d ns_v1e-5_fno2d; do
+      for cfg in ${NSEPOCH_CONFIGS:-ns_v1e-5_fno3d ns_v1e-5_fno2d}; do
         for tag in ${NSEPOCH_BASE_TRAIN:+base} now; do
           exe=$build/apps/fno_train
           [ "$tag" = base ] && exe=$NSEPOCH_BASE_TRAIN
@@ -1133,6 +1137,37 @@ run_suite() {
       done
       for p in float64 float32; do
         for b in ${NSSPEED_NOGRAPH:-64}; do ns_speed "$p" off "$b"; done
+      done
+      ;;
+    nsgen)
+      # The fused Navier-Stokes step (data/src/cuda/ns_step.cu) against LibTorch's step:
+      # fno_datagen --problem ns at the paper's settings (nu 1e-3, dt 1e-4, 256^2 solved, 64^2
+      # stored), float32, 64 samples in one batch of 64, --t-final 1 (10^4 steps), CUDA graphs
+      # on, with FNO_NS_FUSED=0 and =1 interleaved twice: the solver's seconds (solve_seconds)
+      # and ms a step of the batch. The numbers' agreement is the GPU test's
+      # (tests/test_gpu_ns.cpp), so the outputs are not kept.
+      local d=$out/nsgen rep fused name t1 rc wall solve
+      mkdir -p "$d"
+      for rep in 1 2; do
+        for fused in 0 1; do
+          name=fused${fused}_$rep
+          t1=$(date +%s%N)
+          FNO_NS_FUSED=$fused timeout 300 "$build/apps/fno_datagen" --problem ns --viscosity 1e-3 \
+            --resolution 256 --subsample 4 --dt 1e-4 --t-final 1 --record-every 1 --samples 64 \
+            --seed 0 --precision float32 --batch 64 --device cuda --progress none \
+            --out "$d/ns_$name.h5" > "$d/ns_$name.log" 2>&1
+          rc=$?
+          wall=$(awk -v t="$(($(date +%s%N) - t1))" 'BEGIN { printf "%.2f", t / 1e9 }')
+          solve=$(sed -n 's/^solve_seconds //p' "$d/ns_$name.log")
+          rm -f "$d/ns_$name.h5"
+          if [ "$rc" = 0 ] && [ -n "$solve" ]; then
+            say "nsgen FNO_NS_FUSED=$fused (run $rep): wall $wall s, solve $solve s," \
+              "$(awk -v s="$solve" 'BEGIN { printf "%.3f", s / 1e4 * 1e3 }') ms a step (batch 64)"
+          else
+            say "nsgen FNO_NS_FUSED=$fused (run $rep): exit $rc after $wall s;" \
+              "$(tail -1 "$d/ns_$name.log" | cut -c1-200)"
+          fi
+        done
       done
       ;;
     nsooc)

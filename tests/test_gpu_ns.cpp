@@ -1,9 +1,10 @@
 // GPU tests of the Navier-Stokes solve (fno_data/navier_stokes_gen.h): the
 // steps replayed from CUDA graphs give the numbers of the steps launched one by
 // one, bit for bit (the exact blow-up step relies on it); CUDA follows the CPU
-// to round-off; a sample's numbers against the batch it is solved in; the
-// exact blow-up step under graphs; the generator's automatic batch and its
-// files with graphs on and off.
+// to round-off; the fused step (cuda/ns_step.cu) follows the LibTorch step to
+// round-off, and its graphs give its eager numbers bit for bit; a sample's
+// numbers against the batch it is solved in; the exact blow-up step under
+// graphs; the generator's automatic batch and its files with graphs on and off.
 #include <fno_data/darcy.h>
 #include <fno_data/navier_stokes_gen.h>
 
@@ -70,6 +71,40 @@ TEST_CASE(
     const double e = ns_rel(graph, cpu);
     MESSAGE(precision << ": CUDA against CPU " << e);
     CHECK(e < (precision == torch::kDouble ? 1e-11 : 1e-4));
+  }
+}
+
+TEST_CASE(
+    "GPU Navier-Stokes: the fused step follows the LibTorch step; its graphs give its numbers") {
+  REQUIRE_MESSAGE(fno::data::ns_fused_step_available(),
+                  "the fused step is not compiled in (no nvcc) or FNO_NS_FUSED=0");
+  for (const int64_t r : {64, 256}) {
+    const auto w0 = grf_batch(0, 3, r).to(torch::kCUDA);
+    const auto paper = fno::data::ns_paper_forcing(r, torch::TensorOptions(torch::kCUDA));
+    for (const bool forcing : {true, false}) {
+      const auto f = forcing ? paper : torch::Tensor();
+      for (const auto precision : {torch::kFloat, torch::kDouble}) {
+        INFO("R " << r << ", forcing " << forcing << ", precision " << precision);
+        const auto o = NsSolveOptions().precision(precision);
+        // 200 steps of the paper's dt, recorded after 100 and 200.
+        const auto aten = fno::data::ns_solve(w0, f, 1e-3, 1e-4, 100, 2,
+                                              NsSolveOptions(o).fused(false).cuda_graph(false));
+        const auto fused =
+            fno::data::ns_solve(w0, f, 1e-3, 1e-4, 100, 2, NsSolveOptions(o).cuda_graph(false));
+        REQUIRE((fused.scalar_type() == precision));
+        const double w_max = aten.abs().max().item<double>();
+        const double e = (fused - aten).abs().max().item<double>() / w_max;
+        MESSAGE(r << "^2, forcing " << forcing << ", " << precision
+                  << ": fused against LibTorch, max |difference| / max |w| " << e
+                  << (torch::equal(fused, aten) ? " (bitwise equal)" : ""));
+        CHECK(w_max > 0);
+        CHECK(e < (precision == torch::kDouble ? 1e-12 : 1e-5));
+        // Graphs of 30 steps: three replays and 10 steps launched alone a record.
+        const auto graph =
+            fno::data::ns_solve(w0, f, 1e-3, 1e-4, 100, 2, NsSolveOptions(o).graph_steps(30));
+        CHECK(torch::equal(graph, fused));
+      }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The 2D Navier-Stokes generator (see fno_data/navier_stokes_gen.h): the
 // paper's initial fields and forcing, its pseudo-spectral scheme on the real
-// half spectrum (float64 or float32; on CUDA replayed from CUDA graphs), and
+// half spectrum (float64 or float32; on CUDA the fused step of
+// cuda/ns_step.cu, replayed from CUDA graphs), and
 // the records streamed into HDF5 files by the machinery the other generators
 // use (gen_common.h).
 #include <fno_data/navier_stokes_gen.h>
@@ -20,10 +21,14 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
+#ifdef FNO_DATA_CUDA_KERNELS
+#include "cuda/ns_step.h"
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -34,8 +39,9 @@ namespace {
 
 using gen::kPi;
 /// Bumped whenever the same options would give different data (2: the step
-/// of fewer passes, whose float64 rounding differs from version 1's).
-constexpr int kGeneratorVersion = 2;
+/// of fewer passes, whose float64 rounding differs from version 1's; 3: the
+/// fused CUDA step, whose cuFFT plans may round differently from LibTorch's).
+constexpr int kGeneratorVersion = 3;
 constexpr int64_t kMaxResolution = 4096;
 /// At most this many records (the datasets' chunks hold one sample each).
 constexpr int64_t kMaxRecords = 100000;
@@ -142,13 +148,39 @@ torch::Tensor ns_paper_forcing(int64_t resolution, const torch::TensorOptions& o
 
 namespace {
 
+#ifdef FNO_DATA_CUDA_KERNELS
+void check_fused(const cuda::NsStatus& status) {
+  TORCH_CHECK(status.ok(), "ns_solve's fused CUDA step: ", status.call, " failed (error ",
+              status.code, ")");
+}
+
+/// The cuFFT plans of a fused stepper, destroyed with it.
+struct FusedPlans {
+  cuda::NsFftPlans plans;
+  FusedPlans() = default;
+  FusedPlans(const FusedPlans&) = delete;
+  FusedPlans& operator=(const FusedPlans&) = delete;
+  ~FusedPlans() { cuda::ns_fft_plans_destroy(&plans); }
+};
+
+/// FNO_NS_FUSED=0 turns the fused CUDA step off (read once).
+bool fused_step_env() {
+  static const bool on = [] {
+    const char* v = std::getenv("FNO_NS_FUSED");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+#endif
+
 /// One solve's state, w_hat [B, R, R/2+1], and the buffers and tables of its
 /// step, allocated once: on CUDA a graph captures step() and replays it on
-/// the same addresses.
+/// the same addresses. `fused` (CUDA only, where compiled in): the step of
+/// cuda/ns_step.cu on the same tables instead of LibTorch's kernels.
 class NsStepper {
  public:
   NsStepper(const torch::Tensor& w0, const torch::Tensor& f, double viscosity, double dt,
-            torch::Dtype real)
+            torch::Dtype real, bool fused)
       : r_(w0.size(1)) {
     const auto device = w0.device();
     const auto complex = real == torch::kFloat ? torch::kComplexFloat : torch::kComplexDouble;
@@ -168,7 +200,7 @@ class NsStepper {
                 .contiguous();  // [5, 1, R, R/2+1]
     // dt F_hat, dealiased, with the 1 / (1 + half) factor folded in, and
     // minus: F_hat here is the transform of u . grad(w) - f.
-    minus_dt_gain_ = (-dt * gain * ops.dealias).to(complex);
+    minus_dt_gain_ = (-dt * gain * ops.dealias).to(complex).contiguous();
     if (f.defined()) {
       TORCH_CHECK(f.dim() == 2 && f.size(0) == r_ && f.size(1) == r_, "ns_solve: f must be [", r_,
                   ", ", r_, "], got shape ", f.sizes());
@@ -176,12 +208,36 @@ class NsStepper {
     }
     w_hat_ = torch::fft::rfft2(w0.to(real), c10::nullopt, kDims).contiguous();
     const int64_t b = w0.size(0);
-    spectra_ = torch::empty({5, b, r_, r_ / 2 + 1}, w_hat_.options());
     advection_ = torch::empty({b, r_, r_}, w0.options().dtype(real));
+#ifdef FNO_DATA_CUDA_KERNELS
+    if (fused) {
+      TORCH_CHECK(w0.is_cuda(), "ns_solve: the fused step runs on CUDA only");
+      const c10::cuda::CUDAGuard guard(device);
+      // The four spectra (overwritten by the inverse transform), their fields,
+      // the advection's spectrum, and the work area of the two plans.
+      spectra_ = torch::empty({4, b, r_, r_ / 2 + 1}, w_hat_.options());
+      fields_ = torch::empty({4, b, r_, r_}, advection_.options());
+      advection_hat_ = torch::empty_like(w_hat_);
+      plans_ = std::make_unique<FusedPlans>();
+      check_fused(cuda::ns_fft_plans_create(&plans_->plans, b, r_, real == torch::kDouble));
+      work_ = torch::empty({static_cast<int64_t>(std::max<size_t>(plans_->plans.work_bytes, 1))},
+                           w0.options().dtype(torch::kUInt8));
+      check_fused(cuda::ns_fft_plans_set_work_area(plans_->plans, work_.data_ptr()));
+      return;
+    }
+#endif
+    TORCH_CHECK(!fused, "ns_solve: the fused CUDA step is not compiled in");
+    spectra_ = torch::empty({5, b, r_, r_ / 2 + 1}, w_hat_.options());
   }
 
   /// One time step, in place.
   void step() {
+#ifdef FNO_DATA_CUDA_KERNELS
+    if (plans_) {
+      fused_step();
+      return;
+    }
+#endif
     // [5, B, R, R/2+1]: the spectra of u, v, dw/dx, dw/dy (over R^2), keep w_hat.
     at::mul_out(spectra_, coef_, w_hat_);
     // (irfft2 rather than its out= form, which transforms into a temporary
@@ -208,9 +264,38 @@ class NsStepper {
   torch::Tensor& w_hat() { return w_hat_; }
 
  private:
+#ifdef FNO_DATA_CUDA_KERNELS
+  // The step of cuda/ns_step.cu on the current stream: the same products and
+  // sums, rounded alike, with cuFFT called directly (its inverse transform
+  // overwrites spectra_, which the next step writes again).
+  void fused_step() {
+    const c10::cuda::CUDAGuard guard(w_hat_.device());
+    cuda::NsStepArgs a;
+    a.w_hat = w_hat_.data_ptr();
+    a.spectra = spectra_.data_ptr();
+    a.fields = fields_.data_ptr();
+    a.advection = advection_.data_ptr();
+    a.advection_hat = advection_hat_.data_ptr();
+    a.coef = coef_.data_ptr();  // [5, 1, R, R/2+1]: planes of R (R/2+1)
+    a.minus_dt_gain = minus_dt_gain_.data_ptr();
+    a.minus_f = minus_f_.defined() ? minus_f_.data_ptr() : nullptr;
+    a.batch = w_hat_.size(0);
+    a.r = r_;
+    a.f64 = w_hat_.scalar_type() == torch::kComplexDouble;
+    check_fused(cuda::ns_step(plans_->plans, a,
+                              c10::cuda::getCurrentCUDAStream(w_hat_.device().index()).stream()));
+  }
+#endif
+
   int64_t r_;
   torch::Tensor coef_, minus_dt_gain_, minus_f_;
   torch::Tensor w_hat_, spectra_, advection_;
+#ifdef FNO_DATA_CUDA_KERNELS
+  // The fused step's: its fields, the advection's spectrum, cuFFT's work area
+  // and plans (null: the LibTorch step).
+  torch::Tensor fields_, advection_hat_, work_;
+  std::unique_ptr<FusedPlans> plans_;
+#endif
 };
 
 #ifdef FNO_DATA_CUDA
@@ -270,7 +355,8 @@ torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double v
               options.graph_steps());
   torch::NoGradGuard no_grad;
   const int64_t b = w0.size(0), r = w0.size(1);
-  NsStepper stepper(w0, f, viscosity, dt, real);
+  NsStepper stepper(w0, f, viscosity, dt, real,
+                    w0.is_cuda() && options.fused() && ns_fused_step_available());
   // Steps per graph replay, and the replays per record (the rest of a record's
   // steps run eagerly).
   int64_t graph_steps = 0, replays = 0;
@@ -321,15 +407,26 @@ torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double v
   return ns_solve(w0, f, viscosity, dt, steps_per_record, records, NsSolveOptions(), on_record);
 }
 
+bool ns_fused_step_available() {
+#ifdef FNO_DATA_CUDA_KERNELS
+  return fused_step_env();
+#else
+  return false;
+#endif
+}
+
 int64_t ns_bytes_per_sample(int64_t resolution, int64_t subsample, int64_t records,
                             torch::Dtype precision) {
   const int64_t e = precision == torch::kFloat ? 4 : 8;
   const int64_t r = resolution, stored = resolution / std::max<int64_t>(subsample, 1);
   const int64_t spectrum = r * (r / 2 + 1) * 2 * e, field = r * r * e;
-  // Spectra: w_hat, the record's start, the step's five, the inverse FFT's
-  // copy of its four input spectra, cuFFT's work area (taken as four), the
-  // advection's. Fields: the four, the advection, the record's field. The
-  // initial field (float64) and the records.
+  // The LibTorch step's, the larger: spectra: w_hat, the record's start, the
+  // step's five, the inverse FFT's copy of its four input spectra, cuFFT's
+  // work area (taken as four), the advection's. Fields: the four, the
+  // advection, the record's field. The initial field (float64) and the
+  // records. (The fused CUDA step keeps four spectra instead of five and no
+  // copy of them: 11 spectra with its work area taken as four, the same
+  // fields.)
   return 16 * spectrum + 6 * field + r * r * 8 + stored * stored * records * e;
 }
 

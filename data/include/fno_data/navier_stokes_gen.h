@@ -25,7 +25,10 @@
 // keep w_hat at once; one inverse FFT of the four; two fused multiply-adds
 // form u . grad(w) - f on the grid (the forcing rides in the advection's
 // transform); one forward FFT; one fused multiply-add updates w_hat in place.
-// On CUDA the steps are replayed from a CUDA graph of a chunk of steps. The
+// On CUDA the step is fused (NsSolveOptions::fused): three kernels and two
+// direct cuFFT calls on the same tables, rounded as LibTorch's kernels round,
+// whose inverse transform overwrites its input instead of LibTorch's copy of
+// it; and the steps are replayed from a CUDA graph of a chunk of steps. The
 // finite check runs once per record: a non-finite entry of w_hat stays
 // non-finite at every later step (keep w_hat + ... keeps it), so a record that
 // ends finite had every step finite, and one that does not is solved again
@@ -88,7 +91,15 @@ struct NsSolveOptions {
   TORCH_ARG(int64_t, graph_steps) = 0;
   /// Keep every k-th grid point per side in the records (k divides R).
   TORCH_ARG(int64_t, subsample) = 1;
+  /// On CUDA, the fused step (data/src/cuda/ns_step.cu: the same products and
+  /// sums, cuFFT called directly) where ns_fused_step_available(); false: the
+  /// LibTorch step. The numbers differ by cuFFT's plans' rounding at most.
+  TORCH_ARG(bool, fused) = true;
 };
+
+/// Whether the fused CUDA step is compiled in (a CUDA LibTorch and nvcc) and
+/// not turned off by the environment (FNO_NS_FUSED=0, read once).
+bool ns_fused_step_available();
 
 /// Solves from w0 [B, R, R] (any float type, any device; computed in
 /// options.precision there) for `records` x `steps_per_record` steps of `dt`,
