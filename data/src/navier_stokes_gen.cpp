@@ -6,6 +6,7 @@
 // use (gen_common.h).
 #include <fno_data/navier_stokes_gen.h>
 
+#include <fno/env_switch.h>
 #include <fno_data/darcy.h>
 
 #include "gen_common.h"
@@ -28,7 +29,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -165,10 +165,7 @@ struct FusedPlans {
 
 /// FNO_NS_FUSED=0 turns the fused CUDA step off (read once).
 bool fused_step_env() {
-  static const bool on = [] {
-    const char* v = std::getenv("FNO_NS_FUSED");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = fno::detail::env_switch_on("FNO_NS_FUSED");
   return on;
 }
 #endif

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <utility>
 
-#include "env_switch.h"
+#include <fno/env_switch.h>
 
 #ifdef FNO_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>

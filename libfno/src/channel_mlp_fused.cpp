@@ -14,8 +14,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <fno/env_switch.h>
 #include "cuda/channel_mlp.h"
-#include "env_switch.h"
 #include "fused_common.h"
 #endif
 

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "env_switch.h"
+#include <fno/env_switch.h>
 
 #ifdef FNO_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>

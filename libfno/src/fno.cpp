@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "env_switch.h"
+#include <fno/env_switch.h>
 
 #include <numeric>
 

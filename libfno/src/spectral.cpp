@@ -6,8 +6,8 @@
 #include <mutex>
 #include <tuple>
 
+#include <fno/env_switch.h>
 #include "dft_expand_fused.h"
-#include "env_switch.h"
 
 namespace fno::detail {
 

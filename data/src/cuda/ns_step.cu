@@ -198,64 +198,67 @@ unsigned blocks(int64_t n, int64_t per_block) {
   return static_cast<unsigned>((n + per_block - 1) / per_block);
 }
 
+// The last launch's outcome, named `what`.
+NsStatus launched(const char* what) { return {static_cast<int>(cudaGetLastError()), what}; }
+
+// The transforms by precision: complex-to-real and real-to-complex.
+cufftResult exec_c2r(cufftHandle p, float2* in, float* out) {
+  return cufftExecC2R(p, reinterpret_cast<cufftComplex*>(in), out);
+}
+cufftResult exec_c2r(cufftHandle p, double2* in, double* out) {
+  return cufftExecZ2D(p, reinterpret_cast<cufftDoubleComplex*>(in), out);
+}
+cufftResult exec_r2c(cufftHandle p, float* in, float2* out) {
+  return cufftExecR2C(p, in, reinterpret_cast<cufftComplex*>(out));
+}
+cufftResult exec_r2c(cufftHandle p, double* in, double2* out) {
+  return cufftExecD2Z(p, in, reinterpret_cast<cufftDoubleComplex*>(out));
+}
+
+// plan's stream set to `stream`, then exec(plan); the failing call named.
+template <typename Exec>
+NsStatus transform(cufftHandle plan, cudaStream_t stream, Exec exec, const char* set_name,
+                   const char* exec_name) {
+  if (const cufftResult e = cufftSetStream(plan, stream); e != CUFFT_SUCCESS) {
+    return {static_cast<int>(e), set_name};
+  }
+  return {static_cast<int>(exec(plan)), exec_name};
+}
+
 template <typename T>
 NsStatus step(const NsFftPlans& plans, const NsStepArgs& a, cudaStream_t stream) {
   using C = typename Complex<T>::type;
+  constexpr bool f64 = sizeof(T) == 8;
   const int64_t r = a.r, batch = a.batch, s = r * (r / 2 + 1), n = r * r;
   const unsigned by = blocks(batch, kSamples);
+  auto* const spectra = static_cast<C*>(a.spectra);
+  auto* const fields = static_cast<T*>(a.fields);
+  auto* const advection = static_cast<T*>(a.advection);
+  auto* const advection_hat = static_cast<C*>(a.advection_hat);
   spectra_kernel<T><<<dim3(blocks(s, kThreads), by), kThreads, 0, stream>>>(
-      static_cast<const C*>(a.w_hat), static_cast<const C*>(a.coef), static_cast<C*>(a.spectra), s,
-      batch);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    return {static_cast<int>(e), "the spectra kernel's launch"};
+      static_cast<const C*>(a.w_hat), static_cast<const C*>(a.coef), spectra, s, batch);
+  NsStatus st = launched("the spectra kernel's launch");
+  if (st.ok()) {
+    st = transform(
+        plans.c2r, stream, [&](cufftHandle p) { return exec_c2r(p, spectra, fields); },
+        "cufftSetStream (C2R)", f64 ? "cufftExecZ2D" : "cufftExecC2R");
   }
-  if (const cufftResult e = cufftSetStream(plans.c2r, stream); e != CUFFT_SUCCESS) {
-    return {static_cast<int>(e), "cufftSetStream (C2R)"};
-  }
-  if constexpr (sizeof(T) == 8) {
-    if (const cufftResult e = cufftExecZ2D(plans.c2r, static_cast<cufftDoubleComplex*>(a.spectra),
-                                           static_cast<cufftDoubleReal*>(a.fields));
-        e != CUFFT_SUCCESS) {
-      return {static_cast<int>(e), "cufftExecZ2D"};
-    }
-  } else {
-    if (const cufftResult e = cufftExecC2R(plans.c2r, static_cast<cufftComplex*>(a.spectra),
-                                           static_cast<cufftReal*>(a.fields));
-        e != CUFFT_SUCCESS) {
-      return {static_cast<int>(e), "cufftExecC2R"};
-    }
-  }
+  if (!st.ok()) return st;
   constexpr int kN = Vec<T>::kN;
   advection_kernel<T>
       <<<dim3(blocks(n / kN, kThreads), blocks(batch, kAdvSamples)), kThreads, 0, stream>>>(
-          static_cast<const T*>(a.fields), static_cast<const T*>(a.minus_f),
-          static_cast<T*>(a.advection), n, batch);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    return {static_cast<int>(e), "the advection kernel's launch"};
+          fields, static_cast<const T*>(a.minus_f), advection, n, batch);
+  st = launched("the advection kernel's launch");
+  if (st.ok()) {
+    st = transform(
+        plans.r2c, stream, [&](cufftHandle p) { return exec_r2c(p, advection, advection_hat); },
+        "cufftSetStream (R2C)", f64 ? "cufftExecD2Z" : "cufftExecR2C");
   }
-  if (const cufftResult e = cufftSetStream(plans.r2c, stream); e != CUFFT_SUCCESS) {
-    return {static_cast<int>(e), "cufftSetStream (R2C)"};
-  }
-  if constexpr (sizeof(T) == 8) {
-    if (const cufftResult e = cufftExecD2Z(plans.r2c, static_cast<cufftDoubleReal*>(a.advection),
-                                           static_cast<cufftDoubleComplex*>(a.advection_hat));
-        e != CUFFT_SUCCESS) {
-      return {static_cast<int>(e), "cufftExecD2Z"};
-    }
-  } else {
-    if (const cufftResult e = cufftExecR2C(plans.r2c, static_cast<cufftReal*>(a.advection),
-                                           static_cast<cufftComplex*>(a.advection_hat));
-        e != CUFFT_SUCCESS) {
-      return {static_cast<int>(e), "cufftExecR2C"};
-    }
-  }
+  if (!st.ok()) return st;
   update_kernel<T><<<dim3(blocks(s, kThreads), by), kThreads, 0, stream>>>(
-      static_cast<C*>(a.w_hat), static_cast<const C*>(a.advection_hat),
-      static_cast<const C*>(a.coef), static_cast<const C*>(a.minus_dt_gain), s, batch);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    return {static_cast<int>(e), "the update kernel's launch"};
-  }
-  return {};
+      static_cast<C*>(a.w_hat), advection_hat, static_cast<const C*>(a.coef),
+      static_cast<const C*>(a.minus_dt_gain), s, batch);
+  return launched("the update kernel's launch");
 }
 
 }  // namespace

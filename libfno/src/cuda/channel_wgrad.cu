@@ -11,6 +11,7 @@
 // partials in a fixed order into gw.
 #include "block_tail_tuning.cuh"
 #include "channel_wgrad.h"
+#include "common.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -30,10 +31,6 @@ constexpr int kCtasPerSm = 8;    // CTAs a multiprocessor at most: their loads o
 constexpr int kMinTiles = 2;     // tiles a CTA takes at least
 constexpr int kMaxEntries = 4096;  // padded Cout x Cin: one block per thread at most
 constexpr int kSmemBytes = 48 * 1024;
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 
 __host__ __device__ constexpr int padded(int c) { return (c + kR - 1) / kR * kR; }
 

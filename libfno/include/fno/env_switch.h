@@ -1,5 +1,5 @@
 // Experiment overrides read from the environment (docs/development.md lists
-// them); internal to libfno.
+// them), for libfno and the layers above it.
 #pragma once
 
 #include <cstdlib>
