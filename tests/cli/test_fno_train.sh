@@ -46,16 +46,23 @@ else bad "dry run: $(cat "$work/err")"; fi
 expect 2 "already holds a run" -- --config "$small" --out "$work/full"
 
 # kill -9 partway (after a random number of epochs, at a random moment within
-# one), resume, compare. A fast machine may finish first; then try again.
+# one, once a checkpoint exists), resume, compare with an uninterrupted run of
+# the same length. The checkpoint is written after the epoch's metrics line and
+# by a writer thread, so the kill waits for the file; the runs are 24 epochs
+# long so that a loaded machine still polls before the end. If a run finishes
+# first anyway, try again.
+long=(--set training.epochs=24)
+"$bin" --config "$small" "${long[@]}" --out "$work/full24" > /dev/null 2> "$work/full24.err" || bad "24-epoch reference run failed: $(tail -1 "$work/full24.err")"
 interrupted=0
 for attempt in 1 2 3 4 5; do
   rm -rf "$work/killed"
-  "$bin" --config "$small" --out "$work/killed" > /dev/null 2>&1 &
+  "$bin" --config "$small" "${long[@]}" --out "$work/killed" > /dev/null 2>&1 &
   pid=$!
-  want=$((2 + RANDOM % 3))
+  want=$((2 + RANDOM % 12))
   [ "$attempt" -gt 2 ] && want=1
   while kill -0 $pid 2> /dev/null; do
-    if [ -f "$work/killed/metrics.jsonl" ] && [ "$(wc -l < "$work/killed/metrics.jsonl")" -ge "$want" ]; then
+    if [ -f "$work/killed/checkpoint_latest.pt" ] && [ -f "$work/killed/metrics.jsonl" ] &&
+       [ "$(wc -l < "$work/killed/metrics.jsonl")" -ge "$want" ]; then
       kill -9 $pid 2> /dev/null
       break
     fi
@@ -70,9 +77,9 @@ done
 [ "$interrupted" -eq 1 ] || bad "could not interrupt a run with kill -9 before it finished"
 "$bin" --resume "$work/killed" > /dev/null 2> "$work/resume.err" || bad "resume failed: $(tail -1 "$work/resume.err")"
 strip() { sed -E 's/, "seconds": [^,}]*//' "$1"; }
-if [ "$(strip "$work/full/metrics.jsonl")" = "$(strip "$work/killed/metrics.jsonl")" ]; then ok
-else bad "metrics after kill -9 + resume differ from the uninterrupted run"; diff <(strip "$work/full/metrics.jsonl") <(strip "$work/killed/metrics.jsonl"); fi
-full_metrics=$(grep -o '"metrics": {[^}]*}' "$work/full/summary.json")
+if [ "$(strip "$work/full24/metrics.jsonl")" = "$(strip "$work/killed/metrics.jsonl")" ]; then ok
+else bad "metrics after kill -9 + resume differ from the uninterrupted run"; diff <(strip "$work/full24/metrics.jsonl") <(strip "$work/killed/metrics.jsonl"); fi
+full_metrics=$(grep -o '"metrics": {[^}]*}' "$work/full24/summary.json")
 resumed_metrics=$(grep -o '"metrics": {[^}]*}' "$work/killed/summary.json")
 [ -n "$full_metrics" ] && [ "$full_metrics" = "$resumed_metrics" ] && ok || bad "final metrics differ: $full_metrics vs $resumed_metrics"
 
