@@ -4,7 +4,8 @@
 // bf16 and half activations (tensor cores) against the fp32 path on the same
 // (rounded) inputs; a tensor of more than 2^31 elements; and the tiled step's
 // two kernels (the next block's input, the recomputing backward) against the
-// whole-grid kernels.
+// whole-grid kernels; a width without a fused tail (20) with its channel MLP
+// on the fused channel-MLP kernels; those kernels on their own.
 #include <fno/fused.h>
 #include <fno/layers.h>
 #include <fno/precision.h>
@@ -174,6 +175,65 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
           fno::set_block_tail_packed(true);
           for (size_t i = 0; i < got.grads.size(); ++i)
             CHECK(torch::equal(unpacked.grads[i], got.grads[i]));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "block tail of width 20 (no fused tail): its channel MLP fused, against the LibTorch path") {
+  REQUIRE(fno::fused_kernels_compiled());
+  torch::manual_seed(16);
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  // The Navier-Stokes models' blocks (width 20, a channel MLP 10 wide); 64, the
+  // one-pass backward's widest; 100, a fused forward with the LibTorch backward.
+  for (const int64_t cm : {10, 64, 100}) {
+    const auto p = random_params(20, cm);
+    for (const auto& shape :
+         std::vector<std::vector<int64_t>>{{2, 20, 37, 29}, {10, 20, 64, 64}, {3, 20, 9, 10, 11}}) {
+      const auto x = torch::randn(shape, o), s = torch::randn(shape, o),
+                 dz = torch::randn(shape, o);
+      for (const bool gelu_input : {false, true}) {
+        for (const bool gelu_mid : {false, true}) {
+          const auto ref = run_tail(x, s, p, dz, gelu_input, gelu_mid, false);
+          for (const auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+            const auto round = [&](const torch::Tensor& t) { return t.to(dtype); };
+            const auto xd = round(x), sd = round(s), dzd = round(dz);
+            // The LibTorch path in the same dtype on the same rounded inputs:
+            // the fused MLP must be as close to fp32 as it is.
+            const auto lib = run_tail(xd, sd, p, dzd, gelu_input, gelu_mid, false);
+            const auto got = run_tail(xd, sd, p, dzd, gelu_input, gelu_mid, true);
+            const auto ref_d = dtype == torch::kFloat
+                                   ? ref
+                                   : run_tail(xd.to(torch::kFloat), sd.to(torch::kFloat), p,
+                                              dzd.to(torch::kFloat), gelu_input, gelu_mid, false);
+            const bool fp32 = dtype == torch::kFloat;
+            const double ez = rel_err(got.z.to(torch::kFloat), ref_d.z);
+            const double lz = rel_err(lib.z.to(torch::kFloat), ref_d.z);
+            INFO("Cmid ", cm, ", shape ", torch::IntArrayRef(shape), ", ", dtype, ", gelu_input ",
+                 gelu_input, ", gelu_mid ", gelu_mid, ": z ", ez, " (LibTorch ", lz, ")");
+            MESSAGE("width 20, Cmid ", cm, " ", torch::IntArrayRef(shape), " ", dtype,
+                    " gelu_input ", gelu_input, " gelu_mid ", gelu_mid, ": z ", ez, " (LibTorch ",
+                    lz, ")");
+            CHECK((got.z.scalar_type() == dtype));
+            CHECK(ez <= std::max(fp32 ? 1e-5 : 0.0, 1.5 * lz + 1e-4));
+            for (size_t i = 0; i < ref.grads.size(); ++i) {
+              const double e = rel_err(got.grads[i].to(torch::kFloat), ref_d.grads[i]);
+              const double l = rel_err(lib.grads[i].to(torch::kFloat), ref_d.grads[i]);
+              INFO("gradient of ", std::string(kGradNames[i]), ": ", e, " (LibTorch ", l, ")");
+              MESSAGE(std::string("  grad "), std::string(kGradNames[i]), ": ", e, " (LibTorch ", l,
+                      ")");
+              CHECK((got.grads[i].scalar_type() == lib.grads[i].scalar_type()));
+              CHECK((got.grads[i].sizes() == ref.grads[i].sizes()));
+              CHECK(e <= std::max(fp32 ? 1e-4 : 0.0, 1.5 * l + 1e-3));
+            }
+            // The weight gradients are summed in a fixed order: the same bits again.
+            const auto again = run_tail(xd, sd, p, dzd, gelu_input, gelu_mid, true);
+            CHECK(torch::equal(again.z, got.z));
+            for (size_t i = 0; i < got.grads.size(); ++i)
+              CHECK(torch::equal(again.grads[i], got.grads[i]));
+          }
         }
       }
     }
@@ -422,13 +482,15 @@ TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibT
   torch::manual_seed(26);
   // {B, Cin, Cmid, Cout, grid}: the 2D and 3D liftings, the projection,
   // hidden layers narrower than 64 (the one-pass backward's padding) and
-  // wider (its GEMM path), and a shape without a kernel (the LibTorch path,
+  // wider (its GEMM path), a width-20 block's channel MLP and the projection
+  // from width 20, and a shape without a kernel (the LibTorch path,
   // said once); then the projection on a grid long enough for the LibTorch
   // backward's per-entry chunks (over 2^20 points; the sanitizers skip it).
   std::vector<std::vector<int64_t>> shapes;
   SUBCASE("small grids") {
-    shapes = {{3, 3, 64, 32, 37, 29}, {2, 4, 64, 32, 9, 10, 11}, {2, 3, 40, 32, 33, 17},
-              {1, 32, 37, 1, 129},    {2, 32, 64, 1, 30, 41},    {2, 32, 128, 1, 50, 40},
+    shapes = {{3, 3, 64, 32, 37, 29},  {2, 4, 64, 32, 9, 10, 11}, {2, 3, 40, 32, 33, 17},
+              {1, 32, 37, 1, 129},     {2, 32, 64, 1, 30, 41},    {2, 32, 128, 1, 50, 40},
+              {2, 20, 10, 20, 30, 31}, {3, 20, 64, 20, 17, 19},   {2, 20, 128, 1, 33, 17},
               {2, 5, 16, 8, 20, 21}};
   }
   SUBCASE("a long grid") { shapes = {{2, 32, 64, 1, 1100, 1000}}; }

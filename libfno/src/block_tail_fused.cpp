@@ -20,6 +20,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "cuda/block_tail.h"
+#include "cuda/channel_mlp.h"
 #include "fused_common.h"
 #endif
 
@@ -88,7 +89,8 @@ void set_block_tail_packed(bool packed) {
 #ifdef FNO_CUDA_KERNELS
 namespace {
 // Says on stderr, once per (channels, mid) in the process, that blocks of
-// that shape run the LibTorch path for want of a compiled kernel.
+// that shape run the LibTorch path for want of a compiled kernel (and whether
+// their channel MLP runs the fused channel-MLP kernels there).
 void say_no_kernel(int64_t channels, int64_t mid) {
   static std::mutex mutex;
   static std::set<std::pair<int64_t, int64_t>> said;
@@ -99,7 +101,9 @@ void say_no_kernel(int64_t channels, int64_t mid) {
   std::ostringstream line;
   line << "fno: the fused block tail has no kernel for hidden_channels=" << channels
        << ", channel MLP width " << mid << " (compiled: " << cuda::kCompiledChannels << "/"
-       << cuda::kCompiledMid << "); those blocks run the LibTorch path\n";
+       << cuda::kCompiledMid << "); those blocks run the LibTorch path"
+       << (cuda::channel_mlp_supported(channels, mid, channels) ? ", their channel MLP fused" : "")
+       << "\n";
   std::cerr << line.str() << std::flush;
 }
 }  // namespace

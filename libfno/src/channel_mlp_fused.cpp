@@ -97,7 +97,7 @@ Weights fp32_weights(const torch::Tensor& w1, const torch::Tensor& b1, const tor
 
 bool fused_channel_mlp_usable(const torch::Tensor& x, const torch::Tensor& w1,
                               const torch::Tensor& b1, const torch::Tensor& w2,
-                              const torch::Tensor& b2) {
+                              const torch::Tensor& b2, bool say_missing) {
 #ifdef FNO_CUDA_KERNELS
   if (!fused_kernels_enabled() || !mlp_kernels_enabled() || !x.defined() || !x.is_cuda() ||
       x.dim() != 3 || !w1.defined() || !w2.defined() || w1.dim() != 2 || w2.dim() != 2)
@@ -114,10 +114,10 @@ bool fused_channel_mlp_usable(const torch::Tensor& x, const torch::Tensor& w1,
         (x.size(2) <= 1 || x.stride(2) == 1)))
     return false;
   if (cuda::channel_mlp_supported(in, mid, out)) return true;
-  say_no_kernel(in, mid, out);
+  if (say_missing) say_no_kernel(in, mid, out);
   return false;
 #else
-  (void)x, (void)w1, (void)b1, (void)w2, (void)b2;
+  (void)x, (void)w1, (void)b1, (void)w2, (void)b2, (void)say_missing;
   return false;
 #endif
 }
@@ -164,13 +164,14 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
 
 bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tensor& dy,
                                        const torch::Tensor& w1, const torch::Tensor& b1,
-                                       const torch::Tensor& w2, const torch::Tensor& b2) {
+                                       const torch::Tensor& w2, const torch::Tensor& b2,
+                                       bool say_missing) {
 #ifdef FNO_CUDA_KERNELS
   return one_pass_backward_enabled() && dy.defined() && dy.scalar_type() == x.scalar_type() &&
-         fused_channel_mlp_usable(x, w1, b1, w2, b2) &&
+         fused_channel_mlp_usable(x, w1, b1, w2, b2, say_missing) &&
          cuda::channel_mlp_backward_supported(x.size(1), w1.size(0), w2.size(0));
 #else
-  (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)b2;
+  (void)x, (void)dy, (void)w1, (void)b1, (void)w2, (void)b2, (void)say_missing;
   return false;
 #endif
 }

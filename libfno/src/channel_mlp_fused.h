@@ -14,10 +14,11 @@ namespace fno::detail {
 /// (unit stride along N; any batch and channel strides) with w1 [Cmid, Cin],
 /// b1 [Cmid], w2 [Cout, Cmid], b2 [Cout] (biases may be undefined): a CUDA
 /// tensor of fp32, bf16 or half, the fused kernels on, and a compiled shape.
-/// A shape without a kernel is said once per process on stderr.
+/// A shape without a kernel is said once per process on stderr, unless
+/// !say_missing (a caller that says so itself: a block tail's channel MLP).
 bool fused_channel_mlp_usable(const torch::Tensor& x, const torch::Tensor& w1,
                               const torch::Tensor& b1, const torch::Tensor& w2,
-                              const torch::Tensor& b2);
+                              const torch::Tensor& b2, bool say_missing = true);
 
 /// y = W2 GELU(W1 act(x) + b1) + b2 (act = GELU when gelu_input).
 // x: [B, Cin, N] -> [B, Cout, N] in x's dtype
@@ -36,7 +37,8 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
 /// with a hidden layer of at most 64 units, and dy of x's dtype).
 bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tensor& dy,
                                        const torch::Tensor& w1, const torch::Tensor& b1,
-                                       const torch::Tensor& w2, const torch::Tensor& b2);
+                                       const torch::Tensor& w2, const torch::Tensor& b2,
+                                       bool say_missing = true);
 
 /// The MLP's gradients, dx (when need_dx) in x's dtype and the weights' in
 /// theirs (fp32 for the masters), from one pass over x and dy; the hidden layer is never stored,

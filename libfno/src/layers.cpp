@@ -462,8 +462,15 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
       return z;
     }
     const auto y1 = lin(w_skip, a, torch::Tensor(), s);
-    const auto h = lin(w1, gelu_mid ? torch::gelu(y1) : y1, b1);
-    auto z = lin(w2, torch::gelu(h), b2);
+    torch::Tensor z;
+    // CUDA, a width without a fused block tail (cuda/channel_mlp_forward.cu):
+    // the channel MLP in one kernel, its hidden layer in registers.
+    if (detail::fused_channel_mlp_usable(y1, w1, b1, w2, b2, /*say_missing=*/false)) {
+      z = detail::fused_channel_mlp_forward(y1, w1, b1, w2, b2, gelu_mid);
+    } else {
+      const auto h = lin(w1, gelu_mid ? torch::gelu(y1) : y1, b1);
+      z = lin(w2, torch::gelu(h), b2);
+    }
     z.addcmul_(like(gate, a), a);
     ctx->save_for_backward({gelu_input ? x : a, y1, w_skip, w1, b1, w2, b2, gate});
     ctx->saved_data["gelu"] = gelu_input;
@@ -494,16 +501,31 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     // The weights in the compute type, cast once rather than per batch entry.
     const auto w1c = like(w1, dz), b1c = like(b1, dz), w2c = like(w2, dz);
     const auto w_skipc = like(w_skip, dz), gatec = like(gate, dz);
-    auto da = torch::empty_like(dz), ds = torch::empty_like(dz);
+    auto da = torch::empty_like(dz);
+    torch::Tensor ds;  // the spectral output's gradient is dy1
+    // CUDA, a width without a fused block tail (cuda/channel_mlp_backward.cu):
+    // the channel MLP's backward in one pass over y1 and dz, dy1 and its
+    // weight gradients with no hidden-layer tensor.
+    const bool fused_mlp =
+        detail::fused_channel_mlp_backward_usable(y1, dz, w1, b1, w2, b2, /*say_missing=*/false);
+    if (fused_mlp) {
+      auto r = detail::fused_channel_mlp_backward(y1, dz, w1, b1, w2, b2, gelu_mid, true);
+      ds = r.dx;
+      g.gw1 = r.w1, g.gb1 = r.b1, g.gw2 = r.w2, g.gb2 = r.b2;
+    } else {
+      ds = torch::empty_like(dz);
+    }
     const bool entries = per_entry(dz, std::max(dz.size(1), w1.size(0)));
     over_batch(batch, entries, [&](int64_t i, int64_t n) {
       const auto dzs = dz.narrow(0, i, n), y1s = y1.narrow(0, i, n);
       const auto as = gelu_input ? torch::gelu(in.narrow(0, i, n)) : in.narrow(0, i, n);
-      const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;
-      const auto dh = mlp2_hidden_grad(g1, dzs, w1c, b1c, w2c, g);
-      auto dy1 = ds.narrow(0, i, n);  // the spectral output's gradient is dy1
-      lin_t_into(dy1, w1c, dh);
-      if (gelu_mid) at::gelu_backward_out(dy1, dy1, y1s);
+      auto dy1 = ds.narrow(0, i, n);
+      if (!fused_mlp) {
+        const auto g1 = gelu_mid ? torch::gelu(y1s) : y1s;
+        const auto dh = mlp2_hidden_grad(g1, dzs, w1c, b1c, w2c, g);
+        lin_t_into(dy1, w1c, dh);
+        if (gelu_mid) at::gelu_backward_out(dy1, dy1, y1s);
+      }
       add_wgrad(gw_skip, dy1, as);
       add_channel_sum(g_gate, dzs * as);
       auto das = da.narrow(0, i, n);

@@ -102,6 +102,8 @@ int by_shape(int64_t in, int64_t out, Args... args) {
   if (in == 3 && out == 32) return F<T, 3, 32>::run(args...);
   if (in == 4 && out == 32) return F<T, 4, 32>::run(args...);
   if (in == 32 && out == 1) return F<T, 32, 1>::run(args...);
+  if (in == 20 && out == 20) return F<T, 20, 20>::run(args...);
+  if (in == 20 && out == 1) return F<T, 20, 1>::run(args...);
   return static_cast<int>(cudaErrorInvalidValue);
 }
 

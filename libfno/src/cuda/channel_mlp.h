@@ -32,7 +32,9 @@ namespace fno::cuda {
 /// Whether the kernels are compiled for Cin inputs and Cout outputs (any
 /// hidden width Cmid up to kMaxChannelMlpMid): the 2D and 3D liftings of a
 /// one-channel input with its grid coordinates into width 32, and the
-/// projection from width 32 to one channel (the seed model's).
+/// projection from width 32 to one channel (the seed model's); the channel
+/// MLP of a width-20 FNO block (20 -> Cmid -> 20, which has no fused block
+/// tail) and the projection from width 20 (the Navier-Stokes models').
 bool channel_mlp_supported(int64_t in, int64_t mid, int64_t out);
 constexpr int64_t kMaxChannelMlpMid = 256;  // the weights fit 48 KiB of shared memory
 
@@ -40,7 +42,7 @@ constexpr int64_t kMaxChannelMlpMid = 256;  // the weights fit 48 KiB of shared 
 struct ChannelMlpShape {
   int in, out;
 };
-constexpr ChannelMlpShape kCompiledChannelMlps[] = {{3, 32}, {4, 32}, {32, 1}};
+constexpr ChannelMlpShape kCompiledChannelMlps[] = {{3, 32}, {4, 32}, {32, 1}, {20, 20}, {20, 1}};
 
 /// fp32 device pointers: w1 [Cmid, Cin], b1 [Cmid] or null, w2 [Cout, Cmid],
 /// b2 [Cout] or null, contiguous.

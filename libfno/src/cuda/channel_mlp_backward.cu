@@ -6,7 +6,7 @@
 // GELU(h), dh, dy and act(x) go to shared memory, point-major. Then the CTA
 // adds the tile to its weight-gradient sums, dW2 = dy GELU(h)^T and dW1 =
 // dh act(x)^T (and the biases'), lane l owning hidden units 2l and 2l + 1:
-// the wide product's rows (Cout or Cin = 32) are split over the warps and
+// the wide product's rows (Cout or Cin of 20 or 32) are split over the warps and
 // read as broadcasts; the narrow one's points are split over the warps.
 // After its last tile the CTA writes its partial sums, and reduce_kernel adds
 // the CTAs' in order (deterministic). The hidden layer [B, Cmid, N] is never
@@ -83,19 +83,20 @@ constexpr int kBwdPoints =
     kBwdThreads / 2;  // two threads per grid point: half the hidden units each
 constexpr int kBwdMid = int{kMaxChannelMlpBackwardMid};  // two hidden units per lane in the sums
 // CTAs per multiprocessor: four fit the shared memory; a wide input's
-// registers (act(x) and dx's sums, 32 each) leave room for three.
+// registers (act(x) and dx's sums, up to 32 each) leave room for three.
 constexpr int bwd_per_sm(int64_t in) { return in > 4 ? 3 : 4; }
 constexpr int kHStride = kBwdMid + 4;  // GELU(h) and dh rows: 16-byte float4 stores, no conflicts
 static_assert(kBwdMid == 64, "the weight-gradient sums give each lane two hidden units");
 
 // An operand of R channels kept point-major in shared memory, [kBwdPoints][kStride]
 // (float4 stores by the point's thread without bank conflicts), and how the
-// weight-gradient sums read it: R = 32 splits its rows over the warps (each
-// reads its rows as broadcasts at every point); R <= 4 leaves each warp every
-// row at a quarter of the points.
+// weight-gradient sums read it: R = 20 or 32 splits its rows over the warps
+// (each reads its rows as broadcasts at every point: 5 scalar or 8 as two
+// float4 loads); R <= 4 leaves each warp every row at a quarter of the points.
 template <int R>
 struct Operand {
-  static_assert(R <= 4 || R % (4 * kBwdWarps) == 0, "operand widths: up to 4, or 16k");
+  static_assert(R <= 4 || (R % 4 == 0 && R % kBwdWarps == 0),
+                "operand widths: up to 4, or a multiple of 4 split over the warps");
   static constexpr bool kSplit = R > 4;
   static constexpr int kStride = kSplit ? R + 4 : 4;
   static constexpr int kRows = kSplit ? R / kBwdWarps : R;  // a warp's rows
