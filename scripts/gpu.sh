@@ -73,6 +73,9 @@
 #                (NSEPOCH_BASE_TRAIN)
 #   nsprof       the paper's Navier-Stokes models' steps (fno_bench, configs/ns_v1e-5_fno{3d,2d}):
 #                graphs on/off, one traced step summed by kernel (issue 27's training time)
+#   nsmlp        issue 27: width-20 blocks' channel MLPs on the fused kernels: their GPU tests,
+#                then fno_bench none (graphs on, fp32) on configs/ns_v1e-5_fno{3d,2d}.yaml with
+#                FNO_FUSED_MLP=0 and 1, interleaved twice
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
 #   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
@@ -788,6 +791,28 @@ run_suite() {
           > "$out/nsprof/${m}_kernels.txt"
         head -45 "$out/nsprof/${m}_kernels.txt" | tee -a "$summary"
         rm -f "$out/nsprof/$m.json"
+      done
+      ;;
+    nsmlp)
+      # issue 27: width-20 blocks' channel MLPs on the fused channel-MLP kernels (FNO_FUSED_MLP=1)
+      # against the LibTorch path (0): the GPU tests, then each NS model's step, interleaved twice
+      mkdir -p "$out/nsmlp"
+      timeout 300 "$build/tests/fno_gpu_tests" -tc='*width 20*,*channel MLP*' \
+        > "$out/nsmlp/gpu_tests.log" 2>&1
+      say "nsmlp tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/nsmlp/gpu_tests.log" | tr -s ' ' | tr '\n' ' '))"
+      local m b r v
+      for r in a b; do
+        for m in fno3d:10 fno2d:20; do
+          b=${m#*:}
+          m=${m%:*}
+          for v in 0 1; do
+            FNO_FUSED_MLP=$v timeout 120 "$bench" --config "configs/ns_v1e-5_$m.yaml" --resolutions 64 \
+              --batches "$b" --policies none --cuda-graphs on --warmup 5 --steps 20 \
+              --json "$out/nsmlp/${m}_mlp${v}_$r.json" > /dev/null 2> "$out/nsmlp/${m}_mlp${v}_$r.log"
+            say "== ns $m b$b FNO_FUSED_MLP=$v ($r): exit $? $(grep '^fno_bench: ' "$out/nsmlp/${m}_mlp${v}_$r.log" | cut -c1-160)"
+          done
+        done
       done
       ;;
     tiledprof)
