@@ -84,6 +84,9 @@
 #                backward and first-dim transform (FNO_FUSED_MLP_BACKWARD=0, FNO_DFT_FIRST_DIM=0),
 #                then each change on; memcheck and racecheck on the channel-MLP GPU test
 #   ooc2048      issue 26's first row alone: 2048^2, b8, none and auto under 2 GiB
+#   h1loss       issue 28: the fused relative H1 loss: its GPU tests (and under memcheck and
+#                racecheck), then fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16,
+#                with FNO_FUSED_LOSS=0 and 1, twice; the seed main command both ways
 #   fork         issue 28: fno_bench none at 64^2/128^2/256^2, batch 32, fp32 and bf16, with
 #                the GELU fork off (FNO_GELU_FORK=0) and on, twice; the seed main command both ways
 #   dftgemm      issue 28: the last dim's real-DFT GEMM shapes at 64^2/128^2/256^2 (batch 32, 32
@@ -1083,6 +1086,23 @@ run_suite() {
       ;;
     dftexpand)
       switch_ab FNO_DFT_EXPAND dftexpand expand
+      ;;
+    h1loss)
+      # issue 28: the relative H1 loss by the fused kernels (cuda/h1_loss.cu) against the
+      # LibTorch path (FNO_FUSED_LOSS=0): their GPU tests, memcheck and racecheck on them,
+      # then fno_bench and the seed main command both ways
+      mkdir -p "$out/h1loss"
+      timeout 200 "$build/tests/fno_gpu_tests" -tc='*H1 loss*' > "$out/h1loss/gpu_tests.log" 2>&1
+      say "h1loss tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/h1loss/gpu_tests.log" | tr -s ' ' | tr '\n' ' '))"
+      local tool
+      for tool in memcheck racecheck; do
+        timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          "$build/tests/fno_gpu_tests" -tc='*H1 loss: the relative*' \
+          > "$out/h1loss/$tool.log" 2>&1
+        say "h1loss $tool: exit $? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/h1loss/$tool.log" | head -1)"
+      done
+      switch_ab FNO_FUSED_LOSS h1loss loss
       ;;
     fork)
       # issue 28: a block's GELU read by its spectral conv and its tail, their gradients
