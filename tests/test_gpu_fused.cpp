@@ -481,19 +481,22 @@ TEST_CASE("fused channel MLP: the lifting and projection shapes against the LibT
   const char* names[] = {"x", "w1", "b1", "w2", "b2"};
   torch::manual_seed(26);
   // {B, Cin, Cmid, Cout, grid}: the 2D and 3D liftings, the projection,
-  // hidden layers narrower than 64 (the one-pass backward's padding) and
-  // wider (its GEMM path), a width-20 block's channel MLP and the projection
-  // from width 20, and a shape without a kernel (the LibTorch path,
-  // said once); then the projection on a grid long enough for the LibTorch
-  // backward's per-entry chunks (over 2^20 points; the sanitizers skip it).
+  // hidden layers narrower than 64 and 128 (the one-pass backward's two
+  // widths and their padding) and wider (its GEMM path), a width-20 block's
+  // channel MLP (the one-pass backward up to 64 wide, the GEMM path past it)
+  // and the projection from width 20, and a shape without a kernel (the
+  // LibTorch path, said once); then the projection on a grid long enough for
+  // the LibTorch backward's per-entry chunks (over 2^20 points; the
+  // sanitizers skip it).
   std::vector<std::vector<int64_t>> shapes;
   SUBCASE("small grids") {
     shapes = {{3, 3, 64, 32, 37, 29},  {2, 4, 64, 32, 9, 10, 11}, {2, 3, 40, 32, 33, 17},
               {1, 32, 37, 1, 129},     {2, 32, 64, 1, 30, 41},    {2, 32, 128, 1, 50, 40},
-              {2, 20, 10, 20, 30, 31}, {3, 20, 64, 20, 17, 19},   {2, 20, 128, 1, 33, 17},
-              {2, 5, 16, 8, 20, 21}};
+              {2, 32, 100, 1, 31, 33}, {2, 4, 128, 32, 21, 23},   {2, 32, 200, 1, 30, 31},
+              {2, 20, 10, 20, 30, 31}, {3, 20, 64, 20, 17, 19},   {2, 20, 100, 20, 17, 19},
+              {2, 20, 128, 1, 33, 17}, {2, 5, 16, 8, 20, 21}};
   }
-  SUBCASE("a long grid") { shapes = {{2, 32, 64, 1, 1100, 1000}}; }
+  SUBCASE("a long grid") { shapes = {{2, 32, 64, 1, 1100, 1000}, {1, 32, 128, 1, 1100, 1000}}; }
   for (const auto& sh : shapes) {
     const int64_t b = sh[0], cin = sh[1], cm = sh[2], cout = sh[3];
     std::vector<int64_t> shape{b, cin};

@@ -34,7 +34,8 @@ std::pair<torch::Tensor, torch::Tensor> fused_channel_mlp_hidden_grad(
     const torch::Tensor& b1, const torch::Tensor& w2, bool gelu_input);
 
 /// Whether fused_channel_mlp_backward runs this MLP (fused_channel_mlp_usable
-/// with a hidden layer of at most 64 units, and dy of x's dtype).
+/// with a hidden layer of at most 64 units, or 128 where
+/// cuda::channel_mlp_backward_supported says so, and dy of x's dtype).
 bool fused_channel_mlp_backward_usable(const torch::Tensor& x, const torch::Tensor& dy,
                                        const torch::Tensor& w1, const torch::Tensor& b1,
                                        const torch::Tensor& w2, const torch::Tensor& b2,

@@ -382,7 +382,7 @@ ChannelMLP2Grads mlp2_backward(const torch::Tensor& x, const torch::Tensor& gy,
                                const torch::Tensor& w1, const torch::Tensor& b1,
                                const torch::Tensor& w2, const torch::Tensor& b2, bool gelu_input,
                                bool need_gx) {
-  // CUDA (cuda/channel_mlp_backward.cu), hidden layers up to 64 wide: the
+  // CUDA (cuda/channel_mlp_backward.cu), hidden layers up to 64 or 128 wide: the
   // whole backward in one pass over x and gy, with no hidden-layer tensor.
   if (detail::fused_channel_mlp_backward_usable(x, gy, w1, b1, w2, b2)) {
     return detail::fused_channel_mlp_backward(x, gy, w1, b1, w2, b2, gelu_input, need_gx);

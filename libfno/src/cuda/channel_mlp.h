@@ -7,9 +7,9 @@
 // width) in three passes over memory (a bias copy, the GEMM, the GELU) and
 // reads it back for the second GEMM. These kernels keep it in registers:
 // forward reads x and writes y; the backward reads x and dy once, writes dx
-// and sums the weight gradients per CTA (hidden layers up to 64 wide; wider
-// ones write the two tensors the weight-gradient GEMMs need, GELU(h) and dh,
-// in one pass).
+// and sums the weight gradients per CTA (hidden layers up to 64 wide, or 128
+// where the sums fit; wider ones write the two tensors the weight-gradient
+// GEMMs need, GELU(h) and dh, in one pass).
 //
 // Files: channel_mlp_forward.cu, channel_mlp_backward.cu; GELU from gelu.cuh,
 // rounding from common.cuh.
@@ -75,10 +75,12 @@ int channel_mlp_hidden_grad(Dtype dtype, ChannelMlpInput x, ChannelMlpInput dy, 
                             const ChannelMlpWeights& w, bool gelu_input, void* stream);
 
 /// Whether channel_mlp_backward runs this shape: a compiled (Cin, Cout) pair
-/// and a hidden layer of at most kMaxChannelMlpBackwardMid units (wider ones
-/// take channel_mlp_hidden_grad and GEMMs).
+/// and a hidden layer of at most 64 units, or of at most
+/// kMaxChannelMlpBackwardMid where the CTA's partial weight-gradient sums fit
+/// its tiles' shared memory (the liftings and the projections; not 20 -> 20),
+/// (wider ones take channel_mlp_hidden_grad and GEMMs).
 bool channel_mlp_backward_supported(int64_t in, int64_t mid, int64_t out);
-constexpr int64_t kMaxChannelMlpBackwardMid = 64;
+constexpr int64_t kMaxChannelMlpBackwardMid = 128;
 
 /// fp32 device pointers for the weight gradients, overwritten: w1 [Cmid, Cin],
 /// b1 [Cmid] or null (not computed), w2 [Cout, Cmid], b2 [Cout] or null.

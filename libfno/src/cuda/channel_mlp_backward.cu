@@ -1,11 +1,12 @@
 // The channel MLP's backward (channel_mlp.h).
 //
-// backward_kernel, for hidden layers up to kBwdMid wide: a CTA takes tiles of
+// backward_kernel<..., KM>, for hidden layers up to KM = 64 or 128 wide (128
+// where the CTA's partial sums fit its tiles' space): a CTA takes tiles of
 // kBwdPoints grid points. First two threads per point recompute half of its
 // h each from x, then GELU(h) and dh = GELU'(h) * (W2^T dy), and write dx;
 // GELU(h), dh, dy and act(x) go to shared memory, point-major. Then the CTA
 // adds the tile to its weight-gradient sums, dW2 = dy GELU(h)^T and dW1 =
-// dh act(x)^T (and the biases'), lane l owning hidden units 2l and 2l + 1:
+// dh act(x)^T (and the biases'), lane l owning hidden units KM/32 l .. + KM/32 - 1:
 // the wide product's rows (Cout or Cin of 20 or 32) are split over the warps and
 // read as broadcasts; the narrow one's points are split over the warps.
 // After its last tile the CTA writes its partial sums, and reduce_kernel adds
@@ -81,12 +82,14 @@ constexpr int kBwdWarps = 4;
 constexpr int kBwdThreads = 32 * kBwdWarps;
 constexpr int kBwdPoints =
     kBwdThreads / 2;  // two threads per grid point: half the hidden units each
-constexpr int kBwdMid = int{kMaxChannelMlpBackwardMid};  // two hidden units per lane in the sums
-// CTAs per multiprocessor: four fit the shared memory; a wide input's
-// registers (act(x) and dx's sums, up to 32 each) leave room for three.
-constexpr int bwd_per_sm(int64_t in) { return in > 4 ? 3 : 4; }
-constexpr int kHStride = kBwdMid + 4;  // GELU(h) and dh rows: 16-byte float4 stores, no conflicts
-static_assert(kBwdMid == 64, "the weight-gradient sums give each lane two hidden units");
+// KM, the widest hidden layer a kernel takes: 64 (two hidden units per lane
+// in the weight-gradient sums) or 128 (four, for the 128-wide projections).
+// CTAs per multiprocessor: at KM = 64 four fit the shared memory, and a wide
+// input's registers (act(x) and dx's sums, up to 32 each) leave room for
+// three; at KM = 128 the GELU(h) and dh tiles take twice the space: two.
+constexpr int bwd_per_sm(int64_t in, int km) { return km > 64 ? 2 : in > 4 ? 3 : 4; }
+// GELU(h) and dh rows: 16-byte float4 stores, no conflicts
+constexpr int h_stride(int km) { return km + 4; }
 
 // An operand of R channels kept point-major in shared memory, [kBwdPoints][kStride]
 // (float4 stores by the point's thread without bank conflicts), and how the
@@ -102,11 +105,22 @@ struct Operand {
   static constexpr int kRows = kSplit ? R / kBwdWarps : R;  // a warp's rows
 };
 
-// Shared memory (floats): the weights (Smem), then GELU(h) and dh [P][kHStride],
+// A narrow (<= 4) or split operand's row stride, as Operand's, for any width.
+constexpr int operand_stride(int r) { return r > 4 ? r + 4 : 4; }
+
+// Whether the warps' partial sums of a KM-wide hidden layer fit the space of
+// the tiles they reuse (Cin x Cout x KM; 20 x 20 x 128 does not).
+constexpr bool bwd_fits(int in, int out, int km) {
+  return kBwdWarps * (km * (in + 1) + out * (km + 1)) <=
+         kBwdPoints * (2 * h_stride(km) + operand_stride(out) + operand_stride(in));
+}
+
+// Shared memory (floats): the weights (Smem), then GELU(h) and dh [P][h_stride(KM)],
 // dy [P][Operand<OUT>::kStride] and act(x) [P][Operand<IN>::kStride]; after the
 // last tile, the warps' partial sums reuse the four.
-template <int IN, int OUT>
+template <int IN, int OUT, int KM>
 struct BwdLayout {
+  static constexpr int kHStride = h_stride(KM);
   __host__ __device__ static int g(int mid) { return (Smem<IN, OUT>::floats(mid) + 3) / 4 * 4; }
   __host__ __device__ static int dh(int mid) { return g(mid) + kBwdPoints * kHStride; }
   __host__ __device__ static int dy(int mid) { return dh(mid) + kBwdPoints * kHStride; }
@@ -116,10 +130,21 @@ struct BwdLayout {
   }
   // The partial sums, in the gradients' order: w1 [mid][IN], b1, w2 [OUT][mid], b2.
   __host__ __device__ static int entries(int mid) { return mid * (IN + 1) + OUT * (mid + 1); }
-  static_assert(kBwdWarps * (kBwdMid * (IN + 1) + OUT * (kBwdMid + 1)) <=
-                    kBwdPoints * (2 * kHStride + Operand<OUT>::kStride + Operand<IN>::kStride),
-                "the warps' partial sums fit the tile's space");
+  static_assert(bwd_fits(IN, OUT, KM), "the warps' partial sums fit the tile's space");
 };
+
+// U consecutive floats of shared memory, 8- or 16-byte aligned (U = 2 or 4).
+template <int U>
+__device__ __forceinline__ void load_units(float (&v)[U], const float* p) {
+  static_assert(U == 2 || U == 4, "two or four hidden units a lane");
+  if constexpr (U == 2) {
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    v[0] = q.x, v[1] = q.y;
+  } else {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  }
+}
 
 // R values from a point-major row of a narrow operand (R <= 4: its stride is
 // 4, one float4), else as load_row.
@@ -149,14 +174,16 @@ __device__ __forceinline__ void store_operand(float* p, const float (&v)[R]) {
   }
 }
 
-template <typename T, int IN, int OUT>
-__global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
+template <typename T, int IN, int OUT, int KM>
+__global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN, KM))
     backward_kernel(const T* __restrict__ x, int64_t x_batch, int64_t x_channel,
                     const T* __restrict__ dy, int64_t dy_batch, int64_t dy_channel,
                     T* __restrict__ dx, int64_t n, int64_t points, int mid, ChannelMlpWeights w,
                     bool gelu_input, float* __restrict__ partial) {
   using S = Smem<IN, OUT>;
-  using L = BwdLayout<IN, OUT>;
+  using L = BwdLayout<IN, OUT, KM>;
+  constexpr int kHStride = L::kHStride;
+  constexpr int U = KM / 32;  // the hidden units a lane owns in the sums
   using OY = Operand<OUT>;
   using OA = Operand<IN>;
   extern __shared__ __align__(16) float sm[];
@@ -168,12 +195,12 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
   float* s_a = sm + L::a(mid);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Phase 1: warp w takes points 16 w .. 16 w + 15, lane l point l % 16 and
-  // hidden units 32 (l / 16) .. + 31.
+  // hidden units KM / 2 (l / 16) .. + KM / 2 - 1.
   const int pt = warp * 16 + (lane & 15), half = lane >> 4;
-  // Phase 2: this lane's sums for hidden units k = 2 lane + e: dW2[o][k] over
+  // Phase 2: this lane's sums for hidden units k = U lane + e: dW2[o][k] over
   // the warp's dy rows, dW1[k][c] over its act(x) rows, db1[k]; db2 over dy
   // row `lane` (wide dy) or over the warp's rows (the same in every lane).
-  float acc_w2[OY::kRows][2] = {}, acc_w1[OA::kRows][2] = {}, acc_b1[2] = {};
+  float acc_w2[OY::kRows][U] = {}, acc_w1[OA::kRows][U] = {}, acc_b1[U] = {};
   float acc_b2[OY::kSplit ? 1 : OY::kRows] = {};
   const int y0 = OY::kSplit ? warp * OY::kRows : 0, a0 = OA::kSplit ? warp * OA::kRows : 0;
   const int64_t tiles = (points + kBwdPoints - 1) / kBwdPoints;
@@ -196,11 +223,11 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
       store_operand<OUT>(s_dy + pt * OY::kStride, d);
     }
     float gx[IN] = {};
-    const int k_begin = half * (kBwdMid / 2);
+    const int k_begin = half * (KM / 2);
     float* g_row = s_g + pt * kHStride + k_begin;
     float* dh_row = s_dh + pt * kHStride + k_begin;
 #pragma unroll 1
-    for (int kk = 0; kk < kBwdMid / 2; kk += 4) {
+    for (int kk = 0; kk < KM / 2; kk += 4) {
       float gq[4], dq[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -246,29 +273,31 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
     __syncthreads();
     // 2. The tile's share of the weight gradients. Wide operands: the warp's
     // rows at every point.
-    const float* g_col = s_g + 2 * lane;
-    const float* dh_col = s_dh + 2 * lane;
+    const float* g_col = s_g + U * lane;
+    const float* dh_col = s_dh + U * lane;
     if constexpr (OY::kSplit || OA::kSplit) {
 #pragma unroll 4
       for (int p = 0; p < kBwdPoints; ++p) {
         if constexpr (OY::kSplit) {
-          const float2 g2 = *reinterpret_cast<const float2*>(g_col + p * kHStride);
+          float gu[U];
+          load_units<U>(gu, g_col + p * kHStride);
           float y[OY::kRows];
           load_operand<OY::kRows>(y, s_dy + p * OY::kStride + y0);
 #pragma unroll
           for (int r = 0; r < OY::kRows; ++r) {
-            acc_w2[r][0] = fmaf(y[r], g2.x, acc_w2[r][0]);
-            acc_w2[r][1] = fmaf(y[r], g2.y, acc_w2[r][1]);
+#pragma unroll
+            for (int e = 0; e < U; ++e) acc_w2[r][e] = fmaf(y[r], gu[e], acc_w2[r][e]);
           }
         }
         if constexpr (OA::kSplit) {
-          const float2 d2 = *reinterpret_cast<const float2*>(dh_col + p * kHStride);
+          float du[U];
+          load_units<U>(du, dh_col + p * kHStride);
           float a[OA::kRows];
           load_operand<OA::kRows>(a, s_a + p * OA::kStride + a0);
 #pragma unroll
           for (int r = 0; r < OA::kRows; ++r) {
-            acc_w1[r][0] = fmaf(a[r], d2.x, acc_w1[r][0]);
-            acc_w1[r][1] = fmaf(a[r], d2.y, acc_w1[r][1]);
+#pragma unroll
+            for (int e = 0; e < U; ++e) acc_w1[r][e] = fmaf(a[r], du[e], acc_w1[r][e]);
           }
         }
       }
@@ -276,19 +305,21 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
     // Narrow operands, db1 and db2: every row at the warp's quarter of the points.
 #pragma unroll 4
     for (int p = warp; p < kBwdPoints; p += kBwdWarps) {
-      const float2 d2 = *reinterpret_cast<const float2*>(dh_col + p * kHStride);
-      acc_b1[0] += d2.x;
-      acc_b1[1] += d2.y;
+      float du[U];
+      load_units<U>(du, dh_col + p * kHStride);
+#pragma unroll
+      for (int e = 0; e < U; ++e) acc_b1[e] += du[e];
       if constexpr (OY::kSplit) {
         if (lane < OUT) acc_b2[0] += s_dy[p * OY::kStride + lane];
       } else {
-        const float2 g2 = *reinterpret_cast<const float2*>(g_col + p * kHStride);
+        float gu[U];
+        load_units<U>(gu, g_col + p * kHStride);
         float y[OY::kRows];
         load_operand<OY::kRows>(y, s_dy + p * OY::kStride);
 #pragma unroll
         for (int r = 0; r < OY::kRows; ++r) {
-          acc_w2[r][0] = fmaf(y[r], g2.x, acc_w2[r][0]);
-          acc_w2[r][1] = fmaf(y[r], g2.y, acc_w2[r][1]);
+#pragma unroll
+          for (int e = 0; e < U; ++e) acc_w2[r][e] = fmaf(y[r], gu[e], acc_w2[r][e]);
           acc_b2[r] += y[r];
         }
       }
@@ -297,8 +328,8 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
         load_operand<OA::kRows>(a, s_a + p * OA::kStride);
 #pragma unroll
         for (int r = 0; r < OA::kRows; ++r) {
-          acc_w1[r][0] = fmaf(a[r], d2.x, acc_w1[r][0]);
-          acc_w1[r][1] = fmaf(a[r], d2.y, acc_w1[r][1]);
+#pragma unroll
+          for (int e = 0; e < U; ++e) acc_w1[r][e] = fmaf(a[r], du[e], acc_w1[r][e]);
         }
       }
     }
@@ -313,8 +344,8 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN))
   __syncthreads();
   float* mine = red + warp * entries;
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int k = 2 * lane + e;
+  for (int e = 0; e < U; ++e) {
+    const int k = U * lane + e;
     if (k >= mid) continue;
 #pragma unroll
     for (int r = 0; r < OA::kRows; ++r) mine[k * IN + a0 + r] = acc_w1[r][e];
@@ -358,9 +389,30 @@ __global__ void reduce_kernel(const float* __restrict__ partial, int ctas, int m
   }
 }
 
-int64_t backward_ctas(int64_t points, int64_t in) {
+// The kernel's KM for a hidden layer `mid` wide.
+constexpr int km_for(int64_t mid) { return mid <= 64 ? 64 : 128; }
+
+int64_t backward_ctas(int64_t points, int64_t in, int km) {
   return std::max<int64_t>(1, std::min<int64_t>((points + kBwdPoints - 1) / kBwdPoints,
-                                                int64_t{device_sms()} * bwd_per_sm(in)));
+                                                int64_t{device_sms()} * bwd_per_sm(in, km)));
+}
+
+template <typename T, int IN, int OUT, int KM>
+int launch_backward(ChannelMlpInput x, ChannelMlpInput dy, void* dx, int64_t points, int64_t ctas,
+                    int64_t mid, int64_t n, ChannelMlpWeights w, bool gelu_input, float* workspace,
+                    cudaStream_t stream) {
+  using L = BwdLayout<IN, OUT, KM>;
+  const auto kernel = backward_kernel<T, IN, OUT, KM>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sizeof(float) * L::floats(KM)));
+  if (attr != cudaSuccess) return static_cast<int>(attr);
+  const auto bytes = sizeof(float) * static_cast<size_t>(L::floats(static_cast<int>(mid)));
+  kernel<<<static_cast<unsigned>(ctas), kBwdThreads, bytes, stream>>>(
+      static_cast<const T*>(x.data), x.batch_stride, x.channel_stride,
+      static_cast<const T*>(dy.data), dy.batch_stride, dy.channel_stride, static_cast<T*>(dx), n,
+      points, static_cast<int>(mid), w, gelu_input, workspace);
+  return static_cast<int>(cudaGetLastError());
 }
 
 template <typename T, int IN, int OUT>
@@ -368,27 +420,25 @@ struct Backward {
   static int run(ChannelMlpInput x, ChannelMlpInput dy, void* dx, int64_t batch, int64_t mid,
                  int64_t n, ChannelMlpWeights w, bool gelu_input, float* workspace,
                  ChannelMlpGrads g, cudaStream_t stream) {
-    using L = BwdLayout<IN, OUT>;
     const int64_t points = batch * n;
-    const int entries = L::entries(static_cast<int>(mid));
-    int64_t ctas = backward_ctas(points, IN);
+    const int entries = static_cast<int>(mid * (IN + 1) + OUT * (mid + 1));
+    const int km = km_for(mid);
+    int64_t ctas = backward_ctas(points, IN, km);
     if (points == 0) {
+      ctas = 1;
       if (const auto err = cudaMemsetAsync(workspace, 0, sizeof(float) * entries, stream))
         return static_cast<int>(err);
     } else {
-      const auto kernel = backward_kernel<T, IN, OUT>;
-      static const cudaError_t attr =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sizeof(float) * L::floats(kBwdMid)));
-      if (attr != cudaSuccess) return static_cast<int>(attr);
-      const auto bytes = sizeof(float) * static_cast<size_t>(L::floats(static_cast<int>(mid)));
-      kernel<<<static_cast<unsigned>(ctas), kBwdThreads, bytes, stream>>>(
-          static_cast<const T*>(x.data), x.batch_stride, x.channel_stride,
-          static_cast<const T*>(dy.data), dy.batch_stride, dy.channel_stride, static_cast<T*>(dx),
-          n, points, static_cast<int>(mid), w, gelu_input, workspace);
-      if (const auto err = cudaGetLastError()) return static_cast<int>(err);
+      int err = static_cast<int>(cudaErrorInvalidValue);
+      if (km == 64) {
+        err = launch_backward<T, IN, OUT, 64>(x, dy, dx, points, ctas, mid, n, w, gelu_input,
+                                              workspace, stream);
+      } else if constexpr (bwd_fits(IN, OUT, 128)) {
+        err = launch_backward<T, IN, OUT, 128>(x, dy, dx, points, ctas, mid, n, w, gelu_input,
+                                               workspace, stream);
+      }
+      if (err != 0) return err;
     }
-    if (points == 0) ctas = 1;
     reduce_kernel<<<(entries + 255) / 256, 256, 0, stream>>>(workspace, static_cast<int>(ctas),
                                                              static_cast<int>(mid), IN, OUT, g);
     return static_cast<int>(cudaGetLastError());
@@ -399,12 +449,16 @@ struct Backward {
 }  // namespace detail::mlp
 
 bool channel_mlp_backward_supported(int64_t in, int64_t mid, int64_t out) {
-  return channel_mlp_supported(in, mid, out) && mid <= kMaxChannelMlpBackwardMid;
+  using detail::mlp::bwd_fits;
+  return channel_mlp_supported(in, mid, out) &&
+         (mid <= 64 || (mid <= kMaxChannelMlpBackwardMid &&
+                        bwd_fits(static_cast<int>(in), static_cast<int>(out), 128)));
 }
 
 int64_t channel_mlp_backward_workspace(int64_t batch, int64_t in, int64_t mid, int64_t out,
                                        int64_t n) {
-  return detail::mlp::backward_ctas(batch * n, in) * (mid * (in + 1) + out * (mid + 1));
+  return detail::mlp::backward_ctas(batch * n, in, detail::mlp::km_for(mid)) *
+         (mid * (in + 1) + out * (mid + 1));
 }
 
 int channel_mlp_backward(Dtype dtype, ChannelMlpInput x, ChannelMlpInput dy, void* dx,
