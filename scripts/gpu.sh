@@ -73,9 +73,10 @@
 #                (NSEPOCH_BASE_TRAIN)
 #   nsprof       the paper's Navier-Stokes models' steps (fno_bench, configs/ns_v1e-5_fno{3d,2d}):
 #                graphs on/off, one traced step summed by kernel (issue 27's training time)
-#   nsmlp        issue 27: width-20 blocks' channel MLPs on the fused kernels: their GPU tests,
-#                then fno_bench none (graphs on, fp32) on configs/ns_v1e-5_fno{3d,2d}.yaml with
-#                FNO_FUSED_MLP=0 and 1, interleaved twice
+#   nsmlp        issue 27: width-20 blocks' channel MLPs and 128-wide projections on the fused
+#                kernels: their GPU tests (and the channel-MLP test's small grids under memcheck
+#                and racecheck), then fno_bench none (graphs on, fp32) on
+#                configs/ns_v1e-5_fno{3d,2d}.yaml with FNO_FUSED_MLP=0 and 1, interleaved twice
 #   tiledprof    one traced step of the whole-grid and tiled steps at 2048^2 and 4096^2, summed
 #                by kernel (bench/trace_kernels.py)
 #   mlp          the fused channel MLP's GPU tests; fno_bench with and without it (FNO_FUSED_MLP)
@@ -805,6 +806,12 @@ run_suite() {
       say "nsmlp tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
         "$out/nsmlp/gpu_tests.log" | tr -s ' ' | tr '\n' ' '))"
       local m b r v
+      for v in memcheck racecheck; do
+        timeout 240 compute-sanitizer --tool $v --error-exitcode 9 \
+          "$build/tests/fno_gpu_tests" -tc="fused channel MLP*" -sc="small grids" \
+          > "$out/nsmlp/$v.log" 2>&1
+        say "nsmlp $v: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/nsmlp/$v.log" | tail -1))"
+      done
       for r in a b; do
         for m in fno3d:10 fno2d:20; do
           b=${m#*:}
