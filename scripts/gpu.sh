@@ -251,6 +251,17 @@ ns_train_one() {
   train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $name" "$run" "$d" "${args[@]}"
 }
 
+# memcheck and racecheck on the channel-MLP GPU test's small grids, logs into DIR.
+mlp_sanitizers() {
+  local dir=$1 v
+  for v in memcheck racecheck; do
+    timeout 240 compute-sanitizer --tool $v --error-exitcode 9 \
+      "$build/tests/fno_gpu_tests" -tc="fused channel MLP*" -sc="small grids" \
+      > "$dir/$v.log" 2>&1
+    say "channel MLP $v: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$dir/$v.log" | tail -1))"
+  done
+}
+
 # An experiment switch off and on (VAR=0, VAR=1), interleaved twice: fno_bench none at
 # 64^2, 128^2, 256^2 (batch 32, fp32 and bf16, small_bench), then the seed main command
 # each way (metrics, whole-process wall time), into $out/DIR (files PREFIX<v>_<run>).
@@ -806,12 +817,7 @@ run_suite() {
       say "nsmlp tests: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
         "$out/nsmlp/gpu_tests.log" | tr -s ' ' | tr '\n' ' '))"
       local m b r v
-      for v in memcheck racecheck; do
-        timeout 240 compute-sanitizer --tool $v --error-exitcode 9 \
-          "$build/tests/fno_gpu_tests" -tc="fused channel MLP*" -sc="small grids" \
-          > "$out/nsmlp/$v.log" 2>&1
-        say "nsmlp $v: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/nsmlp/$v.log" | tail -1))"
-      done
+      mlp_sanitizers "$out/nsmlp"
       for r in a b; do
         for m in fno3d:10 fno2d:20; do
           b=${m#*:}
@@ -1131,12 +1137,7 @@ run_suite() {
         grep -h '^fno_bench: ' "$out/mlpbwd/mlp${v%,*}_dft${v#*,}.log" | cut -c1-120 |
           tee -a "$summary"
       done
-      for v in memcheck racecheck; do
-        timeout 240 compute-sanitizer --tool $v --error-exitcode 9 \
-          "$build/tests/fno_gpu_tests" -tc="fused channel MLP*" -sc="small grids" \
-          > "$out/mlpbwd/$v.log" 2>&1
-        say "$v: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/mlpbwd/$v.log" | tail -1))"
-      done
+      mlp_sanitizers "$out/mlpbwd"
       ;;
     moonshot)
       # issue 26's moonshot: 16384^2, batch 1, bf16, auto on the whole GPU (then with bf16

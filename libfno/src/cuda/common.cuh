@@ -34,18 +34,8 @@ __device__ __forceinline__ __half from_float<__half>(float v) {
 
 // v rounded to T and back: what a stored-then-reloaded value is.
 template <typename T>
-__device__ __forceinline__ float round_to(float v);
-template <>
-__device__ __forceinline__ float round_to<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ float round_to<__nv_bfloat16>(float v) {
-  return __bfloat162float(__float2bfloat16(v));
-}
-template <>
-__device__ __forceinline__ float round_to<__half>(float v) {
-  return __half2float(__float2half(v));
+__device__ __forceinline__ float round_to(float v) {
+  return to_float(from_float<T>(v));
 }
 
 // C channels, a channel MLP CM wide.
