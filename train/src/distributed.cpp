@@ -10,6 +10,7 @@
 #endif
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <ATen/ATen.h>
@@ -54,6 +55,28 @@ int64_t env_int(const char* name, int64_t fallback, bool required) {
 
 // Complex tensors travel as their real views (both parts); real ones as they are.
 at::Tensor real_view(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
+
+// Whether `device`'s current stream is being captured into a CUDA graph.
+bool capturing(const torch::Device& device) {
+#ifdef USE_C10D_NCCL
+  return device.is_cuda() &&
+         c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
+// Host numbers on the group's device without waiting for its stream: a
+// pageable host-to-device copy would wait for the work queued before it, and
+// a step whose collective hangs on a dead peer (inside a CUDA graph nothing
+// times it out) would block the host before the collective below could time
+// out. From pinned memory the copy is queued, and the collective's blocking
+// wait, bounded by the timeout, is where the host waits.
+at::Tensor on_device(const at::Tensor& host, const torch::Device& device) {
+  if (!device.is_cuda()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
 
 // Milliseconds since the epoch, for heartbeats.
 int64_t now_ms() {
@@ -335,14 +358,14 @@ void Group::all_reduce_sum(torch::Tensor& t) {
 
 std::vector<double> Group::all_reduce_sum(const std::vector<double>& values) {
   if (values.empty()) return {};
-  auto t = torch::tensor(values, torch::kDouble).to(p_->device);
+  auto t = on_device(torch::tensor(values, torch::kDouble), p_->device);
   all_reduce_sum(t);
   t = t.cpu();
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
 int64_t Group::all_reduce_max(int64_t value) {
-  auto t = torch::tensor({value}, torch::kLong).to(p_->device);
+  auto t = on_device(torch::tensor({value}, torch::kLong), p_->device);
   std::vector<at::Tensor> one{t};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
@@ -533,8 +556,18 @@ void GradientSync::finish() {
   for (auto& bk : p.buckets) bk.pending = 0;
   p.launch_ready();
   lock.unlock();
+  // Inside a CUDA graph's capture (TrainStep under graphs) the host cannot
+  // wait: the current stream waits for each all-reduce instead, in the graph.
+  // Each replay then runs the bucket copies and all-reduces as captured; the
+  // step's next collective on the host (the trainer's stop-signal check)
+  // is where a dead or hung peer shows, within the timeout.
+  const bool in_graph = capturing(p.group->device());
   for (auto& bk : p.buckets) {
-    p.group->p_->wait(bk.work, "gradient all-reduce");
+    if (in_graph) {
+      bk.work->synchronize();
+    } else {
+      p.group->p_->wait(bk.work, "gradient all-reduce");
+    }
     for (size_t k = 0; k < bk.params.size(); ++k) {
       auto param = p.params[bk.params[k]];
       const auto src = bk.flat.narrow(0, bk.offsets[k], bk.offsets[k + 1] - bk.offsets[k]);
