@@ -431,3 +431,48 @@ TEST_CASE("GPU graphs: a capture takes the memory the eager warm-ups cached") {
           graphed_reserved >> 20, " MiB");
   CHECK(static_cast<double>(graphed_reserved) <= 1.3 * static_cast<double>(eager_reserved));
 }
+
+TEST_CASE("GPU graphs: after a failed capture the pool, the allocator and the RNG work on") {
+  // A body that reads a number to the host cannot be captured. Afterwards the
+  // function runs eagerly; random numbers outside any capture, a capture into
+  // the same pool and its replays work as before (LibTorch's capture_end left
+  // the allocator routing into the pool and the generator in capture mode).
+  const torch::Device dev(torch::kCUDA, 0);
+  const auto x = torch::randn({64, 256}, dev);
+  bool sync_in_body = true;
+  fno::GraphedFunction bad(
+      [&](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+        // in[0]: [64, 256] -> [64, 256]
+        auto y = torch::tanh(in[0]) * 2;
+        if (sync_in_body) (void)y.sum().item<float>();  // a host read: no graph holds it
+        return {y};
+      },
+      dev, /*warmup=*/1);
+  (void)bad.run({x});  // the warm-up, eager
+  CHECK_THROWS_AS((void)bad.run({x}), fno::GraphCaptureError);
+  CHECK_FALSE(bad.captured({x}));
+  // Random numbers outside a capture.
+  torch::Tensor r;
+  CHECK_NOTHROW(r = torch::rand({1000}, dev));
+  CHECK(r.min().item<float>() >= 0.0f);
+  // A capture into the same pool, with random numbers inside it (the
+  // generator's capture state is whole again).
+  fno::GraphedFunction good(
+      [&](const std::vector<at::Tensor>& in) -> std::vector<at::Tensor> {
+        // in[0]: [64, 256] -> [64, 256], [64, 256]
+        return {torch::tanh(in[0]) * 2, torch::rand_like(in[0])};
+      },
+      dev, /*warmup=*/1, bad.pool());
+  for (int i = 0; i < 4; ++i) {
+    const auto x2 = torch::randn({64, 256}, dev);
+    const auto out = good.run({x2});
+    CHECK(rel_err(out.at(0), torch::tanh(x2) * 2) <= 1e-6);
+    CHECK(out.at(1).min().item<float>() >= 0.0f);
+    CHECK(out.at(1).max().item<float>() < 1.0f);
+  }
+  CHECK(good.captured({x}));
+  // Two replays draw different numbers (the graph's RNG offsets advance).
+  const auto a = good.run({x}).at(1).clone();
+  const auto b = good.run({x}).at(1).clone();
+  CHECK_FALSE(torch::equal(a, b));
+}

@@ -10,7 +10,6 @@
 #endif
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <ATen/ATen.h>
@@ -56,23 +55,11 @@ int64_t env_int(const char* name, int64_t fallback, bool required) {
 // Complex tensors travel as their real views (both parts); real ones as they are.
 at::Tensor real_view(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
 
-// Whether `device`'s current stream is being captured into a CUDA graph.
-bool capturing(const torch::Device& device) {
-#ifdef USE_C10D_NCCL
-  return device.is_cuda() &&
-         c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
-#else
-  (void)device;
-  return false;
-#endif
-}
-
 // Host numbers on the group's device without waiting for its stream: a
-// pageable host-to-device copy would wait for the work queued before it, and
-// a step whose collective hangs on a dead peer (inside a CUDA graph nothing
-// times it out) would block the host before the collective below could time
-// out. From pinned memory the copy is queued, and the collective's blocking
-// wait, bounded by the timeout, is where the host waits.
+// pageable host-to-device copy waits for the work queued before it, so a
+// step stuck on a dead peer would block the host before the collective could
+// time out. From pinned memory the copy is queued, and the collective's
+// blocking wait, bounded by the timeout, is where the host waits.
 at::Tensor on_device(const at::Tensor& host, const torch::Device& device) {
   if (!device.is_cuda()) return host.to(device);
   return host.pin_memory().to(device, /*non_blocking=*/true);
@@ -556,18 +543,8 @@ void GradientSync::finish() {
   for (auto& bk : p.buckets) bk.pending = 0;
   p.launch_ready();
   lock.unlock();
-  // Inside a CUDA graph's capture (TrainStep under graphs) the host cannot
-  // wait: the current stream waits for each all-reduce instead, in the graph.
-  // Each replay then runs the bucket copies and all-reduces as captured; the
-  // step's next collective on the host (the trainer's stop-signal check)
-  // is where a dead or hung peer shows, within the timeout.
-  const bool in_graph = capturing(p.group->device());
   for (auto& bk : p.buckets) {
-    if (in_graph) {
-      bk.work->synchronize();
-    } else {
-      p.group->p_->wait(bk.work, "gradient all-reduce");
-    }
+    p.group->p_->wait(bk.work, "gradient all-reduce");
     for (size_t k = 0; k < bk.params.size(); ++k) {
       auto param = p.params[bk.params[k]];
       const auto src = bk.flat.narrow(0, bk.offsets[k], bk.offsets[k + 1] - bk.offsets[k]);

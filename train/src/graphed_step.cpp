@@ -6,6 +6,7 @@
 
 #ifdef FNO_CUDA_GRAPHS
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -65,10 +66,9 @@ GraphDecision decide_cuda_graphs(const GraphConditions& c) {
     if (on) d.message = say("the device is " + c.device.str() + " (graphs need a CUDA device)");
     return d;
   }
-  if (c.world_size > 1 && c.backend != "nccl") {
-    d.message = say(std::to_string(c.world_size) + " ranks on the " +
-                    (c.backend.empty() ? std::string("?") : c.backend) +
-                    " backend: a graph captures NCCL's all-reduce only");
+  if (c.world_size > 1) {
+    d.message = say(std::to_string(c.world_size) +
+                    " ranks: each step's gradient all-reduce runs outside a graph");
     return d;
   }
   if (c.offload_policy != "none") {
@@ -115,13 +115,47 @@ std::vector<int64_t> shape_key(const std::vector<at::Tensor>& inputs) {
   return key;
 }
 
+// at::cuda::CUDAGraph that can clean up after a capture that failed. LibTorch
+// 2.11's capture_end() checks cudaStreamEndCapture's result before it stops
+// routing the device's allocations to the graph's pool and before it takes the
+// RNG generators out of capture mode: after a failed capture the next capture
+// threw "beginAllocateToPool: already recording to mempool_id" (fno_train
+// exited) and the next random tensor "Offset increment outside graph capture
+// encountered unexpectedly" (results/h200x2-2026-11-26-s11).
+class Graph : public at::cuda::CUDAGraph {
+ public:
+  // After capture_begin(), the body or capture_end() having thrown: the
+  // stream leaves capture mode, the pool stops taking allocations (the blocks
+  // the capture took go back to it as their tensors die), the generators leave
+  // capture mode. Each step is a no-op where capture_end() got past it.
+  void end_failed() {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(capture_stream_.stream(), &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(capture_stream_.stream(), &partial) == cudaSuccess &&
+          partial != nullptr) {
+        (void)cudaGraphDestroy(partial);
+      }
+    }
+    (void)cudaGetLastError();  // (a failed capture's error is not sticky)
+    try {
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_);
+    } catch (const c10::Error&) {  // capture_end() had ended it
+    }
+    // CUDAGeneratorState::capture_epilogue() clears this flag and returns the
+    // graph's offset increment; it is not exported from libtorch_cuda.
+    for (auto& entry : captured_generator_states_) entry.first->capturing_ = false;
+  }
+};
+
 }  // namespace
 
 struct GraphedFunction::Impl {
   struct Entry {
     int64_t eager_runs = 0;
     bool eager_only = false;  // never captured (over the limit, or out of memory)
-    std::unique_ptr<at::cuda::CUDAGraph> graph;
+    std::unique_ptr<Graph> graph;
     std::vector<at::Tensor> inputs;   // static, on the device
     std::vector<at::Tensor> outputs;  // static, in the pool
   };
@@ -189,13 +223,14 @@ struct GraphedFunction::Impl {
     return out;
   }
 
-  // The stream must leave capture mode after a failure; the graph is dropped.
-  static void end_failed_capture(at::cuda::CUDAGraph& graph, Entry& e) {
+  // After a failure in the body: the capture ends (Graph::end_failed), the
+  // graph is dropped.
+  static void end_failed_capture(Graph& graph, Entry& e) {
     try {
       graph.capture_end();
     } catch (...) {
     }
-    (void)cudaGetLastError();
+    graph.end_failed();
     e.outputs.clear();
   }
 
@@ -213,7 +248,7 @@ struct GraphedFunction::Impl {
     // graphs' pool can take that memory: otherwise the step's memory is held
     // twice, once cached outside the pool and once in it.
     c10::cuda::CUDACachingAllocator::emptyCache();
-    auto graph = std::make_unique<at::cuda::CUDAGraph>();
+    auto graph = std::make_unique<Graph>();
     {
       const c10::cuda::CUDAStreamGuard guard(pool->stream);
       // Thread-local: the checkpoint writer's thread may synchronize meanwhile.
@@ -232,7 +267,7 @@ struct GraphedFunction::Impl {
           graph->capture_end();
         } catch (const std::exception& ex) {
           failure = ex.what();
-          (void)cudaGetLastError();
+          graph->end_failed();
         }
       } else {
         end_failed_capture(*graph, e);
