@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #ifdef FNO_CUDA_GRAPHS
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
@@ -139,9 +140,15 @@ class Graph : public at::cuda::CUDAGraph {
       }
     }
     (void)cudaGetLastError();  // (a failed capture's error is not sticky)
+    // The device's and the pinned host memory's allocators both route into
+    // the pool during a capture (capture_begin began both).
     try {
       c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_);
     } catch (const c10::Error&) {  // capture_end() had ended it
+    }
+    try {
+      at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(mempool_id_);
+    } catch (const c10::Error&) {
     }
     // CUDAGeneratorState::capture_epilogue() clears this flag and returns the
     // graph's offset increment; it is not exported from libtorch_cuda.
