@@ -118,11 +118,11 @@ std::vector<int64_t> shape_key(const std::vector<at::Tensor>& inputs) {
 
 // at::cuda::CUDAGraph that can clean up after a capture that failed. LibTorch
 // 2.11's capture_end() checks cudaStreamEndCapture's result before it stops
-// routing the device's allocations to the graph's pool and before it takes the
-// RNG generators out of capture mode: after a failed capture the next capture
-// threw "beginAllocateToPool: already recording to mempool_id" (fno_train
-// exited) and the next random tensor "Offset increment outside graph capture
-// encountered unexpectedly" (results/h200x2-2026-11-26-s11).
+// routing allocations (the device's and pinned host memory's) to the graph's
+// pool and before it takes the RNG generators out of capture mode: after a failed capture the next
+// capture threw "beginAllocateToPool: already recording to mempool_id" (fno_train exited) and the
+// next random tensor "Offset increment outside graph capture encountered unexpectedly"
+// (results/h200x2-2026-11-26-s11).
 class Graph : public at::cuda::CUDAGraph {
  public:
   // After capture_begin(), the body or capture_end() having thrown: the
