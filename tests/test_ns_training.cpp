@@ -199,6 +199,18 @@ TEST_CASE("rollout errors: per record and over the whole trajectory") {
     want += std::sqrt(num) / y[b].norm().item<double>();
   }
   CHECK(fno::trajectory_rel_l2(pred, y).item<double>() == doctest::Approx(want));
+  // Up to each record: the whole-trajectory error of records 0..t, so the
+  // last entry is the trajectory's and the first the first record's.
+  const auto upto = fno::cumulative_rel_l2(pred, y);
+  REQUIRE(upto.sizes() == torch::IntArrayRef({4}));
+  for (int64_t t = 0; t < 4; ++t) {
+    const auto k = t + 1;
+    CHECK(upto[t].item<double>() ==
+          doctest::Approx(
+              fno::trajectory_rel_l2(pred.narrow(1, 0, k), y.narrow(1, 0, k)).item<double>()));
+  }
+  CHECK(upto[0].item<double>() == doctest::Approx(per[0].item<double>()));
+  CHECK(upto[3].item<double>() == doctest::Approx(want));
 }
 
 TEST_CASE(
@@ -305,6 +317,14 @@ TEST_CASE("Navier-Stokes training: both modes lower the loss and write per-recor
     REQUIRE(std::regex_search(text, m, kPerStep));
     const std::string list = m[1].str();
     CHECK(std::count(list.begin(), list.end(), ',') == 2);
+    // ... and of the trajectory up to each record, whose last is that line's ns_l2.
+    static const std::regex kUpTo(R"("ns_l2": ([^,]*),.*"ns_l2_upto": \[[^\]]*, ([^,\]]*)\])");
+    int lines = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), kUpTo);
+         it != std::sregex_iterator(); ++it, ++lines) {
+      CHECK(std::stod((*it)[2].str()) == doctest::Approx(std::stod((*it)[1].str())).epsilon(1e-6));
+    }
+    CHECK(lines >= 1);
     // predictions.h5: inputs, truth and prediction as trajectories, the error per record.
     const auto file = dir + "/predictions.h5";
     const auto rd = [&](const std::string& key) {

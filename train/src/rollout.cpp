@@ -61,4 +61,12 @@ at::Tensor per_step_rel_l2(const at::Tensor& pred, const at::Tensor& y) {
   return (num / den).sum(0);
 }
 
+at::Tensor cumulative_rel_l2(const at::Tensor& pred, const at::Tensor& y) {
+  check_pair(pred, y, "cumulative_rel_l2");
+  // [B, T, *S] -> [B, T] squared norms, summed over records 0..t -> [T]
+  const auto num = (pred - y).flatten(2).pow(2).sum(-1).cumsum(1).sqrt();
+  const auto den = y.flatten(2).pow(2).sum(-1).cumsum(1).sqrt() + LpLossOptions().eps();
+  return (num / den).sum(0);
+}
+
 }  // namespace fno

@@ -756,12 +756,21 @@ class TrainingRun {
 
   std::map<std::string, double> last_metrics;
   // Navier-Stokes: the last evaluation's relative L2 error per predicted
-  // record, by "<set>_l2_per_step" (metrics.jsonl, predictions.h5).
-  std::map<std::string, std::vector<double>> per_step;
+  // record, by "<set>_l2_per_step", and of the trajectory up to each record,
+  // by "<set>_l2_upto" (metrics.jsonl, predictions.h5).
+  std::map<std::string, std::vector<double>> per_record;
 
  private:
-  // evaluate()'s key infix of a per-record sum ("<set>#step#<t>").
+  // evaluate()'s key infixes of a per-record sum ("<set>#step#<t>") and of a
+  // sum up to a record ("<set>#upto#<t>").
   static constexpr const char* kPerStep = "#step#";
+  static constexpr const char* kUpTo = "#upto#";
+  // Navier-Stokes: per_step_rel_l2's and cumulative_rel_l2's sums over the batch.
+  // out, y: [B, C, *S] decoded -> [2, t_out] float64
+  torch::Tensor record_errors(const torch::Tensor& out, const torch::Tensor& y) const {
+    const auto p = s_.trajectory(out), t = s_.trajectory(y);
+    return torch::stack({per_step_rel_l2(p, t), cumulative_rel_l2(p, t)}).to(torch::kDouble);
+  }
   StepResult train_step(const torch::Tensor& x, const torch::Tensor& y);
   // Evaluation as CUDA graphs beside the step's (one per batch shape, in its
   // memory pool): the forward and the metrics, added on the device into
@@ -770,7 +779,7 @@ class TrainingRun {
   std::vector<torch::Tensor> eval_body(const std::vector<torch::Tensor>& inputs);
   std::unique_ptr<GraphedFunction> eval_graphs_;
   torch::Tensor eval_sums_;   // [metrics] float32: each metric's sum over the set so far
-  torch::Tensor eval_steps_;  // Navier-Stokes: [t_out] float64, per_step_rel_l2's sums
+  torch::Tensor eval_steps_;  // Navier-Stokes: [2, t_out] float64, record_errors' sums
   void after_step(int64_t epoch, Clock::time_point step_t0, bool record);
   // Hands the checkpoint of now to the writer thread, to be written to each
   // of `names` in order (rank 0; "checkpoint_latest.pt" rotates).
@@ -837,7 +846,7 @@ torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
 void TrainingRun::capture_evaluation() {
   const auto on = torch::TensorOptions().device(s_.device);
   eval_sums_ = torch::zeros({static_cast<int64_t>(losses_.size())}, on.dtype(torch::kFloat));
-  if (s_.ns()) eval_steps_ = torch::zeros({s_.ns_t_out}, on.dtype(torch::kDouble));
+  if (s_.ns()) eval_steps_ = torch::zeros({2, s_.ns_t_out}, on.dtype(torch::kDouble));
   eval_graphs_ = std::make_unique<GraphedFunction>(
       [this](const std::vector<torch::Tensor>& in) { return eval_body(in); }, s_.device,
       TrainStep::kGraphWarmup, s_.train_step->graph_pool());
@@ -860,15 +869,17 @@ std::vector<torch::Tensor> TrainingRun::eval_body(const std::vector<torch::Tenso
   }
   eval_sums_.add_(torch::stack(values));
   if (eval_steps_.defined()) {
-    eval_steps_.add_(per_step_rel_l2(s_.trajectory(out), s_.trajectory(y)).to(torch::kDouble));
+    eval_steps_.add_(record_errors(out, y));
   }
   return {};
 }
 
 // Each metric of each test set: the mean per-sample relative error, over all
 // ranks. Navier-Stokes adds each set's relative L2 error per predicted record
-// (per_step, "<set>_l2_per_step") and their mean over the records ("<set>_l2_step");
-// its "<set>_l2" is the error of the whole predicted trajectory (the paper's).
+// ("<set>_l2_per_step"), their mean over the records ("<set>_l2_step") and the
+// error of the trajectory up to each record ("<set>_l2_upto": a shorter
+// rollout's whole-trajectory error); its "<set>_l2" is the error of the whole
+// predicted trajectory (the paper's), upto's last entry.
 std::map<std::string, double> TrainingRun::evaluate() {
   // Each metric's sum over its set (this rank's share) and the set's size.
   std::vector<std::string> keys;
@@ -877,7 +888,7 @@ std::map<std::string, double> TrainingRun::evaluate() {
   s_.model->eval();
   for (const auto& e : s_.tests) {
     std::map<std::string, torch::Tensor> sums;
-    torch::Tensor step_sums;  // Navier-Stokes: [t_out]
+    torch::Tensor step_sums;  // Navier-Stokes: [2, t_out]
     // Several ranks: each evaluates a contiguous share of the set, and the
     // sums are added over ranks (no sample twice, none left out).
     const int64_t m = e.x.size(0);
@@ -905,14 +916,15 @@ std::map<std::string, double> TrainingRun::evaluate() {
         sums[name] = sums.count(name) ? sums[name] + v : v;
       }
       if (s_.ns()) {
-        const auto v = per_step_rel_l2(s_.trajectory(out), s_.trajectory(y)).to(torch::kDouble);
+        const auto v = record_errors(out, y);
         step_sums = step_sums.defined() ? step_sums + v : v;
       }
     }
     torch::Tensor read;  // under graphs: the set's sums, one read
     if (eval_graphs_) {
-      read = (eval_steps_.defined() ? torch::cat({eval_sums_.to(torch::kDouble), eval_steps_})
-                                    : eval_sums_.to(torch::kDouble))
+      read = (eval_steps_.defined()
+                  ? torch::cat({eval_sums_.to(torch::kDouble), eval_steps_.flatten()})
+                  : eval_sums_.to(torch::kDouble))
                  .cpu();
     }
     int64_t i = 0;
@@ -924,31 +936,37 @@ std::map<std::string, double> TrainingRun::evaluate() {
       sizes.push_back(static_cast<double>(m));
       ++i;
     }
-    for (int64_t t = 0; t < s_.ns_t_out; ++t) {  // (a rank without samples adds zeros)
-      keys.push_back(e.name + kPerStep + std::to_string(t));
-      sums_all.push_back(read.defined()        ? read[i + t].item<double>()
-                         : step_sums.defined() ? step_sums[t].item<double>()
-                                               : 0.0);
-      sizes.push_back(static_cast<double>(m));
+    // (a rank without samples adds zeros)
+    for (int64_t r = 0; r < (s_.ns() ? 2 : 0); ++r) {
+      for (int64_t t = 0; t < s_.ns_t_out; ++t) {
+        keys.push_back(e.name + (r == 0 ? kPerStep : kUpTo) + std::to_string(t));
+        sums_all.push_back(read.defined()        ? read[i + r * s_.ns_t_out + t].item<double>()
+                           : step_sums.defined() ? step_sums[r][t].item<double>()
+                                                 : 0.0);
+        sizes.push_back(static_cast<double>(m));
+      }
     }
   }
   s_.model->train();
   if (s_.group) sums_all = s_.group->all_reduce_sum(sums_all);  // one collective for all
   std::map<std::string, double> metrics;
-  per_step.clear();
+  per_record.clear();
   for (size_t k = 0; k < keys.size(); ++k) {
-    const auto at = keys[k].find(kPerStep);
+    const bool step = keys[k].find(kPerStep) != std::string::npos;
+    const auto at = keys[k].find(step ? kPerStep : kUpTo);
     if (at == std::string::npos) {
       metrics[keys[k]] = sums_all[k] / sizes[k];
       continue;
     }
-    const auto name = keys[k].substr(0, at) + "_l2";
-    per_step[name + "_per_step"].push_back(sums_all[k] / sizes[k]);
+    const auto name = keys[k].substr(0, at) + (step ? "_l2_per_step" : "_l2_upto");
+    per_record[name].push_back(sums_all[k] / sizes[k]);
   }
-  for (const auto& [key, errors] : per_step) {  // "<set>_l2_step": the mean over the records
+  for (const auto& e : s_.tests) {  // "<set>_l2_step": the mean over the records
+    const auto errors = per_record.find(e.name + "_l2_per_step");
+    if (errors == per_record.end()) continue;
     double sum = 0;
-    for (const double v : errors) sum += v;
-    metrics[key.substr(0, key.size() - 9) + "_step"] = sum / static_cast<double>(errors.size());
+    for (const double v : errors->second) sum += v;
+    metrics[e.name + "_l2_step"] = sum / static_cast<double>(errors->second.size());
   }
   return metrics;
 }
@@ -1197,7 +1215,7 @@ void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
   line.integer("epoch", epoch).num("lr", stats.lr).num("train_loss", stats.train_loss);
   for (const auto& [k, v] : metrics) line.num(k, v);
   if (!metrics.empty()) {
-    for (const auto& [k, errors] : per_step) {
+    for (const auto& [k, errors] : per_record) {
       std::string list = "[";
       for (size_t t = 0; t < errors.size(); ++t) list += (t ? ", " : "") + json::number(errors[t]);
       line.raw(k, list + "]");
@@ -1223,15 +1241,18 @@ TrainingRun::Predictions TrainingRun::predictions() {
     const int64_t k = std::min<int64_t>(c_.data.n_predictions, e.x.size(0));
     const auto out = predict(e.x.narrow(0, 0, k).to(s_.device));
     // Navier-Stokes: the t_in input records [k, t_in, R, R], truth and
-    // prediction as trajectories [k, t_out, R, R], and the set's error per record [t_out].
+    // prediction as trajectories [k, t_out, R, R], and the set's errors per record and up
+    // to each record [t_out].
     const auto y = e.y.narrow(0, 0, k);
     sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
     sets.emplace_back(e.name + "/y", (s_.ns() ? s_.trajectory(y) : y).contiguous().cpu());
     sets.emplace_back(e.name + "/pred", (s_.ns() ? s_.trajectory(out) : out).contiguous().cpu());
-    const auto errors = per_step.find(e.name + "_l2_per_step");
-    if (errors != per_step.end()) {
-      sets.emplace_back(e.name + "/l2_per_step",
-                        torch::tensor(errors->second, torch::kDouble).to(torch::kFloat));
+    for (const char* what : {"_l2_per_step", "_l2_upto"}) {
+      const auto errors = per_record.find(e.name + what);
+      if (errors != per_record.end()) {
+        sets.emplace_back(e.name + "/" + (what + 1),
+                          torch::tensor(errors->second, torch::kDouble).to(torch::kFloat));
+      }
     }
   }
   std::vector<data::Attribute> attrs;

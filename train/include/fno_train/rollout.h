@@ -43,4 +43,11 @@ at::Tensor trajectory_rel_l2(const at::Tensor& pred, const at::Tensor& y);
 // pred, y: [B, T, *S] -> [T]
 at::Tensor per_step_rel_l2(const at::Tensor& pred, const at::Tensor& y);
 
+/// The relative L2 error of each sample's trajectory up to each step, added
+/// over the batch: entry t is the sum over samples of ||pred_{0..t} -
+/// y_{0..t}|| / ||y_{0..t}||, so the last entry is trajectory_rel_l2's, and
+/// entry k - 1 is the whole-trajectory error of a k-step rollout.
+// pred, y: [B, T, *S] -> [T]
+at::Tensor cumulative_rel_l2(const at::Tensor& pred, const at::Tensor& y);
+
 }  // namespace fno
