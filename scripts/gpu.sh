@@ -233,12 +233,18 @@ train_until() {
   tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
 }
 
-# One config of nstrain (configs/CFG.yaml, or CFG@SEED: training.seed SEED) on nsdata's
-# set, into NSDATA_DIR/run_CFG (run_CFG_seedSEED).
+# One config of nstrain (configs/CFG.yaml, or CFG@SEED: training.seed SEED; a suffix
+# %KEY=VALUE, repeatable, adds that --set to this run alone) on nsdata's set, into
+# NSDATA_DIR/run_CFG (run_CFG_seedSEED, then _KEY-VALUE for each suffix: the key's last part).
 ns_train_one() {
-  local cfg=${1%@*} seed='' nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
-  [[ $1 == *@* ]] && seed=${1#*@}
+  local spec=${1%%\%*} sets=() kv1
+  [[ $1 == *%* ]] && IFS=% read -r -a sets <<< "${1#*%}"
+  local cfg=${spec%@*} seed='' nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
+  [[ $spec == *@* ]] && seed=${spec#*@}
   local name=$cfg${seed:+_seed$seed}
+  for kv1 in "${sets[@]}"; do
+    name+=_$(printf '%s' "${kv1##*.}" | tr -c 'A-Za-z0-9_.=-' '_' | tr '=' '-')
+  done
   local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$name d=$out/nstrain_$name kv
   mkdir -p "$d"
   if [ ! -f "${stem}_train.h5" ] || [ ! -f "${stem}_test.h5" ]; then
@@ -249,6 +255,7 @@ ns_train_one() {
     --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
   [ -n "$seed" ] && args+=(--set "training.seed=$seed")
   for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
+  for kv1 in "${sets[@]}"; do args+=(--set "$kv1"); done
   [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
   train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $name" "$run" "$d" "${args[@]}"
 }
@@ -1054,7 +1061,9 @@ run_suite() {
     nstrain)
       # issue 27: models of a row of the paper's Navier-Stokes table (NSTRAIN_CONFIG: one or
       # more of configs/*.yaml, space-separated, e.g. "ns_v1e-5_fno3d ns_v1e-5_fno2d"; CFG@SEED
-      # trains CFG with training.seed SEED into nstrain_CFG_seedSEED) on
+      # trains CFG with training.seed SEED into nstrain_CFG_seedSEED, and a suffix
+      # %KEY=VALUE sets KEY for that run, e.g. ns_v1e-4_fno2d@1%model.use_channel_mlp=false
+      # into nstrain_ns_v1e-4_fno2d_seed1_use_channel_mlp-false) on
       # nsdata's set of that row (the same NSDATA_* settings); on a machine of several GPUs
       # each config trains on its own GPU at the same time (round robin), else one after
       # another. Resumable within one warm machine: each run directory stays in NSDATA_DIR,

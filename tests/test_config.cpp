@@ -204,7 +204,8 @@ std::string dump(const fno::RunConfig& c) {
   list(m.n_modes());
   s << m.in_channels() << ' ' << m.out_channels() << ' ' << m.hidden_channels() << ' '
     << m.n_layers() << ' ' << m.lifting_channel_ratio() << ' ' << m.projection_channel_ratio()
-    << ' ' << m.positional_embedding() << ' ' << m.channel_mlp_expansion() << '\n';
+    << ' ' << m.positional_embedding() << ' ' << m.use_channel_mlp() << ' '
+    << m.channel_mlp_expansion() << '\n';
   list(m.domain_padding());
   s << static_cast<int>(m.domain_padding_mode()) << '\n';
   const auto& d = c.data;
@@ -255,6 +256,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"model.lifting_channel_ratio", "1"},
       {"model.projection_channel_ratio", "3"},
       {"model.positional_embedding", "false"},
+      {"model.use_channel_mlp", "false"},
       {"model.channel_mlp_expansion", "1"},
       {"model.domain_padding", "[0.1]"},
       {"model.domain_padding_mode", "one_sided"},

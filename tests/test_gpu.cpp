@@ -44,6 +44,20 @@ TEST_CASE("CUDA forward and gradients match neuraloperator's golden values (cuFF
   }
 }
 
+TEST_CASE("CUDA: blocks without channel MLPs match neuraloperator's golden values") {
+  const std::string io = "fno2d_no_channel_mlp_io.pt";
+  fno::FNO model(fno::FNOOptions({8, 6}, 1, 2, 8).n_layers(3).use_channel_mlp(false));
+  fno::load_state_dict(*model, fno::load_tensor_dict(golden_path("fno2d_no_channel_mlp_state.pt")));
+  model->to(torch::kCUDA);
+  auto y = model->forward(golden_tensor(io, "x").to(torch::kCUDA));
+  CHECK(rel_err(y, golden_tensor(io, "y")) <= 1e-5);
+  (y * golden_tensor(io, "w").to(torch::kCUDA)).sum().backward();
+  for (const auto& p : model->named_parameters()) {
+    INFO("gradient of ", p.key());
+    CHECK(rel_err(p.value().grad(), golden_tensor(io, "grad." + p.key())) <= 1e-4);
+  }
+}
+
 TEST_CASE("CUDA and CPU agree for 1D, 2D and 3D models at odd sizes") {
   torch::manual_seed(0);
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {

@@ -2,6 +2,7 @@
 // shapes, forward outputs and parameter gradients, from golden files.
 #include <fno/fno.h>
 #include <fno/serialize.h>
+#include <fno/tiled.h>
 
 #include <doctest/doctest.h>
 #include <torch/torch.h>
@@ -35,12 +36,15 @@ std::vector<double> to_double_vector(const torch::Tensor& t) {
 fno::FNOOptions options_from(const std::string& io_file) {
   auto i64 = [&](const char* k) { return golden_tensor(io_file, k).item<int64_t>(); };
   auto f64 = [&](const char* k) { return golden_tensor(io_file, k).item<double>(); };
-  return fno::FNOOptions(to_int_vector(golden_tensor(io_file, "cfg.n_modes")), i64("cfg.in_channels"),
-                         i64("cfg.out_channels"), i64("cfg.hidden_channels"))
+  const auto* use_mlp = golden(io_file).find("cfg.use_channel_mlp");  // (where set)
+  return fno::FNOOptions(to_int_vector(golden_tensor(io_file, "cfg.n_modes")),
+                         i64("cfg.in_channels"), i64("cfg.out_channels"),
+                         i64("cfg.hidden_channels"))
       .n_layers(i64("cfg.n_layers"))
       .lifting_channel_ratio(f64("cfg.lifting_channel_ratio"))
       .projection_channel_ratio(f64("cfg.projection_channel_ratio"))
-      .domain_padding(to_double_vector(golden_tensor(io_file, "cfg.domain_padding")));
+      .domain_padding(to_double_vector(golden_tensor(io_file, "cfg.domain_padding")))
+      .use_channel_mlp(use_mlp == nullptr || use_mlp->item<bool>());
 }
 
 fno::FNO model_from(const std::string& state_file, const std::string& io_file) {
@@ -80,7 +84,8 @@ TEST_CASE("seed FNO has neuraloperator's 1,192,801 parameters") {
 }
 
 TEST_CASE("state-dict names and shapes equal neuraloperator's") {
-  for (const std::string name : {"seed", "fno1d_even", "fno2d_even", "fno3d_even", "fno2d_padding"}) {
+  for (const std::string name : {"seed", "fno1d_even", "fno2d_even", "fno3d_even", "fno2d_padding",
+                                 "fno2d_no_channel_mlp"}) {
     INFO("case ", name);
     const auto theirs = fno::load_tensor_dict(golden_path(name + "_state.pt"));
     fno::FNO model(options_from(name + "_io.pt"));
@@ -106,6 +111,14 @@ TEST_CASE("forward and gradients match neuraloperator: 2D") {
   check_case("fno2d_odd", "fno2d_odd");
   check_case("fno2d_small_grid", "fno2d_small_grid");
   check_case("fno2d_padding", "fno2d_padding");
+}
+
+TEST_CASE("forward and gradients match neuraloperator: blocks without channel MLPs") {
+  check_case("fno2d_no_channel_mlp", "fno2d_no_channel_mlp");
+  // The blocks hold no channel-MLP parameters, and tiled execution says why it can't run.
+  fno::FNO model(options_from("fno2d_no_channel_mlp_io.pt"));
+  CHECK(model->fno_blocks->channel_mlp->size() == 0);
+  CHECK(fno::tiled_unsupported(model).find("model.use_channel_mlp") != std::string::npos);
 }
 
 TEST_CASE("forward and gradients match neuraloperator: 3D") {
@@ -211,30 +224,38 @@ TEST_CASE("C++ state dict round-trips through save_tensor_dict") {
 }
 
 TEST_CASE("roundtrip: write a C++ checkpoint for the Python check") {
-  // tests/python/check_cpp_checkpoint.py loads these into neuraloperator's FNO.
-  torch::manual_seed(1);
-  fno::FNO model(fno::FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2));
-  auto x = torch::randn({2, 1, 21, 16});
-  torch::Tensor y;
-  {
-    torch::NoGradGuard no_grad;
-    y = model->forward(x);
+  // tests/python/check_cpp_checkpoint.py loads these into neuraloperator's FNO:
+  // roundtrip_*.pt (the seed model) and roundtrip_no_mlp_*.pt (its blocks
+  // without channel MLPs).
+  for (const bool use_mlp : {true, false}) {
+    const std::string stem = use_mlp ? "roundtrip_" : "roundtrip_no_mlp_";
+    torch::manual_seed(1);
+    fno::FNO model(
+        fno::FNOOptions({16, 16}, 1, 1, 32).projection_channel_ratio(2).use_channel_mlp(use_mlp));
+    auto x = torch::randn({2, 1, 21, 16});
+    torch::Tensor y;
+    {
+      torch::NoGradGuard no_grad;
+      y = model->forward(x);
+    }
+    fno::save_tensor_dict(fno::state_dict(*model), out_path(stem + "state.pt"));
+    fno::TensorDict io;
+    if (!use_mlp) io.insert("cfg.use_channel_mlp", torch::tensor(false));
+    io.insert("x", x);
+    io.insert("y", y);
+    io.insert("cfg.n_modes", torch::tensor({16, 16}, torch::kInt64));
+    io.insert("cfg.in_channels", torch::tensor(1, torch::kInt64));
+    io.insert("cfg.out_channels", torch::tensor(1, torch::kInt64));
+    io.insert("cfg.hidden_channels", torch::tensor(32, torch::kInt64));
+    io.insert("cfg.n_layers", torch::tensor(4, torch::kInt64));
+    io.insert("cfg.lifting_channel_ratio", torch::tensor(2.0, torch::kDouble));
+    io.insert("cfg.projection_channel_ratio", torch::tensor(2.0, torch::kDouble));
+    io.insert("cfg.domain_padding", torch::empty({0}, torch::kDouble));
+    io.insert("cfg.n_params", torch::tensor(fno::count_params(*model), torch::kInt64));
+    fno::save_tensor_dict(io, out_path(stem + "io.pt"));
+    CHECK(fno::load_tensor_dict(out_path(stem + "state.pt")).size() ==
+          fno::state_dict(*model).size());
   }
-  fno::save_tensor_dict(fno::state_dict(*model), out_path("roundtrip_state.pt"));
-  fno::TensorDict io;
-  io.insert("x", x);
-  io.insert("y", y);
-  io.insert("cfg.n_modes", torch::tensor({16, 16}, torch::kInt64));
-  io.insert("cfg.in_channels", torch::tensor(1, torch::kInt64));
-  io.insert("cfg.out_channels", torch::tensor(1, torch::kInt64));
-  io.insert("cfg.hidden_channels", torch::tensor(32, torch::kInt64));
-  io.insert("cfg.n_layers", torch::tensor(4, torch::kInt64));
-  io.insert("cfg.lifting_channel_ratio", torch::tensor(2.0, torch::kDouble));
-  io.insert("cfg.projection_channel_ratio", torch::tensor(2.0, torch::kDouble));
-  io.insert("cfg.domain_padding", torch::empty({0}, torch::kDouble));
-  io.insert("cfg.n_params", torch::tensor(fno::count_params(*model), torch::kInt64));
-  fno::save_tensor_dict(io, out_path("roundtrip_io.pt"));
-  CHECK(fno::load_tensor_dict(out_path("roundtrip_state.pt")).size() == fno::state_dict(*model).size());
 }
 
 TEST_CASE("pointwise_linear with fused GELU: gradients equal plain autograd on long grids") {

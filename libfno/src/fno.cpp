@@ -13,11 +13,12 @@ namespace fno {
 // FNOBlocks
 // ---------------------------------------------------------------------------
 FNOBlocksImpl::FNOBlocksImpl(int64_t channels_, std::vector<int64_t> n_modes_, int64_t n_layers_,
-                             double channel_mlp_expansion_)
+                             double channel_mlp_expansion_, bool use_channel_mlp_)
     : channels(channels_),
       n_modes(std::move(n_modes_)),
       n_layers(n_layers_),
-      channel_mlp_expansion(channel_mlp_expansion_) {
+      channel_mlp_expansion(channel_mlp_expansion_),
+      use_channel_mlp(use_channel_mlp_) {
   reset();
 }
 
@@ -36,6 +37,7 @@ void FNOBlocksImpl::reset() {
   for (int64_t i = 0; i < n_layers; ++i) {
     convs->push_back(SpectralConv(SpectralConvOptions(channels, channels, n_modes)));
     fno_skips->push_back(LinearSkip(channels, channels));
+    if (!use_channel_mlp) continue;
     channel_mlp->push_back(ChannelMLP(ChannelMLPOptions(channels, channels, mlp_hidden)));
     channel_mlp_skips->push_back(SoftGating(channels, n_dim));
   }
@@ -52,6 +54,14 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   const bool last = index == n_layers - 1;
   auto& conv = *convs[index]->as<SpectralConv>();
   const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
+  if (!use_channel_mlp) {
+    // z = GELU(SpectralConv(a) + W_skip a) unless last; the next block's
+    // GELU of z is neuraloperator's second one.
+    const auto a = first ? x : torch::gelu(x);
+    const auto s = conv.forward(a, /*add_bias=*/true);
+    const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
+    return last ? y1 : torch::gelu(y1);
+  }
   const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
   auto& mlp = *channel_mlp[index]->as<ChannelMLP>();
   // The fused CUDA block tail (fno/fused.h) stores 2 tensors, as the slim
@@ -124,9 +134,9 @@ void FNOImpl::reset() {
   if (options.positional_embedding()) {
     positional_embedding = register_module("positional_embedding", GridEmbedding(n));
   }
-  fno_blocks =
-      register_module("fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(),
-                                              options.n_layers(), options.channel_mlp_expansion()));
+  fno_blocks = register_module(
+      "fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(), options.n_layers(),
+                              options.channel_mlp_expansion(), options.use_channel_mlp()));
   const int64_t lift_in = options.in_channels() + (options.positional_embedding() ? n : 0);
   if (lifting_channels() > 0) {
     lifting = register_module(
@@ -147,7 +157,8 @@ void FNOImpl::pretty_print(std::ostream& stream) const {
   stream << "fno::FNO(n_modes=" << torch::IntArrayRef(options.n_modes())
          << ", in=" << options.in_channels() << ", out=" << options.out_channels()
          << ", hidden=" << options.hidden_channels() << ", n_layers=" << options.n_layers()
-         << ", lifting=" << lifting_channels() << ", projection=" << projection_channels() << ")";
+         << ", lifting=" << lifting_channels() << ", projection=" << projection_channels()
+         << (options.use_channel_mlp() ? "" : ", use_channel_mlp=false") << ")";
 }
 
 std::vector<int64_t> FNOImpl::padding_for(torch::IntArrayRef spatial) const {

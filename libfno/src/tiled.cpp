@@ -104,6 +104,8 @@ std::string tiled_unsupported(FNO model) {
       if (p > 0) return "tiled execution does not support model.domain_padding";
     }
   }
+  if (!o.use_channel_mlp())
+    return "tiled execution needs the blocks' channel MLPs (model.use_channel_mlp)";
   for (int64_t i = 0; i < o.n_layers(); ++i) {
     if (model->fno_blocks->channel_mlp[i]->as<ChannelMLP>()->fcs->size() != 2) {
       return "tiled execution needs two-layer channel MLPs in the blocks";

@@ -15,7 +15,7 @@ What it makes (next to this script, or in --out):
                     scheduler-only lr sequences.
 
 Model cases: fno1d_even, fno1d_odd, fno2d_even, fno2d_odd, fno2d_small_grid,
-fno2d_padding, fno3d_even, fno3d_odd, seed (+ seed_odd_io.pt, same weights as seed).
+fno2d_padding, fno2d_no_channel_mlp, fno3d_even, fno3d_odd, seed (+ seed_odd_io.pt, same weights as seed).
 
 All model outputs are computed with the odd-size inverse-shift fix
 (tests/python/neuralop_fix.py): neuraloperator 2.0.0 applies fftshift (instead of
@@ -76,6 +76,9 @@ MODEL_CASES = [
      dict(n_modes=(8, 8), in_channels=1, out_channels=1, hidden_channels=8, n_layers=2,
           domain_padding=0.25),
      [2, 1, 16, 16], 204),
+    # Blocks without their channel MLPs: the FNO paper's block (neuraloperator
+    # applies GELU twice between such blocks).
+    ("fno2d_no_channel_mlp", dict(FNO2D, use_channel_mlp=False), [2, 1, 16, 20], 205),
     ("fno3d_even", FNO3D, [1, 1, 8, 8, 8], 301),
     ("fno3d_odd", FNO3D, [1, 1, 7, 9, 5], 302),
     ("seed", SEED, [2, 1, 16, 16], 401),
@@ -95,7 +98,11 @@ def cfg_tensors(model, kwargs):
         dp = []
     elif isinstance(dp, (int, float)):
         dp = [float(dp)]
+    extra = {}
+    if "use_channel_mlp" in kwargs:  # (only where set: the other files stay as they were)
+        extra["cfg.use_channel_mlp"] = torch.tensor(bool(kwargs["use_channel_mlp"]))
     return {
+        **extra,
         "cfg.n_modes": torch.tensor(list(kwargs["n_modes"]), dtype=torch.int64),
         "cfg.in_channels": torch.tensor(model.in_channels, dtype=torch.int64),
         "cfg.out_channels": torch.tensor(model.out_channels, dtype=torch.int64),

@@ -12,7 +12,7 @@ IO_PT     plain dict str -> Tensor with 'x', 'y' (the C++ model's output for x) 
           the cfg.* tensors of tests/golden/README.md (cfg.n_modes, cfg.in_channels,
           cfg.out_channels, cfg.hidden_channels, cfg.n_layers,
           cfg.lifting_channel_ratio, cfg.projection_channel_ratio,
-          cfg.domain_padding, optionally cfg.n_params).
+          cfg.domain_padding, optionally cfg.n_params and cfg.use_channel_mlp).
 
 Builds neuralop.models.FNO from cfg (all other options at their defaults), loads
 STATE_PT with torch.load(weights_only=True) and load_state_dict(strict=True), runs
@@ -46,7 +46,11 @@ def build_kwargs(io):
         domain_padding = dp[0]
     else:
         domain_padding = dp
+    extra = {}
+    if "cfg.use_channel_mlp" in io:
+        extra["use_channel_mlp"] = bool(io["cfg.use_channel_mlp"].item())
     return dict(
+        **extra,
         n_modes=tuple(int(m) for m in io["cfg.n_modes"].reshape(-1).tolist()),
         in_channels=scalar_int("cfg.in_channels"),
         out_channels=scalar_int("cfg.out_channels"),

@@ -216,6 +216,7 @@ const std::vector<Entry>& schema() {
       {"model.lifting_channel_ratio", Kind::kFloat, "2", "lifting MLP width / hidden_channels (0: one linear layer)", 0},
       {"model.projection_channel_ratio", Kind::kFloat, "2", "projection MLP width / hidden_channels", 0, kInf, true},
       {"model.positional_embedding", Kind::kBool, "true", "append the grid coordinates to the input"},
+      {"model.use_channel_mlp", Kind::kBool, "true", "each block ends in a ChannelMLP with a soft-gated skip (neuraloperator's default); false: spectral conv + linear skip and GELU alone, the FNO paper's block (neuraloperator's use_channel_mlp=False, which applies GELU twice between blocks)"},
       {"model.channel_mlp_expansion", Kind::kFloat, "0.5", "block ChannelMLP width / hidden_channels", 0, kInf, true},
       {"model.domain_padding", Kind::kFloatList, "[]", "zero padding as a fraction of each spatial size ([] none, [p] all dims)", 0, kInf, false, false, {}, 0, 3},
       {"model.domain_padding_mode", Kind::kString, "symmetric", "where the padding goes: symmetric (round(p * size) zeros at both ends, as neuraloperator) or one_sided (at the end alone, as the FNO paper's scripts)", -kInf, kInf, false, false, names(kPaddingModes)},
@@ -621,6 +622,7 @@ FNOOptions read_model(const Resolved& r) {
           .lifting_channel_ratio(r.as<double>("model.lifting_channel_ratio"))
           .projection_channel_ratio(r.as<double>("model.projection_channel_ratio"))
           .positional_embedding(r.as<bool>("model.positional_embedding"))
+          .use_channel_mlp(r.as<bool>("model.use_channel_mlp"))
           .channel_mlp_expansion(r.as<double>("model.channel_mlp_expansion"))
           .domain_padding(r.as<std::vector<double>>("model.domain_padding"))
           .domain_padding_mode(

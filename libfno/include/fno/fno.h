@@ -7,6 +7,8 @@
 // FNO block i (post-activation), with x its input:
 //   x1 = SpectralConv(x) + W_skip x ;  x1 = GELU(x1) unless last
 //   x2 = ChannelMLP(x1) + g * x     ;  x2 = GELU(x2) unless last
+// Without the channel MLP (use_channel_mlp false), x2 = GELU(x1) unless last:
+// the FNO paper's block, with GELU applied twice as neuraloperator does.
 #pragma once
 
 #include <fno/layers.h>
@@ -50,6 +52,9 @@ struct FNOOptions {
   TORCH_ARG(double, projection_channel_ratio) = 2.0;
   /// Append the d coordinate channels of the grid to the input.
   TORCH_ARG(bool, positional_embedding) = true;
+  /// Each block has a ChannelMLP with a soft-gated skip (neuraloperator's
+  /// default); false leaves them out, as neuraloperator's use_channel_mlp=False.
+  TORCH_ARG(bool, use_channel_mlp) = true;
   /// Block ChannelMLP hidden width = round(hidden_channels * expansion).
   TORCH_ARG(double, channel_mlp_expansion) = 0.5;
   /// Zero padding as a fraction of each spatial size: {} none, {p} all dims, or one per dim.
@@ -67,7 +72,7 @@ struct FNOOptions {
 class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
  public:
   FNOBlocksImpl(int64_t channels, std::vector<int64_t> n_modes, int64_t n_layers,
-                double channel_mlp_expansion);
+                double channel_mlp_expansion, bool use_channel_mlp = true);
   void reset() override;
   // x: [B, C, *S] -> [B, C, *S], block `index` (0-based).
   torch::Tensor forward(const torch::Tensor& x, int64_t index);
@@ -76,10 +81,11 @@ class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
   std::vector<int64_t> n_modes;
   int64_t n_layers;
   double channel_mlp_expansion;
+  bool use_channel_mlp;
   torch::nn::ModuleList convs{nullptr};              // SpectralConv
   torch::nn::ModuleList fno_skips{nullptr};          // LinearSkip
-  torch::nn::ModuleList channel_mlp{nullptr};        // ChannelMLP
-  torch::nn::ModuleList channel_mlp_skips{nullptr};  // SoftGating
+  torch::nn::ModuleList channel_mlp{nullptr};        // ChannelMLP (empty without them)
+  torch::nn::ModuleList channel_mlp_skips{nullptr};  // SoftGating (empty without them)
 };
 TORCH_MODULE(FNOBlocks);
 
