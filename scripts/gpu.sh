@@ -770,7 +770,7 @@ run_suite() {
       ;;
     nsepoch)
       # issue 27: seconds per epoch of paper models (NSEPOCH_CONFIGS, by default
-      # configs/ns_v1e-5_fno{3d,2d}.yaml; graphs on) on nsdata's set (the same NSDATA_*: run nsdata first, small), NSEPOCH_TRAIN
+      # configs/ns_v1e-5_fno{3d,2d}.yaml, each with optional %KEY=VALUE sets as nstrain's; graphs on) on nsdata's set (the same NSDATA_*: run nsdata first, small), NSEPOCH_TRAIN
       # (100) training samples, NSEPOCH_EPOCHS (4) epochs, one evaluation at the end; first with
       # NSEPOCH_BASE_TRAIN (an fno_train built from the code before), when set
       local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
@@ -781,12 +781,21 @@ run_suite() {
         say "nsepoch: no ${stem}_test.h5 (run nsdata with the same NSDATA_* first)"
         return
       fi
-      for cfg in ${NSEPOCH_CONFIGS:-ns_v1e-5_fno3d ns_v1e-5_fno2d}; do
+      local spec sets kv1
+      for spec in ${NSEPOCH_CONFIGS:-ns_v1e-5_fno3d ns_v1e-5_fno2d}; do
+        # CFG%KEY=VALUE (repeatable): that --set for this config alone
+        cfg=${spec%%\%*} sets=()
+        [[ $spec == *%* ]] && IFS=% read -r -a sets <<< "${spec#*%}"
+        local extra=()
+        for kv1 in "${sets[@]}"; do
+          extra+=(--set "$kv1")
+          cfg+=_$(printf '%s' "${kv1##*.}" | tr -c 'A-Za-z0-9_.=-' '_' | tr '=' '-')
+        done
         for tag in ${NSEPOCH_BASE_TRAIN:+base} now; do
           exe=$build/apps/fno_train
           [ "$tag" = base ] && exe=$NSEPOCH_BASE_TRAIN
           rm -rf "$dir/epoch_${cfg}_$tag"
-          timeout 200 "$exe" --config "configs/$cfg.yaml" --out "$dir/epoch_${cfg}_$tag" \
+          timeout 200 "$exe" --config "configs/${spec%%\%*}.yaml" --out "$dir/epoch_${cfg}_$tag" "${extra[@]}" \
             --set "data.train_file=${stem}_train.h5" --set "data.n_train=${NSEPOCH_TRAIN:-100}" \
             --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]" \
             --set "training.epochs=$ep" --set "training.eval_every=$ep" --set output.progress=none \
