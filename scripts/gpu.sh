@@ -223,7 +223,9 @@ train_until() {
     return
   fi
   t=$(date +%s)
-  timeout -s TERM "$left" "$build/apps/fno_train" "$@" > "$d/train.out" 2>> "$d/train.log"
+  # (train_launcher: empty, or torchrun's command for several ranks)
+  timeout -s TERM "$left" "${train_launcher[@]}" "$build/apps/fno_train" "$@" > "$d/train.out" \
+    2>> "$d/train.log"
   train_rc=$?
   secs=$(($(date +%s) - t))
   printf '%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$train_rc" "$secs" >> "$run/segments.tsv"
@@ -233,15 +235,28 @@ train_until() {
   tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
 }
 
-# One config of nstrain (configs/CFG.yaml, or CFG@SEED: training.seed SEED; a suffix
-# %KEY=VALUE, repeatable, adds that --set to this run alone) on nsdata's set, into
-# NSDATA_DIR/run_CFG (run_CFG_seedSEED, then _KEY-VALUE for each suffix: the key's last part).
+train_launcher=()
+
+# The ranks of an nstrain spec (CFG[@SEED][*N][%KEY=VALUE...]): N, or 1.
+ns_spec_ranks() {
+  local spec=${1%%\%*}
+  if [[ $spec == *\** ]]; then echo "${spec#*\*}"; else echo 1; fi
+}
+
+# One config of nstrain (configs/CFG.yaml, or CFG@SEED: training.seed SEED; *N: N ranks under
+# torchrun on the GPUs CUDA_VISIBLE_DEVICES names, each rank a share of the config's
+# data.batch_size, so that a step sees the same batch; a suffix %KEY=VALUE, repeatable, adds
+# that --set to this run alone) on nsdata's set, into NSDATA_DIR/run_CFG (run_CFG_seedSEED,
+# then _ranksN, then _KEY-VALUE for each suffix: the key's last part).
 ns_train_one() {
-  local spec=${1%%\%*} sets=() kv1
+  local spec=${1%%\%*} sets=() kv1 ranks bs
   [[ $1 == *%* ]] && IFS=% read -r -a sets <<< "${1#*%}"
+  ranks=$(ns_spec_ranks "$1")
+  spec=${spec%%\**}
   local cfg=${spec%@*} seed='' nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} dir=${NSDATA_DIR:-/tmp/fno-nsdata}
   [[ $spec == *@* ]] && seed=${spec#*@}
   local name=$cfg${seed:+_seed$seed}
+  [ "$ranks" -gt 1 ] && name+=_ranks$ranks
   for kv1 in "${sets[@]}"; do
     name+=_$(printf '%s' "${kv1##*.}" | tr -c 'A-Za-z0-9_.=-' '_' | tr '=' '-')
   done
@@ -254,6 +269,17 @@ ns_train_one() {
   local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
     --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
   [ -n "$seed" ] && args+=(--set "training.seed=$seed")
+  train_launcher=()
+  if [ "$ranks" -gt 1 ]; then
+    # the config's data.batch_size (its first "  batch_size:" line, in data:) over the ranks
+    bs=$(sed -n 's/^  batch_size: *\([0-9][0-9]*\).*/\1/p' "configs/$cfg.yaml" | head -1)
+    if [ -z "$bs" ] || [ $((bs % ranks)) -ne 0 ]; then
+      say "nstrain $name: configs/$cfg.yaml's data.batch_size '${bs}' does not split over $ranks ranks"
+      return
+    fi
+    args+=(--set "data.batch_size=$((bs / ranks))")
+    train_launcher=(torchrun --no-python --standalone --nproc-per-node "$ranks")
+  fi
   for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
   for kv1 in "${sets[@]}"; do args+=(--set "$kv1"); done
   [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
@@ -1072,26 +1098,33 @@ run_suite() {
       # more of configs/*.yaml, space-separated, e.g. "ns_v1e-5_fno3d ns_v1e-5_fno2d"; CFG@SEED
       # trains CFG with training.seed SEED into nstrain_CFG_seedSEED, and a suffix
       # %KEY=VALUE sets KEY for that run, e.g. ns_v1e-4_fno2d@1%model.use_channel_mlp=false
-      # into nstrain_ns_v1e-4_fno2d_seed1_use_channel_mlp-false) on
-      # nsdata's set of that row (the same NSDATA_* settings); on a machine of several GPUs
-      # each config trains on its own GPU at the same time (round robin), else one after
-      # another. Resumable within one warm machine: each run directory stays in NSDATA_DIR,
+      # into nstrain_ns_v1e-4_fno2d_seed1_use_channel_mlp-false; CFG*N trains on N GPUs, N
+      # ranks under torchrun) on nsdata's set of that row (the same NSDATA_* settings); on a
+      # machine of several GPUs each config trains on its own GPUs at the same time (the next
+      # free ones, round robin), else one after another. Resumable within one warm machine: each run directory stays in NSDATA_DIR,
       # fno_train stops by SIGTERM at NSTRAIN_DEADLINE (555) s after this script started (a
       # checkpoint mid-epoch), and the next call resumes it. Their metrics.jsonl,
       # summary.json, config.yaml and segments.tsv come back in $OUT/nstrain_CONFIG/.
       # NSTRAIN_SET adds --set overrides (space-separated key=value, e.g. training.epochs=2).
-      local cfgs gpus i=0 pids=() p
+      local cfgs gpus i=0 pids=() p n k devs
       read -r -a cfgs <<< "${NSTRAIN_CONFIG:-ns_v1e-3_fno3d}"
       gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
       [ "$gpus" -ge 1 ] || gpus=1
       for p in "${cfgs[@]}"; do
+        n=$(ns_spec_ranks "$p")
+        if ! [ "$n" -ge 1 ] 2> /dev/null || [ "$n" -gt "$gpus" ]; then
+          say "nstrain $p: $n ranks, on $gpus GPU(s); not started"
+          continue
+        fi
         if [ "$gpus" -gt 1 ]; then
-          (export CUDA_VISIBLE_DEVICES=$((i % gpus)) && ns_train_one "$p") &
+          devs=''
+          for k in $(seq 0 $((n - 1))); do devs+=${devs:+,}$(((i + k) % gpus)); done
+          (export CUDA_VISIBLE_DEVICES=$devs && ns_train_one "$p") &
           pids+=($!)
         else
           ns_train_one "$p"
         fi
-        i=$((i + 1))
+        i=$((i + n))
       done
       for p in "${pids[@]}"; do wait "$p"; done
       ;;
