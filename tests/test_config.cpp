@@ -205,7 +205,7 @@ std::string dump(const fno::RunConfig& c) {
   s << m.in_channels() << ' ' << m.out_channels() << ' ' << m.hidden_channels() << ' '
     << m.n_layers() << ' ' << m.lifting_channel_ratio() << ' ' << m.projection_channel_ratio()
     << ' ' << m.positional_embedding() << ' ' << m.use_channel_mlp() << ' '
-    << m.channel_mlp_expansion() << '\n';
+    << static_cast<int>(m.spectral_init()) << ' ' << m.channel_mlp_expansion() << '\n';
   list(m.domain_padding());
   s << static_cast<int>(m.domain_padding_mode()) << '\n';
   const auto& d = c.data;
@@ -257,6 +257,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"model.projection_channel_ratio", "3"},
       {"model.positional_embedding", "false"},
       {"model.use_channel_mlp", "false"},
+      {"model.spectral_init", "paper"},
       {"model.channel_mlp_expansion", "1"},
       {"model.domain_padding", "[0.1]"},
       {"model.domain_padding_mode", "one_sided"},

@@ -113,6 +113,32 @@ TEST_CASE("forward and gradients match neuraloperator: 2D") {
   check_case("fno2d_padding", "fno2d_padding");
 }
 
+TEST_CASE("spectral_init paper: the FNO paper's scripts' scale * rand, and a uniform bias") {
+  torch::manual_seed(5);
+  fno::FNO model(
+      fno::FNOOptions({12, 12}, 3, 1, 20).n_layers(2).spectral_init(fno::SpectralInit::kPaper));
+  const double scale = 1.0 / (20.0 * 20.0), bound = 1.0 / std::sqrt(20.0);
+  for (const auto& m : *model->fno_blocks->convs) {
+    const auto& conv = *m->as<fno::SpectralConv>();
+    const auto w = torch::view_as_real(conv.weight->tensor);  // [..., 2]: real, imaginary
+    for (int64_t part = 0; part < 2; ++part) {
+      const auto p = w.select(-1, part);
+      CHECK(p.min().item<double>() >= 0.0);
+      CHECK(p.max().item<double>() < scale);
+      // uniform on [0, scale): mean scale / 2, over thousands of entries
+      CHECK(p.mean().item<double>() == doctest::Approx(scale / 2).epsilon(0.05));
+    }
+    CHECK(conv.bias.abs().max().item<double>() <= bound);
+  }
+  // neuraloperator's default: a normal of std sqrt(2 / 40), negative parts included.
+  torch::manual_seed(5);
+  fno::FNO other(fno::FNOOptions({12, 12}, 3, 1, 20).n_layers(2));
+  const auto w =
+      torch::view_as_real(other->fno_blocks->convs[0]->as<fno::SpectralConv>()->weight->tensor);
+  CHECK(w.min().item<double>() < 0.0);
+  CHECK(w.std().item<double>() == doctest::Approx(std::sqrt(2.0 / 40.0 / 2.0)).epsilon(0.05));
+}
+
 TEST_CASE("forward and gradients match neuraloperator: blocks without channel MLPs") {
   check_case("fno2d_no_channel_mlp", "fno2d_no_channel_mlp");
   // The blocks hold no channel-MLP parameters, and tiled execution says why it can't run.

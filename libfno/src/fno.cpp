@@ -13,12 +13,14 @@ namespace fno {
 // FNOBlocks
 // ---------------------------------------------------------------------------
 FNOBlocksImpl::FNOBlocksImpl(int64_t channels_, std::vector<int64_t> n_modes_, int64_t n_layers_,
-                             double channel_mlp_expansion_, bool use_channel_mlp_)
+                             double channel_mlp_expansion_, bool use_channel_mlp_,
+                             SpectralInit spectral_init_)
     : channels(channels_),
       n_modes(std::move(n_modes_)),
       n_layers(n_layers_),
       channel_mlp_expansion(channel_mlp_expansion_),
-      use_channel_mlp(use_channel_mlp_) {
+      use_channel_mlp(use_channel_mlp_),
+      spectral_init(spectral_init_) {
   reset();
 }
 
@@ -35,7 +37,8 @@ void FNOBlocksImpl::reset() {
   channel_mlp = register_module("channel_mlp", torch::nn::ModuleList());
   channel_mlp_skips = register_module("channel_mlp_skips", torch::nn::ModuleList());
   for (int64_t i = 0; i < n_layers; ++i) {
-    convs->push_back(SpectralConv(SpectralConvOptions(channels, channels, n_modes)));
+    convs->push_back(
+        SpectralConv(SpectralConvOptions(channels, channels, n_modes).init(spectral_init)));
     fno_skips->push_back(LinearSkip(channels, channels));
     if (!use_channel_mlp) continue;
     channel_mlp->push_back(ChannelMLP(ChannelMLPOptions(channels, channels, mlp_hidden)));
@@ -134,9 +137,10 @@ void FNOImpl::reset() {
   if (options.positional_embedding()) {
     positional_embedding = register_module("positional_embedding", GridEmbedding(n));
   }
-  fno_blocks = register_module(
-      "fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(), options.n_layers(),
-                              options.channel_mlp_expansion(), options.use_channel_mlp()));
+  fno_blocks =
+      register_module("fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(),
+                                              options.n_layers(), options.channel_mlp_expansion(),
+                                              options.use_channel_mlp(), options.spectral_init()));
   const int64_t lift_in = options.in_channels() + (options.positional_embedding() ? n : 0);
   if (lifting_channels() > 0) {
     lifting = register_module(

@@ -759,15 +759,25 @@ void SpectralConvImpl::reset() {
   const auto n_dim = static_cast<int64_t>(modes.size());
   const double init_std =
       std::sqrt(2.0 / static_cast<double>(options.in_channels() + options.out_channels()));
+  const bool paper = options.init() == SpectralInit::kPaper;
   weight = register_module("weight", DenseTensor(weight_shape()));
   {
     torch::NoGradGuard no_grad;
-    // Complex normal: real and imaginary parts each N(0, std^2 / 2), as torch's normal_.
-    weight->tensor.normal_(0.0, init_std);
+    if (paper) {
+      // scale * torch.rand(..., dtype=cfloat): both parts uniform on [0, scale).
+      const double scale =
+          1.0 / static_cast<double>(options.in_channels() * options.out_channels());
+      torch::view_as_real(weight->tensor).uniform_(0.0, scale);
+    } else {
+      // Complex normal: real and imaginary parts each N(0, std^2 / 2), as torch's normal_.
+      weight->tensor.normal_(0.0, init_std);
+    }
   }
   if (options.bias()) {
-    bias = register_parameter(
-        "bias", init_std * torch::randn(singleton_dims(options.out_channels(), 1, n_dim - 1)));
+    const auto shape = singleton_dims(options.out_channels(), 1, n_dim - 1);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(options.in_channels()));
+    bias = register_parameter("bias", paper ? torch::empty(shape).uniform_(-bound, bound)
+                                            : init_std * torch::randn(shape));
   } else {
     bias = register_parameter("bias", torch::Tensor(), /*requires_grad=*/false);
   }

@@ -126,6 +126,16 @@ std::string to_string(LossSpace space) {
   return "?";
 }
 
+std::string to_string(SpectralInit init) {
+  switch (init) {
+    case SpectralInit::kNeuralOperator:
+      return "neuraloperator";
+    case SpectralInit::kPaper:
+      return "paper";
+  }
+  return "?";
+}
+
 std::string to_string(PaddingMode mode) {
   switch (mode) {
     case PaddingMode::kSymmetric:
@@ -156,6 +166,7 @@ const std::vector<data::NormalizerMode> kNormalizations{data::NormalizerMode::kC
                                                         data::NormalizerMode::kPointwise};
 const std::vector<LossSpace> kLossSpaces{LossSpace::kNormalized, LossSpace::kDecoded};
 const std::vector<PaddingMode> kPaddingModes{PaddingMode::kSymmetric, PaddingMode::kOneSided};
+const std::vector<SpectralInit> kSpectralInits{SpectralInit::kNeuralOperator, SpectralInit::kPaper};
 const std::vector<CudaGraphs> kCudaGraphs{CudaGraphs::kAuto, CudaGraphs::kOn, CudaGraphs::kOff};
 
 template <typename E>
@@ -217,6 +228,7 @@ const std::vector<Entry>& schema() {
       {"model.projection_channel_ratio", Kind::kFloat, "2", "projection MLP width / hidden_channels", 0, kInf, true},
       {"model.positional_embedding", Kind::kBool, "true", "append the grid coordinates to the input"},
       {"model.use_channel_mlp", Kind::kBool, "true", "each block ends in a ChannelMLP with a soft-gated skip (neuraloperator's default); false: spectral conv + linear skip and GELU alone, the FNO paper's block (neuraloperator's use_channel_mlp=False, which applies GELU twice between blocks)"},
+      {"model.spectral_init", Kind::kString, "neuraloperator", "how the blocks' spectral weights start: neuraloperator (complex normal, std sqrt(2 / (2 hidden_channels))) or paper (the FNO paper's scripts: real and imaginary parts uniform on [0, 1 / hidden_channels^2), the bias uniform on +-1 / sqrt(hidden_channels))", -kInf, kInf, false, false, names(kSpectralInits)},
       {"model.channel_mlp_expansion", Kind::kFloat, "0.5", "block ChannelMLP width / hidden_channels", 0, kInf, true},
       {"model.domain_padding", Kind::kFloatList, "[]", "zero padding as a fraction of each spatial size ([] none, [p] all dims)", 0, kInf, false, false, {}, 0, 3},
       {"model.domain_padding_mode", Kind::kString, "symmetric", "where the padding goes: symmetric (round(p * size) zeros at both ends, as neuraloperator) or one_sided (at the end alone, as the FNO paper's scripts)", -kInf, kInf, false, false, names(kPaddingModes)},
@@ -623,6 +635,7 @@ FNOOptions read_model(const Resolved& r) {
           .projection_channel_ratio(r.as<double>("model.projection_channel_ratio"))
           .positional_embedding(r.as<bool>("model.positional_embedding"))
           .use_channel_mlp(r.as<bool>("model.use_channel_mlp"))
+          .spectral_init(choice(kSpectralInits, r.as<std::string>("model.spectral_init")))
           .channel_mlp_expansion(r.as<double>("model.channel_mlp_expansion"))
           .domain_padding(r.as<std::vector<double>>("model.domain_padding"))
           .domain_padding_mode(

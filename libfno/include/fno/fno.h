@@ -57,6 +57,9 @@ struct FNOOptions {
   TORCH_ARG(bool, use_channel_mlp) = true;
   /// Block ChannelMLP hidden width = round(hidden_channels * expansion).
   TORCH_ARG(double, channel_mlp_expansion) = 0.5;
+  /// How the blocks' spectral convolutions start (fno/layers.h): neuraloperator's,
+  /// or the FNO paper's scripts'. Not part of the state dict.
+  TORCH_ARG(SpectralInit, spectral_init) = SpectralInit::kNeuralOperator;
   /// Zero padding as a fraction of each spatial size: {} none, {p} all dims, or one per dim.
   TORCH_ARG(std::vector<double>, domain_padding) = {};
   /// kSymmetric: round(p * size) zeros before and after; kOneSided: after only.
@@ -72,7 +75,8 @@ struct FNOOptions {
 class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
  public:
   FNOBlocksImpl(int64_t channels, std::vector<int64_t> n_modes, int64_t n_layers,
-                double channel_mlp_expansion, bool use_channel_mlp = true);
+                double channel_mlp_expansion, bool use_channel_mlp = true,
+                SpectralInit spectral_init = SpectralInit::kNeuralOperator);
   void reset() override;
   // x: [B, C, *S] -> [B, C, *S], block `index` (0-based).
   torch::Tensor forward(const torch::Tensor& x, int64_t index);
@@ -82,6 +86,7 @@ class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
   int64_t n_layers;
   double channel_mlp_expansion;
   bool use_channel_mlp;
+  SpectralInit spectral_init;
   torch::nn::ModuleList convs{nullptr};              // SpectralConv
   torch::nn::ModuleList fno_skips{nullptr};          // LinearSkip
   torch::nn::ModuleList channel_mlp{nullptr};        // ChannelMLP (empty without them)

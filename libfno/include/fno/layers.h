@@ -207,6 +207,12 @@ TORCH_MODULE(LinearSkip);
 // State-dict names: weight.tensor [Cin, Cout, m1, ..., m_last//2+1] complex64
 // (tltorch's DenseTensor), bias [Cout, 1, ...].
 // ---------------------------------------------------------------------------
+/// How a SpectralConv's weights start: neuraloperator's (a complex normal of
+/// std sqrt(2 / (in + out)); the bias normal of that std), or the FNO paper's
+/// scripts' (real and imaginary parts uniform on [0, 1 / (in * out)), the
+/// bias, their 1x1 convolution's, uniform on +-1 / sqrt(in)).
+enum class SpectralInit { kNeuralOperator, kPaper };
+
 struct SpectralConvOptions {
   SpectralConvOptions(int64_t in_channels, int64_t out_channels, std::vector<int64_t> n_modes)
       : in_channels_(in_channels), out_channels_(out_channels), n_modes_(std::move(n_modes)) {}
@@ -218,6 +224,8 @@ struct SpectralConvOptions {
   TORCH_ARG(std::vector<int64_t>, n_modes);
   /// Whether to add a learned real bias.
   TORCH_ARG(bool, bias) = true;
+  /// How the weights and the bias start.
+  TORCH_ARG(SpectralInit, init) = SpectralInit::kNeuralOperator;
 };
 
 /// Holds tltorch's DenseTensor parameter, named "tensor", for state-dict parity.

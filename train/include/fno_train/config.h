@@ -74,6 +74,7 @@ std::string to_string(NsMode mode);
 std::string to_string(data::NormalizerMode mode);
 std::string to_string(LossSpace space);
 std::string to_string(PaddingMode mode);
+std::string to_string(SpectralInit init);
 
 /// One entry of data.test: an evaluation set.
 struct TestSetConfig {
