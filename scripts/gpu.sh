@@ -237,6 +237,12 @@ train_until() {
 
 train_launcher=()
 
+# A run name's part for a --set KEY=VALUE: the key's last part, "-", the value
+# (model.use_channel_mlp=false -> use_channel_mlp-false).
+set_tag() {
+  printf '%s' "${1##*.}" | tr -c 'A-Za-z0-9_.=-' '_' | tr '=' '-'
+}
+
 # The ranks of an nstrain spec (CFG[@SEED][*N][%KEY=VALUE...]): N, or 1.
 ns_spec_ranks() {
   local spec=${1%%\%*}
@@ -258,7 +264,7 @@ ns_train_one() {
   local name=$cfg${seed:+_seed$seed}
   [ "$ranks" -gt 1 ] && name+=_ranks$ranks
   for kv1 in "${sets[@]}"; do
-    name+=_$(printf '%s' "${kv1##*.}" | tr -c 'A-Za-z0-9_.=-' '_' | tr '=' '-')
+    name+=_$(set_tag "$kv1")
   done
   local stem=$dir/ns_v${nu}_T${tf} run=$dir/run_$name d=$out/nstrain_$name kv
   mkdir -p "$d"
@@ -815,7 +821,7 @@ run_suite() {
         local extra=()
         for kv1 in "${sets[@]}"; do
           extra+=(--set "$kv1")
-          cfg+=_$(printf '%s' "${kv1##*.}" | tr -c 'A-Za-z0-9_.=-' '_' | tr '=' '-')
+          cfg+=_$(set_tag "$kv1")
         done
         for tag in ${NSEPOCH_BASE_TRAIN:+base} now; do
           exe=$build/apps/fno_train
