@@ -232,6 +232,9 @@ train_until() {
   say "$label: fno_train exit $train_rc after $secs s; $(tail -1 "$run/metrics.jsonl" 2> /dev/null | cut -c1-220)"
   cp "$run"/config.yaml "$run"/metrics.jsonl "$run"/segments.tsv "$d/" 2> /dev/null
   cp "$run"/summary.json "$d/" 2> /dev/null
+  # the first test samples' predictions (a few MB at 64^2: notebooks/navier_stokes.ipynb)
+  [ -f "$run/predictions.h5" ] && [ "$(stat -c %s "$run/predictions.h5")" -lt 8000000 ] &&
+    cp "$run/predictions.h5" "$d/"
   tail -3 "$d/train.log" | cut -c1-250 | tee -a "$summary"
 }
 
