@@ -4,9 +4,12 @@
 Reads fno_train run directories (or the copies `scripts/gpu.sh nstrain` brings back:
 config.yaml, metrics.jsonl, and segments.tsv when present) and prints one markdown row per
 run: viscosity, T (t_in + t_out records), N (training samples), the model (space_time: FNO-3D,
-recurrent: FNO-2D), the epochs trained of the config's, our test relative L2 (the last
-evaluation's `<set>_l2`), the paper's cell, whether ours is at or under it, and the training
-time (the epochs' seconds, and the fno_train calls' wall time from segments.tsv).
+recurrent: FNO-2D) and what differs from neuraloperator's (model.use_channel_mlp false: "paper
+blocks"; model.spectral_init paper: "paper init"), the seed, the epochs trained of the
+config's, our test relative L2 (the last evaluation's `<set>_l2`), the paper's cell, whether
+ours is at or under it, the error of the first 10 predicted records alone (`<set>_l2_upto`'s
+tenth entry, where the run has it: a 10-record rollout's reading), and the training time (the
+epochs' seconds, and the fno_train calls' wall time from segments.tsv).
 
     bench/ns_table.py DIR [DIR ...] [--tsv OUT]
 
@@ -58,14 +61,21 @@ def run_row(d):
     t = int(data["t_in"]) + int(data["t_out"])
     n = int(data["n_train"])
     model = MODELS.get(data.get("ns_mode"), data.get("ns_mode"))
+    m_cfg = cfg.get("model", {})
+    variant = [v for k, off, v in (("use_channel_mlp", "false", "paper blocks"),
+                                   ("spectral_init", "paper", "paper init"))
+               if m_cfg.get(k) == off]
     lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
     if not lines:
         raise ValueError(f"{d}: metrics.jsonl holds no epoch")
     evals = [l for l in lines if any(k.endswith("_l2") for k in l)]
-    ours = None
+    ours = first10 = None
     if evals:
         key = next(k for k in evals[-1] if k.endswith("_l2"))
         ours = evals[-1][key]
+        upto = evals[-1].get(key + "_upto")
+        if upto and len(upto) > 10:
+            first10 = upto[9]
     wall = None
     seg = os.path.join(d, "segments.tsv")
     if os.path.exists(seg):
@@ -77,6 +87,7 @@ def run_row(d):
         "epochs": f"{lines[-1]['epoch']} of {training.get('epochs', '?')}",
         "ours": ours, "paper": cell,
         "at_or_under": None if ours is None or cell is None else ours <= cell,
+        "variant": ", ".join(variant), "seed": training.get("seed", ""), "first10": first10,
         "train_min": sum(l.get("seconds", 0.0) for l in lines) / 60.0,
         "wall_min": None if wall is None else wall / 60.0,
         "run": d,
@@ -97,15 +108,17 @@ def main():
     except (OSError, ValueError, KeyError) as e:
         print(f"ns_table: {e}", file=sys.stderr)
         return 1
-    rows.sort(key=lambda r: (r["nu"], r["T"], r["N"], r["model"]))
-    print("| ν | T | N | model | epochs | test rel. L2, ours | paper | at or under | "
-          "training (min) | fno_train wall (min) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    rows.sort(key=lambda r: (r["nu"], r["T"], r["N"], r["model"], r["variant"], str(r["seed"])))
+    print("| ν | T | N | model | seed | epochs | test rel. L2, ours | paper | at or under | "
+          "first 10 records | training (min) | fno_train wall (min) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         verdict = {None: "", True: "yes", False: "no"}[r["at_or_under"]]
-        print(f"| {r['nu']} | {r['T']} | {r['N']} | {r['model']} | {r['epochs']} | "
+        model = r["model"] + (f" ({r['variant']})" if r["variant"] else "")
+        print(f"| {r['nu']} | {r['T']} | {r['N']} | {model} | {r['seed']} | {r['epochs']} | "
               f"{fmt(r['ours'], '.4f')} | {fmt(r['paper'], '.4f')} | {verdict} | "
-              f"{fmt(r['train_min'], '.1f')} | {fmt(r['wall_min'], '.1f')} |")
+              f"{fmt(r['first10'], '.4f')} | {fmt(r['train_min'], '.1f')} | "
+              f"{fmt(r['wall_min'], '.1f')} |")
     if args.tsv:
         keys = list(rows[0].keys())
         with open(args.tsv, "w") as f:
