@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <utility>
 #include <vector>
 
 namespace fno {
@@ -53,20 +54,31 @@ at::Tensor trajectory_rel_l2(const at::Tensor& pred, const at::Tensor& y) {
   return LpLoss(LpLossOptions().d(pred.dim() - 1).p(2)).rel(pred, y);
 }
 
+namespace {
+
+// The squared norms of the error and of the truth per sample and record.
+// pred, y: [B, T, *S] -> {[B, T], [B, T]}
+std::pair<at::Tensor, at::Tensor> squared_norms(const at::Tensor& pred, const at::Tensor& y) {
+  return {(pred - y).flatten(2).pow(2).sum(-1), y.flatten(2).pow(2).sum(-1)};
+}
+
+// sum over samples of sqrt(err) / (sqrt(truth) + LpLoss's eps): [B, T] -> [T]
+at::Tensor summed_ratio(const at::Tensor& err, const at::Tensor& truth) {
+  return (err.sqrt() / (truth.sqrt() + LpLossOptions().eps())).sum(0);
+}
+
+}  // namespace
+
 at::Tensor per_step_rel_l2(const at::Tensor& pred, const at::Tensor& y) {
   check_pair(pred, y, "per_step_rel_l2");
-  // [B, T, *S] -> [B, T] norms -> [T], with LpLoss's eps in the denominator.
-  const auto num = (pred - y).flatten(2).pow(2).sum(-1).sqrt();
-  const auto den = y.flatten(2).pow(2).sum(-1).sqrt() + LpLossOptions().eps();
-  return (num / den).sum(0);
+  const auto [err, truth] = squared_norms(pred, y);
+  return summed_ratio(err, truth);
 }
 
 at::Tensor cumulative_rel_l2(const at::Tensor& pred, const at::Tensor& y) {
   check_pair(pred, y, "cumulative_rel_l2");
-  // [B, T, *S] -> [B, T] squared norms, summed over records 0..t -> [T]
-  const auto num = (pred - y).flatten(2).pow(2).sum(-1).cumsum(1).sqrt();
-  const auto den = y.flatten(2).pow(2).sum(-1).cumsum(1).sqrt() + LpLossOptions().eps();
-  return (num / den).sum(0);
+  const auto [err, truth] = squared_norms(pred, y);  // summed over records 0..t
+  return summed_ratio(err.cumsum(1), truth.cumsum(1));
 }
 
 }  // namespace fno

@@ -920,29 +920,29 @@ std::map<std::string, double> TrainingRun::evaluate() {
         step_sums = step_sums.defined() ? step_sums + v : v;
       }
     }
-    torch::Tensor read;  // under graphs: the set's sums, one read
+    // The set's sums in one read: each metric in losses_' order, then the
+    // per-record sums (a rank without samples adds zeros).
+    std::vector<torch::Tensor> parts;
     if (eval_graphs_) {
-      read = (eval_steps_.defined()
-                  ? torch::cat({eval_sums_.to(torch::kDouble), eval_steps_.flatten()})
-                  : eval_sums_.to(torch::kDouble))
-                 .cpu();
+      parts.push_back(eval_sums_.to(torch::kDouble));
+      if (eval_steps_.defined()) parts.push_back(eval_steps_.flatten());
+    } else if (!sums.empty()) {
+      for (const auto& [name, fn] : losses_)
+        parts.push_back(sums[name].to(torch::kDouble).view({1}));
+      if (step_sums.defined()) parts.push_back(step_sums.flatten());
     }
+    const auto read = parts.empty() ? torch::Tensor() : torch::cat(parts).cpu();
+    const auto value = [&](int64_t i) { return read.defined() ? read[i].item<double>() : 0.0; };
     int64_t i = 0;
     for (const auto& [name, fn] : losses_) {
       keys.push_back(e.name + "_" + name);
-      sums_all.push_back(read.defined()     ? read[i].item<double>()
-                         : sums.count(name) ? sums[name].item<double>()
-                                            : 0.0);
+      sums_all.push_back(value(i++));
       sizes.push_back(static_cast<double>(m));
-      ++i;
     }
-    // (a rank without samples adds zeros)
     for (int64_t r = 0; r < (s_.ns() ? 2 : 0); ++r) {
       for (int64_t t = 0; t < s_.ns_t_out; ++t) {
         keys.push_back(e.name + (r == 0 ? kPerStep : kUpTo) + std::to_string(t));
-        sums_all.push_back(read.defined()        ? read[i + r * s_.ns_t_out + t].item<double>()
-                           : step_sums.defined() ? step_sums[r][t].item<double>()
-                                                 : 0.0);
+        sums_all.push_back(value(i++));
         sizes.push_back(static_cast<double>(m));
       }
     }
