@@ -57,21 +57,14 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   const bool last = index == n_layers - 1;
   auto& conv = *convs[index]->as<SpectralConv>();
   const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
-  if (!use_channel_mlp) {
-    // z = GELU(SpectralConv(a) + W_skip a) unless last; the next block's
-    // GELU of z is neuraloperator's second one.
-    const auto a = first ? x : torch::gelu(x);
-    const auto s = conv.forward(a, /*add_bias=*/true);
-    const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
-    return last ? y1 : torch::gelu(y1);
-  }
-  const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
-  auto& mlp = *channel_mlp[index]->as<ChannelMLP>();
+  // (null without channel MLPs: the plain chain below, its last step GELU alone)
+  auto* mlp = use_channel_mlp ? channel_mlp[index]->as<ChannelMLP>() : nullptr;
   // The fused CUDA block tail (fno/fused.h) stores 2 tensors, as the slim
   // path does, and is faster than the chain below: plain training takes it too.
-  const bool tail =
-      (recompute_cheap() || fused_block_tail_applies(x, channels, mlp.options.hidden_channels())) &&
-      mlp.fcs->size() == 2;
+  const bool tail = mlp != nullptr &&
+                    (recompute_cheap() ||
+                     fused_block_tail_applies(x, channels, mlp->options.hidden_channels())) &&
+                    mlp->fcs->size() == 2;
   if (tail) {
     // a = GELU(x) read by the spectral conv and the tail: gelu_fork adds their
     // gradients inside GELU's backward (FNO_GELU_FORK=0: autograd's add).
@@ -86,9 +79,10 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
     }
     // The spectral conv carries its bias in its zero mode.
     const auto s = conv.forward(a, /*add_bias=*/true);
-    const auto& fc0 = *mlp.fcs[0]->as<PointwiseLinear>();
-    const auto& fc1 = *mlp.fcs[1]->as<PointwiseLinear>();
-    return block_tail(x, a_tail, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias, gate,
+    const auto& fc0 = *mlp->fcs[0]->as<PointwiseLinear>();
+    const auto& fc1 = *mlp->fcs[1]->as<PointwiseLinear>();
+    return block_tail(x, a_tail, s, skip_w, fc0.weight, fc0.bias, fc1.weight, fc1.bias,
+                      channel_mlp_skips[index]->as<SoftGating>()->weight,
                       /*gelu_input=*/!first, /*gelu_mid=*/!last);
   }
   const auto a = first ? x : torch::gelu(x);
@@ -97,7 +91,11 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   // in its epilogue. z = ChannelMLP(GELU(y1)) + g * a; the GELU (not on the
   // last block) runs inside the MLP's first layer, which stores only y1.
   const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
-  return torch::addcmul(mlp.forward(y1, /*gelu_input=*/!last), gate.to(a.scalar_type()), a);
+  // Without channel MLPs z = GELU(y1) unless last; the next block's GELU of z
+  // is neuraloperator's second one.
+  if (mlp == nullptr) return last ? y1 : torch::gelu(y1);
+  const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
+  return torch::addcmul(mlp->forward(y1, /*gelu_input=*/!last), gate.to(a.scalar_type()), a);
 }
 
 // ---------------------------------------------------------------------------
