@@ -5,7 +5,7 @@ Reads fno_train run directories (or the copies `scripts/gpu.sh nstrain` brings b
 config.yaml, metrics.jsonl, and segments.tsv when present) and prints one markdown row per
 run: viscosity, T (t_in + t_out records), N (training samples), the model (space_time: FNO-3D,
 recurrent: FNO-2D) and what differs from neuraloperator's (model.use_channel_mlp false: "paper
-blocks"; model.spectral_init paper: "paper init"), the seed, the epochs trained of the
+blocks"; model.single_gelu true: "one GELU"; model.spectral_init paper: "paper init"), the seed, the epochs trained of the
 config's, our test relative L2 (the last evaluation's `<set>_l2`), the paper's cell, whether
 ours is at or under it, the error of the first 10 predicted records alone (`<set>_l2_upto`'s
 tenth entry, where the run has it: a 10-record rollout's reading), and the training time (the
@@ -63,6 +63,7 @@ def run_row(d):
     model = MODELS.get(data.get("ns_mode"), data.get("ns_mode"))
     m_cfg = cfg.get("model", {})
     variant = [v for k, off, v in (("use_channel_mlp", "false", "paper blocks"),
+                                   ("single_gelu", "true", "one GELU"),
                                    ("spectral_init", "paper", "paper init"))
                if m_cfg.get(k) == off]
     lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]

@@ -1375,11 +1375,13 @@ run_suite() {
 }
 
 # Packed after every suite, so that a call stopped at its time limit still
-# returns what it finished; checkpoints stay behind (16 MiB a file comes back).
+# returns what it finished; checkpoints and data sets stay behind (16 MiB a file
+# comes back), HDF5 files of 8 MB or less (runs' predictions.h5) travel.
 pack() {
   [ -n "${OUT:-}" ] || return 0
-  tar -C "$OUT" --exclude='checkpoint_*.pt' --exclude='model.pt' --exclude='*.h5' -czf "$OUT/results.tgz.part" \
-    results && mv "$OUT/results.tgz.part" "$OUT/results.tgz" && cp "$summary" "$OUT/summary.txt"
+  (cd "$OUT" && find results -type f ! -name 'checkpoint_*.pt' ! -name model.pt \
+    ! \( -name '*.h5' -size +8000000c \) -print0 | tar --null -T - -czf results.tgz.part) &&
+    mv "$OUT/results.tgz.part" "$OUT/results.tgz" && cp "$summary" "$OUT/summary.txt"
 }
 for suite in "$@"; do
   t=$(date +%s)

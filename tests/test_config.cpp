@@ -113,6 +113,8 @@ TEST_CASE("bad configs name the file, the line and the key") {
   check_error(
       "data:\n  train_file: t.pt\noffload:\n  max_inflight_mib: 0\n",
       "offload.max_inflight_mib: expected auto or a whole number of MiB in [1, 2^30], got '0'");
+  check_error("model:\n  single_gelu: true\ndata:\n  train_file: t.pt\n",
+              "cfg.yaml:2: model.single_gelu: needs model.use_channel_mlp: false");
 }
 
 TEST_CASE("offload.max_inflight_mib is auto (0) by default, or a number of MiB") {
@@ -205,7 +207,8 @@ std::string dump(const fno::RunConfig& c) {
   s << m.in_channels() << ' ' << m.out_channels() << ' ' << m.hidden_channels() << ' '
     << m.n_layers() << ' ' << m.lifting_channel_ratio() << ' ' << m.projection_channel_ratio()
     << ' ' << m.positional_embedding() << ' ' << m.use_channel_mlp() << ' '
-    << static_cast<int>(m.spectral_init()) << ' ' << m.channel_mlp_expansion() << '\n';
+    << static_cast<int>(m.spectral_init()) << ' ' << m.channel_mlp_expansion() << ' '
+    << m.single_gelu() << '\n';
   list(m.domain_padding());
   s << static_cast<int>(m.domain_padding_mode()) << '\n';
   const auto& d = c.data;
@@ -258,6 +261,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"model.positional_embedding", "false"},
       {"model.use_channel_mlp", "false"},
       {"model.spectral_init", "paper"},
+      {"model.single_gelu", ""},  // with use_channel_mlp false only: below
       {"model.channel_mlp_expansion", "1"},
       {"model.domain_padding", "[0.1]"},
       {"model.domain_padding_mode", "one_sided"},
@@ -337,4 +341,8 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       CHECK(dump(fno::parse_config(kValid, "cfg.yaml", {set})) != base);
     }
   }
+  const auto no_mlp = dump(fno::parse_config(kValid, "cfg.yaml", {"model.use_channel_mlp=false"}));
+  CHECK(dump(fno::parse_config(kValid, "cfg.yaml",
+                               {"model.use_channel_mlp=false", "model.single_gelu=true"})) !=
+        no_mlp);
 }

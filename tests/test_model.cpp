@@ -147,6 +147,28 @@ TEST_CASE("forward and gradients match neuraloperator: blocks without channel ML
   CHECK(fno::tiled_unsupported(model).find("model.use_channel_mlp") != std::string::npos);
 }
 
+TEST_CASE("blocks without channel MLPs: single_gelu leaves out neuraloperator's second GELU") {
+  const auto opts = fno::FNOOptions({6, 5}, 1, 1, 8).n_layers(3).use_channel_mlp(false);
+  torch::manual_seed(2);
+  fno::FNO twice(opts);
+  fno::FNO once(fno::FNOOptions(opts).single_gelu(true));
+  // The same state dict: the option is not part of it.
+  fno::load_state_dict(*once, fno::state_dict(*twice));
+  const auto x = torch::randn({2, 8, 12, 10});
+  torch::NoGradGuard no_grad;
+  for (int64_t i = 0; i < 3; ++i) {
+    INFO("block ", i);
+    const auto z2 = twice->fno_blocks->forward(x, i);
+    const auto z1 = once->fno_blocks->forward(x, i);
+    // Blocks hand on pre-activations: the next block's GELU is then the only one.
+    CHECK(torch::allclose(z2, i < 2 ? torch::gelu(z1) : z1, 1e-6, 1e-6));
+  }
+  const auto u = torch::randn({2, 1, 12, 10});
+  CHECK_FALSE(torch::allclose(twice->forward(u), once->forward(u), 1e-4, 1e-4));
+  CHECK_THROWS_WITH(fno::FNO(fno::FNOOptions({6, 5}, 1, 1, 8).single_gelu(true)),
+                    doctest::Contains("single_gelu applies to blocks without channel MLPs"));
+}
+
 TEST_CASE("forward and gradients match neuraloperator: 3D") {
   check_case("fno3d_even", "fno3d_even");
   check_case("fno3d_odd", "fno3d_odd");

@@ -14,18 +14,21 @@ namespace fno {
 // ---------------------------------------------------------------------------
 FNOBlocksImpl::FNOBlocksImpl(int64_t channels_, std::vector<int64_t> n_modes_, int64_t n_layers_,
                              double channel_mlp_expansion_, bool use_channel_mlp_,
-                             SpectralInit spectral_init_)
+                             SpectralInit spectral_init_, bool single_gelu_)
     : channels(channels_),
       n_modes(std::move(n_modes_)),
       n_layers(n_layers_),
       channel_mlp_expansion(channel_mlp_expansion_),
       use_channel_mlp(use_channel_mlp_),
-      spectral_init(spectral_init_) {
+      spectral_init(spectral_init_),
+      single_gelu(single_gelu_) {
   reset();
 }
 
 void FNOBlocksImpl::reset() {
   TORCH_CHECK(n_layers >= 1, "FNO: n_layers must be >= 1, got ", n_layers);
+  TORCH_CHECK(!(single_gelu && use_channel_mlp),
+              "FNO: single_gelu applies to blocks without channel MLPs (use_channel_mlp false)");
   TORCH_CHECK(channel_mlp_expansion > 0, "FNO: channel_mlp_expansion must be > 0, got ",
               channel_mlp_expansion);
   const auto n_dim = static_cast<int64_t>(n_modes.size());
@@ -92,8 +95,8 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   // last block) runs inside the MLP's first layer, which stores only y1.
   const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
   // Without channel MLPs z = GELU(y1) unless last; the next block's GELU of z
-  // is neuraloperator's second one.
-  if (mlp == nullptr) return last ? y1 : torch::gelu(y1);
+  // is neuraloperator's second one (single_gelu: z = y1, the paper's one).
+  if (mlp == nullptr) return last || single_gelu ? y1 : torch::gelu(y1);
   const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
   return torch::addcmul(mlp->forward(y1, /*gelu_input=*/!last), gate.to(a.scalar_type()), a);
 }
@@ -135,10 +138,10 @@ void FNOImpl::reset() {
   if (options.positional_embedding()) {
     positional_embedding = register_module("positional_embedding", GridEmbedding(n));
   }
-  fno_blocks =
-      register_module("fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(),
-                                              options.n_layers(), options.channel_mlp_expansion(),
-                                              options.use_channel_mlp(), options.spectral_init()));
+  fno_blocks = register_module(
+      "fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(), options.n_layers(),
+                              options.channel_mlp_expansion(), options.use_channel_mlp(),
+                              options.spectral_init(), options.single_gelu()));
   const int64_t lift_in = options.in_channels() + (options.positional_embedding() ? n : 0);
   if (lifting_channels() > 0) {
     lifting = register_module(
@@ -160,7 +163,8 @@ void FNOImpl::pretty_print(std::ostream& stream) const {
          << ", in=" << options.in_channels() << ", out=" << options.out_channels()
          << ", hidden=" << options.hidden_channels() << ", n_layers=" << options.n_layers()
          << ", lifting=" << lifting_channels() << ", projection=" << projection_channels()
-         << (options.use_channel_mlp() ? "" : ", use_channel_mlp=false") << ")";
+         << (options.use_channel_mlp() ? "" : ", use_channel_mlp=false")
+         << (options.single_gelu() ? ", single_gelu" : "") << ")";
 }
 
 std::vector<int64_t> FNOImpl::padding_for(torch::IntArrayRef spatial) const {

@@ -57,7 +57,7 @@ def main():
         b = make_run(root, "fno2d", "recurrent", 0.1600)
         # the paper's model, 20 records predicted (a T = 30 row's shape, named as nu = 1e-5's)
         c = make_run(root, "fno2d_paper", "recurrent", 0.1500, t_out=20, seed=1,
-                     model_extra="\n  use_channel_mlp: false\n  spectral_init: paper")
+                     model_extra="\n  use_channel_mlp: false\n  single_gelu: true\n  spectral_init: paper")
         tsv = os.path.join(root, "t.tsv")
         out = subprocess.run([sys.executable, script, a, b, c, "--tsv", tsv], capture_output=True,
                              text=True, check=True).stdout
@@ -69,7 +69,7 @@ def main():
         assert "| 20 | 1000 | FNO-3D | 0 | 500 of 500 | 0.1800 | 0.1893 | yes |  | 10.0 | 11.0 |" \
             in rows[1], rows[1]
         # (no paper cell for T = 30 at nu = 1e-5: paper and verdict empty)
-        assert "| 30 | 1000 | FNO-2D (paper blocks, paper init) | 1 | 500 of 500 | 0.1500 |  |  " \
+        assert "| 30 | 1000 | FNO-2D (paper blocks, one GELU, paper init) | 1 | 500 of 500 | 0.1500 |  |  " \
             "| 0.0750 | 10.0 | 11.0 |" in rows[2], rows[2]
         lines = open(tsv).read().splitlines()
         assert lines[0].split("\t")[:8] == ["nu", "T", "N", "model", "epochs", "ours", "paper",

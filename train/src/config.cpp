@@ -228,6 +228,7 @@ const std::vector<Entry>& schema() {
       {"model.projection_channel_ratio", Kind::kFloat, "2", "projection MLP width / hidden_channels", 0, kInf, true},
       {"model.positional_embedding", Kind::kBool, "true", "append the grid coordinates to the input"},
       {"model.use_channel_mlp", Kind::kBool, "true", "each block ends in a ChannelMLP with a soft-gated skip (neuraloperator's default); false: spectral conv + linear skip and GELU alone, the FNO paper's block (neuraloperator's use_channel_mlp=False, which applies GELU twice between blocks)"},
+      {"model.single_gelu", Kind::kBool, "false", "with use_channel_mlp false only: one GELU between blocks, as the FNO paper's scripts (neuraloperator applies two); the state dict is unchanged"},
       {"model.spectral_init", Kind::kString, "neuraloperator", "how the blocks' spectral weights start: neuraloperator (complex normal, std sqrt(2 / (2 hidden_channels))) or paper (the FNO paper's scripts: real and imaginary parts uniform on [0, 1 / hidden_channels^2), the bias uniform on +-1 / sqrt(hidden_channels))", -kInf, kInf, false, false, names(kSpectralInits)},
       {"model.channel_mlp_expansion", Kind::kFloat, "0.5", "block ChannelMLP width / hidden_channels", 0, kInf, true},
       {"model.domain_padding", Kind::kFloatList, "[]", "zero padding as a fraction of each spatial size ([] none, [p] all dims)", 0, kInf, false, false, {}, 0, 3},
@@ -635,11 +636,17 @@ FNOOptions read_model(const Resolved& r) {
           .projection_channel_ratio(r.as<double>("model.projection_channel_ratio"))
           .positional_embedding(r.as<bool>("model.positional_embedding"))
           .use_channel_mlp(r.as<bool>("model.use_channel_mlp"))
+          .single_gelu(r.as<bool>("model.single_gelu"))
           .spectral_init(choice(kSpectralInits, r.as<std::string>("model.spectral_init")))
           .channel_mlp_expansion(r.as<double>("model.channel_mlp_expansion"))
           .domain_padding(r.as<std::vector<double>>("model.domain_padding"))
           .domain_padding_mode(
               choice(kPaddingModes, r.as<std::string>("model.domain_padding_mode")));
+  if (model.single_gelu() && model.use_channel_mlp()) {
+    r.fail("model.single_gelu",
+           "needs model.use_channel_mlp: false (it sets the GELUs between "
+           "blocks without channel MLPs)");
+  }
   const auto pad = model.domain_padding();
   if (!pad.empty() && pad.size() != 1 && pad.size() != model.n_modes().size()) {
     r.fail("model.domain_padding", "needs 0, 1 or " + std::to_string(model.n_modes().size()) +

@@ -117,8 +117,8 @@ std::string plan_key(const FNO& model, const at::Tensor& x, int64_t budget,
     << " in=" << m.in_channels() << " out=" << m.out_channels() << " hidden=" << m.hidden_channels()
     << " layers=" << m.n_layers() << " lifting=" << model->lifting_channels()
     << " projection=" << model->projection_channels() << " mlp=" << m.channel_mlp_expansion()
-    << (m.use_channel_mlp() ? "" : " no-channel-mlp") << " embedding=" << m.positional_embedding()
-    << " padding=[";
+    << (m.use_channel_mlp() ? "" : " no-channel-mlp") << (m.single_gelu() ? " single-gelu" : "")
+    << " embedding=" << m.positional_embedding() << " padding=[";
   for (double d : m.domain_padding()) k << d << ' ';
   k << (m.domain_padding_mode() == PaddingMode::kOneSided ? "] one-sided" : "]") << "; input "
     << x.sizes() << ' ' << x.scalar_type() << "; compute " << m.compute_dtype()

@@ -8,7 +8,9 @@
 //   x1 = SpectralConv(x) + W_skip x ;  x1 = GELU(x1) unless last
 //   x2 = ChannelMLP(x1) + g * x     ;  x2 = GELU(x2) unless last
 // Without the channel MLP (use_channel_mlp false), x2 = GELU(x1) unless last:
-// the FNO paper's block, with GELU applied twice as neuraloperator does.
+// the FNO paper's block, with GELU applied twice as neuraloperator does
+// (single_gelu: x2 = x1, so that the next block's GELU is the only one, as in
+// the FNO paper's scripts).
 #pragma once
 
 #include <fno/layers.h>
@@ -55,6 +57,9 @@ struct FNOOptions {
   /// Each block has a ChannelMLP with a soft-gated skip (neuraloperator's
   /// default); false leaves them out, as neuraloperator's use_channel_mlp=False.
   TORCH_ARG(bool, use_channel_mlp) = true;
+  /// Without channel MLPs only: one GELU between blocks, as the FNO paper's
+  /// scripts, instead of neuraloperator's two. Not part of the state dict.
+  TORCH_ARG(bool, single_gelu) = false;
   /// Block ChannelMLP hidden width = round(hidden_channels * expansion).
   TORCH_ARG(double, channel_mlp_expansion) = 0.5;
   /// How the blocks' spectral convolutions start (fno/layers.h): neuraloperator's,
@@ -76,7 +81,8 @@ class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
  public:
   FNOBlocksImpl(int64_t channels, std::vector<int64_t> n_modes, int64_t n_layers,
                 double channel_mlp_expansion, bool use_channel_mlp = true,
-                SpectralInit spectral_init = SpectralInit::kNeuralOperator);
+                SpectralInit spectral_init = SpectralInit::kNeuralOperator,
+                bool single_gelu = false);
   void reset() override;
   // x: [B, C, *S] -> [B, C, *S], block `index` (0-based).
   torch::Tensor forward(const torch::Tensor& x, int64_t index);
@@ -87,6 +93,7 @@ class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
   double channel_mlp_expansion;
   bool use_channel_mlp;
   SpectralInit spectral_init;
+  bool single_gelu;
   torch::nn::ModuleList convs{nullptr};              // SpectralConv
   torch::nn::ModuleList fno_skips{nullptr};          // LinearSkip
   torch::nn::ModuleList channel_mlp{nullptr};        // ChannelMLP (empty without them)
