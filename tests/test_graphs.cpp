@@ -138,13 +138,22 @@ TEST_CASE("decide_cuda_graphs: where graphs work, and one line when they cannot"
     CHECK_FALSE(d.use);
     CHECK(d.message.find("4 micro-batches") != std::string::npos);
     c.micro_batches = 1;
+    // Several ranks: on NCCL the all-reduce is captured with the step; on
+    // Gloo it cannot be.
     c.world_size = 2;
     c.key = "--cuda-graphs";
+    c.backend = "gloo";
     d = fno::decide_cuda_graphs(c);
     CHECK_FALSE(d.use);
-    CHECK(d.message.find("--cuda-graphs " + fno::to_string(mode) + ": 2 ranks") == 0);
+    CHECK(d.message.find("--cuda-graphs " + fno::to_string(mode) +
+                         ": 2 ranks on the gloo backend") == 0);
     CHECK(d.message.find('\n') == std::string::npos);
+    c.backend = "nccl";
+    d = fno::decide_cuda_graphs(c);
+    CHECK(d.use);
+    CHECK(d.message.empty());
     c.world_size = 1;
+    c.backend.clear();
     c.key = "training.cuda_graphs";
   }
 }

@@ -172,20 +172,18 @@ struct Runner {
     const auto x = torch::randn(x_shape, torch::kCUDA);
     const auto y = torch::randn(y_shape, torch::kCUDA);
     // fno_train's step; H1Loss adds over batch entries: auto may use micro-batches.
-    TrainStep train(
-        step, *optimizer,
-        [this](const at::Tensor& out, const at::Tensor& yy) { return loss(out, yy); }, scaler);
+    const auto loss_fn = [this](const at::Tensor& out, const at::Tensor& yy) {
+      return loss(out, yy);
+    };
     if (group) {
-      one_gpu_baseline(row, train, x, y, warmup, timed);
-      train.set_gradient_sync(grad_sync.get());
+      // One GPU's baseline: the same step without the all-reduce, under the
+      // same --cuda-graphs (its graphs go with it).
+      TrainStep solo(step, *optimizer, loss_fn, scaler);
+      one_gpu_baseline(row, solo, x, y, warmup, timed, use_cuda_graphs(solo, row.policy));
     }
+    TrainStep train(step, *optimizer, loss_fn, scaler, grad_sync.get());
     const bool graphed = use_cuda_graphs(train, row.policy);
-    for (int64_t i = 0; i < warmup; ++i) train.run(x, y);
-    // Under CUDA graphs the timed steps replay this shape's graph: warm up
-    // until it is captured.
-    for (int64_t i = 0; graphed && !train.captured(x, y) && i <= TrainStep::kGraphWarmup; ++i) {
-      train.run(x, y);
-    }
+    warm_up(train, x, y, warmup, graphed);
     row.cuda_graphs = graphed && train.captured(x, y);
     row.plan_seconds = step.plan_seconds();
     torch::cuda::synchronize();
@@ -231,6 +229,7 @@ struct Runner {
     gc.offload_policy = policy;
     gc.micro_batches = o.offload.micro_batches;
     gc.world_size = group ? group->size() : 1;
+    if (group) gc.backend = group->backend_name();
     auto decision = decide_cuda_graphs(gc);
     if (decision.use) {
       try {
@@ -249,13 +248,23 @@ struct Runner {
     return decision.use;
   }
 
+  // `warmup` steps; under CUDA graphs the timed steps replay the shape's
+  // graph: then on until it is captured.
+  static void warm_up(TrainStep& train, const at::Tensor& x, const at::Tensor& y, int64_t warmup,
+                      bool graphed) {
+    for (int64_t i = 0; i < warmup; ++i) train.run(x, y);
+    for (int64_t i = 0; graphed && !train.captured(x, y) && i <= TrainStep::kGraphWarmup; ++i) {
+      train.run(x, y);
+    }
+  }
+
   // Several ranks: first one GPU alone (rank 0's steps without the all-reduce,
   // the other ranks waiting), the baseline of the scaling.
   void one_gpu_baseline(BenchRow& row, TrainStep& train, const at::Tensor& x, const at::Tensor& y,
-                        int64_t warmup, int64_t timed) {
+                        int64_t warmup, int64_t timed, bool graphed) {
     row.world_size = group->size();
     if (group->is_main()) {
-      for (int64_t i = 0; i < warmup; ++i) train.run(x, y);
+      warm_up(train, x, y, warmup, graphed);
       std::vector<double> ms1;
       for (int64_t i = 0; i < timed; ++i) ms1.push_back(timed_step(train, x, y));
       row.ms_per_step_one_gpu = median(ms1);

@@ -10,6 +10,7 @@
 #endif
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <ATen/ATen.h>
@@ -54,6 +55,17 @@ int64_t env_int(const char* name, int64_t fallback, bool required) {
 
 // Complex tensors travel as their real views (both parts); real ones as they are.
 at::Tensor real_view(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
+
+// Whether `device`'s current stream is being captured into a CUDA graph.
+bool capturing(const torch::Device& device) {
+#ifdef USE_C10D_NCCL
+  return device.is_cuda() &&
+         c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+  (void)device;
+  return false;
+#endif
+}
 
 // Host numbers on the group's device without waiting for its stream: a
 // pageable host-to-device copy waits for the work queued before it, so a
@@ -273,6 +285,10 @@ std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& 
           setenv("TORCH_NCCL_ENABLE_MONITORING", "0", 0);
           setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
           setenv("TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "0", 0);
+          // Every peer connection made at init: NCCL's lazy set-up copies through the
+          // legacy default stream, which a CUDA graph's capture forbids (the step's
+          // all-reduce is captured under training.cuda_graphs).
+          setenv("NCCL_RUNTIME_CONNECT", "0", 0);
           c10::cuda::set_device(device.index());
           auto o = c10d::ProcessGroupNCCL::Options::create();
           o->timeout = options.timeout;
@@ -543,8 +559,18 @@ void GradientSync::finish() {
   for (auto& bk : p.buckets) bk.pending = 0;
   p.launch_ready();
   lock.unlock();
+  // Inside a CUDA graph's capture (TrainStep under graphs) the host cannot
+  // wait: the current stream waits for each all-reduce instead, in the graph.
+  // Each replay then runs the bucket copies and all-reduces as captured; the
+  // step's next collective on the host (the trainer's stop-signal check)
+  // is where a dead or hung peer shows, within the timeout.
+  const bool in_graph = capturing(p.group->device());
   for (auto& bk : p.buckets) {
-    p.group->p_->wait(bk.work, "gradient all-reduce");
+    if (in_graph) {
+      bk.work->synchronize();
+    } else {
+      p.group->p_->wait(bk.work, "gradient all-reduce");
+    }
     for (size_t k = 0; k < bk.params.size(); ++k) {
       auto param = p.params[bk.params[k]];
       const auto src = bk.flat.narrow(0, bk.offsets[k], bk.offsets[k + 1] - bk.offsets[k]);

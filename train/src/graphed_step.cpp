@@ -67,9 +67,10 @@ GraphDecision decide_cuda_graphs(const GraphConditions& c) {
     if (on) d.message = say("the device is " + c.device.str() + " (graphs need a CUDA device)");
     return d;
   }
-  if (c.world_size > 1) {
-    d.message = say(std::to_string(c.world_size) +
-                    " ranks: each step's gradient all-reduce runs outside a graph");
+  if (c.world_size > 1 && c.backend != "nccl") {
+    d.message = say(std::to_string(c.world_size) + " ranks on the " +
+                    (c.backend.empty() ? std::string("?") : c.backend) +
+                    " backend: a graph captures NCCL's all-reduce only");
     return d;
   }
   if (c.offload_policy != "none") {

@@ -69,8 +69,8 @@ TrainStep::~TrainStep() {
 }
 
 void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
-  TORCH_CHECK(sync == nullptr || !graphs_,
-              "TrainStep: a gradient sync cannot run under CUDA graphs");
+  // (The graphs captured so far hold the sync they were captured with.)
+  TORCH_CHECK(!graphs_, "TrainStep: set the gradient sync before enabling CUDA graphs");
   sync_ = sync;
   // The buckets are armed just before the backward pass that completes the
   // gradients (the last micro-batch's), and reduced as backward produces them.
@@ -168,7 +168,6 @@ void TrainStep::enable_cuda_graphs(int64_t warmup, double capture_limit_ms) {
   if (!step_.plain()) {
     refuse("the step runs under an offload policy or in micro-batches (" + step_.plan_text() + ")");
   }
-  if (sync_ != nullptr) refuse("the gradients are reduced over ranks");
   if (!cuda_graphs_built()) refuse("this build has no CUDA");
   adamw->set_device_step(true);  // (throws std::invalid_argument: step counts differ)
   adamw_ = adamw;
@@ -216,6 +215,9 @@ std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inp
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
   }
   auto loss = loss_and_backward(inputs.at(0), inputs.at(1));
+  // Several ranks: the gradient buckets' all-reduces, started as backward
+  // produced them, are part of the graph; the sums go back into the gradients.
+  if (sync_ != nullptr) sync_->finish();
   // fp16: unscale and check the gradients on the device; a non-finite one
   // makes AdamW skip the step there, and the scale backs off.
   const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();

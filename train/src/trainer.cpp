@@ -434,6 +434,7 @@ void Trainer::State::use_cuda_graphs() {
   gc.offload_policy = cfg.offload.policy.text;
   gc.micro_batches = cfg.offload.micro_batches;
   gc.world_size = world_size;
+  if (group) gc.backend = group->backend_name();
   auto decision = decide_cuda_graphs(gc);
   if (decision.use) {
     try {

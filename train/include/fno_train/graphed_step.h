@@ -57,8 +57,9 @@ struct GraphConditions {
   /// The offload policy's text and the fixed policies' micro-batches.
   std::string offload_policy = "none";
   int64_t micro_batches = 1;
-  /// Ranks (torchrun).
+  /// Ranks (torchrun), and their c10d backend ("nccl", "gloo"; "" alone).
   int64_t world_size = 1;
+  std::string backend;
 };
 
 struct GraphDecision {
@@ -70,9 +71,10 @@ struct GraphDecision {
 };
 
 /// auto captures where graphs work: a CUDA device, offload policy none with
-/// one micro-batch, one rank (the recurrent rollout included); otherwise the
-/// steps run eagerly, with one line when `on` was asked for, or when auto
-/// meets an offload policy or several ranks.
+/// one micro-batch, one rank or several on NCCL (the gradient all-reduce in
+/// the graph; the recurrent rollout included); otherwise the steps run
+/// eagerly, with one line when `on` was asked for, or when auto meets an
+/// offload policy or several ranks on another backend.
 GraphDecision decide_cuda_graphs(const GraphConditions& conditions);
 
 /// training.cuda_graphs auto captures a shape only when its last eager warm-up

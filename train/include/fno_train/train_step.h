@@ -14,7 +14,8 @@
 //
 // With enable_cuda_graphs() run() takes the whole step (forward, loss,
 // backward, fp16's scaler, AdamW) as one CUDA graph per input shape
-// (fno_train/graphed_step.h), the rollout included.
+// (fno_train/graphed_step.h), the rollout included, and over several ranks the
+// gradient all-reduce (NCCL collectives captured in the graph).
 #pragma once
 
 #include <fno/optim.h>
@@ -96,7 +97,8 @@ class TrainStep {
   StepResult update(const at::Tensor& loss);
 
   /// Reduce the gradients over ranks from the next step on (null: this rank
-  /// alone). Not under CUDA graphs.
+  /// alone). Before enable_cuda_graphs(): a graph captures the all-reduces
+  /// of the sync it was captured with.
   void set_gradient_sync(dist::GradientSync* sync);
 
   /// From the next step on, run() takes each step as a CUDA graph, one per
@@ -112,7 +114,7 @@ class TrainStep {
   /// runs eagerly from then on (one line on stderr). Throws
   /// std::invalid_argument, naming it, for what graphs cannot take: a device
   /// that is not CUDA, an offload policy other than none, more than one
-  /// micro-batch, a gradient sync, an optimizer other than fno::AdamW or one
+  /// micro-batch, an optimizer other than fno::AdamW or one
   /// whose groups' step counts differ.
   void enable_cuda_graphs(int64_t warmup = kGraphWarmup, double capture_limit_ms = 0);
   bool cuda_graphs() const { return graphs_ != nullptr; }
