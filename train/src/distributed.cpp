@@ -10,7 +10,6 @@
 #endif
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <ATen/ATen.h>
@@ -55,17 +54,6 @@ int64_t env_int(const char* name, int64_t fallback, bool required) {
 
 // Complex tensors travel as their real views (both parts); real ones as they are.
 at::Tensor real_view(const at::Tensor& t) { return t.is_complex() ? at::view_as_real(t) : t; }
-
-// Whether `device`'s current stream is being captured into a CUDA graph.
-bool capturing(const torch::Device& device) {
-#ifdef USE_C10D_NCCL
-  return device.is_cuda() &&
-         c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
-#else
-  (void)device;
-  return false;
-#endif
-}
 
 // Host numbers on the group's device without waiting for its stream: a
 // pageable host-to-device copy waits for the work queued before it, so a
@@ -285,10 +273,6 @@ std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& 
           setenv("TORCH_NCCL_ENABLE_MONITORING", "0", 0);
           setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
           setenv("TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "0", 0);
-          // Every peer connection made at init: NCCL's lazy set-up copies through the
-          // legacy default stream, which a CUDA graph's capture forbids (the step's
-          // all-reduce is captured under training.cuda_graphs).
-          setenv("NCCL_RUNTIME_CONNECT", "0", 0);
           c10::cuda::set_device(device.index());
           auto o = c10d::ProcessGroupNCCL::Options::create();
           o->timeout = options.timeout;
@@ -412,7 +396,8 @@ struct GradientSync::Impl {
   int64_t overlapped = 0;
   std::string violation;
 
-  void launch(size_t b) {
+  // Bucket b's gradients into its flat buffer (zeros where a parameter has none).
+  void fill(size_t b) {
     auto& bk = buckets[b];
     for (size_t k = 0; k < bk.params.size(); ++k) {
       const auto& p = params[bk.params[k]];
@@ -423,6 +408,22 @@ struct GradientSync::Impl {
         dst.zero_();
       }
     }
+  }
+
+  // Bucket b's flat buffer back into its gradients.
+  void write_back(size_t b) {
+    auto& bk = buckets[b];
+    for (size_t k = 0; k < bk.params.size(); ++k) {
+      auto param = params[bk.params[k]];
+      const auto src = bk.flat.narrow(0, bk.offsets[k], bk.offsets[k + 1] - bk.offsets[k]);
+      if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
+      real_view(param.grad()).copy_(src.view(real_view(param).sizes()));
+    }
+  }
+
+  void launch(size_t b) {
+    auto& bk = buckets[b];
+    fill(b);
     std::vector<at::Tensor> one{bk.flat};
     bk.work = group->p_->guarded("gradient all-reduce",
                                  [&] { return group->p_->backend->allreduce(one); });
@@ -559,26 +560,35 @@ void GradientSync::finish() {
   for (auto& bk : p.buckets) bk.pending = 0;
   p.launch_ready();
   lock.unlock();
-  // Inside a CUDA graph's capture (TrainStep under graphs) the host cannot
-  // wait: the current stream waits for each all-reduce instead, in the graph.
-  // Each replay then runs the bucket copies and all-reduces as captured; the
-  // step's next collective on the host (the trainer's stop-signal check)
-  // is where a dead or hung peer shows, within the timeout.
-  const bool in_graph = capturing(p.group->device());
-  for (auto& bk : p.buckets) {
-    if (in_graph) {
-      bk.work->synchronize();
-    } else {
-      p.group->p_->wait(bk.work, "gradient all-reduce");
-    }
-    for (size_t k = 0; k < bk.params.size(); ++k) {
-      auto param = p.params[bk.params[k]];
-      const auto src = bk.flat.narrow(0, bk.offsets[k], bk.offsets[k + 1] - bk.offsets[k]);
-      if (!param.grad().defined()) param.mutable_grad() = at::zeros_like(param);
-      real_view(param.grad()).copy_(src.view(real_view(param).sizes()));
-    }
+  for (size_t b = 0; b < p.buckets.size(); ++b) {
+    auto& bk = p.buckets[b];
+    p.group->p_->wait(bk.work, "gradient all-reduce");
+    p.write_back(b);
     bk.work.reset();
   }
+}
+
+void GradientSync::pack() {
+  auto& p = *p_;
+  for (size_t b = 0; b < p.buckets.size(); ++b) p.fill(b);
+}
+
+void GradientSync::reduce() {
+  auto& p = *p_;
+  for (auto& bk : p.buckets) {
+    std::vector<at::Tensor> one{bk.flat};
+    bk.work = p.group->p_->guarded("gradient all-reduce",
+                                   [&] { return p.group->p_->backend->allreduce(one); });
+  }
+  for (auto& bk : p.buckets) {
+    p.group->p_->wait(bk.work, "gradient all-reduce");
+    bk.work.reset();
+  }
+}
+
+void GradientSync::unpack() {
+  auto& p = *p_;
+  for (size_t b = 0; b < p.buckets.size(); ++b) p.write_back(b);
 }
 
 int64_t GradientSync::buckets() const { return static_cast<int64_t>(p_->buckets.size()); }

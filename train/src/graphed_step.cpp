@@ -70,7 +70,7 @@ GraphDecision decide_cuda_graphs(const GraphConditions& c) {
   if (c.world_size > 1 && c.backend != "nccl") {
     d.message = say(std::to_string(c.world_size) + " ranks on the " +
                     (c.backend.empty() ? std::string("?") : c.backend) +
-                    " backend: a graph captures NCCL's all-reduce only");
+                    " backend: graphs take several ranks on NCCL only");
     return d;
   }
   if (c.offload_policy != "none") {

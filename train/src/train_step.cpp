@@ -61,7 +61,7 @@ TrainStep::TrainStep(OffloadedStep& step, torch::optim::Optimizer& optimizer, St
 }
 
 TrainStep::~TrainStep() {
-  if (sync_ != nullptr) step_.set_before_final_backward(nullptr);
+  if (sync_ != nullptr) hook_sync(false);
   try {
     disable_cuda_graphs();
   } catch (...) {  // (a destructor: a CUDA error here has been reported before)
@@ -69,12 +69,15 @@ TrainStep::~TrainStep() {
 }
 
 void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
-  // (The graphs captured so far hold the sync they were captured with.)
   TORCH_CHECK(!graphs_, "TrainStep: set the gradient sync before enabling CUDA graphs");
   sync_ = sync;
+  hook_sync(sync_ != nullptr);
+}
+
+void TrainStep::hook_sync(bool on) {
   // The buckets are armed just before the backward pass that completes the
   // gradients (the last micro-batch's), and reduced as backward produces them.
-  if (sync_ != nullptr) {
+  if (on) {
     step_.set_before_final_backward([this](const std::string& key) { sync_->arm(key); });
   } else {
     step_.set_before_final_backward(nullptr);
@@ -149,6 +152,21 @@ StepResult TrainStep::run(const at::Tensor& x, const at::Tensor& y) {
   if (const auto note = graphs_->take_note(); !note.empty()) {
     std::fprintf(stderr, "fno: %s\n", note.c_str());
   }
+  if (sync_ != nullptr) {
+    // Several ranks: the all-reduce between the two graphs, then the update.
+    sync_->reduce();
+    const auto loss = out.at(0);
+    try {
+      out = step_.timeline_requested() ? update_graphs_->run_eager({loss})
+                                       : update_graphs_->run({loss});
+    } catch (const GraphCaptureError& e) {
+      // The sums are in the buckets: finish this step eagerly from them.
+      std::fprintf(stderr, "fno: %s; steps run eagerly\n", e.what());
+      disable_cuda_graphs();
+      sync_->unpack();
+      return update(loss);
+    }
+  }
   StepResult r;
   r.loss = out.at(0);
   if (out.size() > 1) r.taken = out[1];
@@ -175,16 +193,26 @@ void TrainStep::enable_cuda_graphs(int64_t warmup, double capture_limit_ms) {
     graphs_ = std::make_unique<GraphedFunction>(
         [this](const std::vector<at::Tensor>& in) { return graph_body(in); }, device, warmup);
     graphs_->set_capture_limit_ms(capture_limit_ms);
+    if (sync_ != nullptr) {
+      update_graphs_ = std::make_unique<GraphedFunction>(
+          [this](const std::vector<at::Tensor>& in) { return update_body(in); }, device, warmup,
+          graphs_->pool());
+    }
   } catch (...) {
+    update_graphs_.reset();
+    graphs_.reset();
     adamw_->set_device_step(false);
     adamw_ = nullptr;
     throw;
   }
+  if (sync_ != nullptr) hook_sync(false);  // (no hooks: pack, reduce, unpack)
 }
 
 void TrainStep::disable_cuda_graphs() {
   if (!graphs_) return;
+  update_graphs_.reset();
   graphs_.reset();
+  if (sync_ != nullptr) hook_sync(true);
   for (auto& p : params_) p.mutable_grad() = at::Tensor();  // (they were the graphs')
   adamw_->set_device_step(false);
   adamw_ = nullptr;
@@ -205,7 +233,7 @@ std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inp
   // makes them in the graphs' memory pool; from then on they stay there,
   // zeroed at the start of every step and added into by backward, so that
   // every graph reads and writes the same ones.
-  if (graphs_->graphs() > 0) {
+  if (graphs_->graphs() + (update_graphs_ ? update_graphs_->graphs() : 0) > 0) {
     std::vector<at::Tensor> grads;
     for (const auto& p : params_) {
       if (p.grad().defined()) grads.push_back(p.grad());
@@ -215,13 +243,27 @@ std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inp
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
   }
   auto loss = loss_and_backward(inputs.at(0), inputs.at(1));
-  // Several ranks: the gradient buckets' all-reduces, started as backward
-  // produced them, are part of the graph; the sums go back into the gradients.
-  if (sync_ != nullptr) sync_->finish();
+  // Several ranks: the gradients into the buckets; run() reduces them and
+  // update_body() takes the step.
+  if (sync_ != nullptr) {
+    sync_->pack();
+    return {loss};
+  }
   // fp16: unscale and check the gradients on the device; a non-finite one
   // makes AdamW skip the step there, and the scale backs off.
   const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();
   adamw_->step_on_device(keep);
+  if (scaler_ == nullptr) return {loss};
+  loss = scaler_->unscaled(loss);
+  scaler_->update();
+  return {loss, keep};
+}
+
+std::vector<at::Tensor> TrainStep::update_body(const std::vector<at::Tensor>& inputs) {
+  sync_->unpack();
+  const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();
+  adamw_->step_on_device(keep);
+  auto loss = inputs.at(0).clone();  // (the input buffer is the graph's: an output of its own)
   if (scaler_ == nullptr) return {loss};
   loss = scaler_->unscaled(loss);
   scaler_->update();

@@ -140,6 +140,16 @@ class GradientSync {
   /// without a gradient on a rank count as zeros. Throws Error on failure.
   void finish();
 
+  /// The same sums without backward hooks, for a step taken as CUDA graphs
+  /// (TrainStep), where no collective is captured: pack() copies every
+  /// gradient into its bucket (zeros where a parameter has none) at the end
+  /// of the first graph; reduce() all-reduces the buckets and waits, between
+  /// the graphs (on the host, as finish(): a lost peer shows within the
+  /// timeout); unpack() writes the sums back into the gradients in the second.
+  void pack();
+  void reduce();
+  void unpack();
+
   int64_t buckets() const;
   /// Buckets of the last step that started during backward (not in finish()).
   int64_t overlapped_last_step() const;

@@ -71,10 +71,10 @@ struct GraphDecision {
 };
 
 /// auto captures where graphs work: a CUDA device, offload policy none with
-/// one micro-batch, one rank or several on NCCL (the gradient all-reduce in
-/// the graph; the recurrent rollout included); otherwise the steps run
-/// eagerly, with one line when `on` was asked for, or when auto meets an
-/// offload policy or several ranks on another backend.
+/// one micro-batch, one rank or several on NCCL (two graphs a step, the
+/// gradient all-reduce between them; the recurrent rollout included);
+/// otherwise the steps run eagerly, with one line when `on` was asked for, or
+/// when auto meets an offload policy or several ranks on another backend.
 GraphDecision decide_cuda_graphs(const GraphConditions& conditions);
 
 /// training.cuda_graphs auto captures a shape only when its last eager warm-up

@@ -14,8 +14,11 @@
 //
 // With enable_cuda_graphs() run() takes the whole step (forward, loss,
 // backward, fp16's scaler, AdamW) as one CUDA graph per input shape
-// (fno_train/graphed_step.h), the rollout included, and over several ranks the
-// gradient all-reduce (NCCL collectives captured in the graph).
+// (fno_train/graphed_step.h), the rollout included. Over several ranks a step
+// is two graphs: forward and backward up to the gradients packed into their
+// buckets, then the optimizer; the all-reduce runs between them, outside any
+// graph (GradientSync::reduce).
+
 #pragma once
 
 #include <fno/optim.h>
@@ -97,8 +100,7 @@ class TrainStep {
   StepResult update(const at::Tensor& loss);
 
   /// Reduce the gradients over ranks from the next step on (null: this rank
-  /// alone). Before enable_cuda_graphs(): a graph captures the all-reduces
-  /// of the sync it was captured with.
+  /// alone). Before enable_cuda_graphs().
   void set_gradient_sync(dist::GradientSync* sync);
 
   /// From the next step on, run() takes each step as a CUDA graph, one per
@@ -146,12 +148,20 @@ class TrainStep {
   std::vector<at::Tensor> params_;  // the optimizer's, for the scaler
   // Forward, loss (scaled in fp16) and backward, without zeroing the gradients.
   at::Tensor loss_and_backward(const at::Tensor& x, const at::Tensor& y);
-  // The step a graph captures: {loss, and in fp16 the device's "taken" flag}.
+  // The step a graph captures: {loss, and in fp16 the device's "taken" flag};
+  // with a gradient sync, forward and backward up to the packed buckets: {loss}.
   std::vector<at::Tensor> graph_body(const std::vector<at::Tensor>& inputs);
+  // With a gradient sync, the second graph: the summed gradients back, the
+  // optimizer's step. {loss} -> {loss, and in fp16 the "taken" flag}.
+  std::vector<at::Tensor> update_body(const std::vector<at::Tensor>& inputs);
+  // The arm() of the sync before the backward that completes the gradients
+  // (eager steps), or none.
+  void hook_sync(bool on);
   // Back to eager steps, the optimizer's step counts to the host.
   void disable_cuda_graphs();
   AdamW* adamw_ = nullptr;  // the optimizer's device step, under graphs
   std::unique_ptr<GraphedFunction> graphs_;
+  std::unique_ptr<GraphedFunction> update_graphs_;  // several ranks: the second graph
 };
 
 }  // namespace fno
