@@ -26,8 +26,9 @@
 #   predictions256  fno_datagen 256^2 data, 30 epochs of the seed model, 4 predictions
 #   fused        the fused block tail's micro-benchmark; fno_bench none with FNO_FUSED=0 and 1
 #   chunks2048   2048^2: recompute vs recompute+offload in fp32 and bf16, auto under 8 GiB
-#   ddpgraphs    two GPUs, several ranks under CUDA graphs: the distributed CLI test with NCCL,
-#                the seed run on 2 ranks graphs off and on, fno_bench 64^2/128^2 off and on
+#   ddpgraphs    several ranks under CUDA graphs: the two-graph step's GPU test (one GPU), then on
+#                two GPUs the distributed CLI test with NCCL, the seed run on 2 ranks graphs off
+#                and on, fno_bench 64^2/128^2 off and on (FNO_TARGETS with fno_gpu_tests)
 #   ddp          two GPUs: tests/cli/test_distributed.sh with NCCL, fno_bench under
 #                torchrun (none, auto 8 GiB) with the scaling efficiency
 #   k14          issue 14 in one call: the fused micro-benchmark (fp32 3xTF32 and FFMA, tf32,
@@ -774,6 +775,12 @@ run_suite() {
       local torchrun g t1
       torchrun=$(command -v torchrun || echo "")
       mkdir -p "$out/ddpgraphs"
+      # first on one GPU: the two-graph step over a one-rank NCCL sync against no sync
+      timeout 120 "$build/tests/fno_gpu_tests" -tc="GPU graphs: a step over a gradient sync*" \
+        > "$out/ddpgraphs/gpu_test.log" 2>&1
+      say "ddp graphs GPU test: exit $? ($(grep -E '^\[doctest\] (test cases|assertions)' \
+        "$out/ddpgraphs/gpu_test.log" | tr '\n' ' '))"
+      grep -h 'MESSAGE\|steps over' "$out/ddpgraphs/gpu_test.log" | cut -c1-200 | tee -a "$summary"
       timeout 300 bash tests/cli/test_distributed.sh "$build/apps/fno_train" "$root" /tmp/ddp_cli cuda \
         "$torchrun" > "$out/ddpgraphs/cli.log" 2>&1
       say "ddp cli (NCCL, graphs auto): exit $? ($(tail -1 "$out/ddpgraphs/cli.log"))"

@@ -12,10 +12,6 @@
 #include <fno_train/offload_step.h>
 #include <fno_data/darcy.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -26,23 +22,10 @@
 
 #include "golden.h"
 
+using fno::test::free_port;
 using fno::test::rel_err;
 
 namespace {
-
-// A port the kernel just gave out, free again.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // fn(rank, group) on two threads, as ranks 0 and 1 of one Gloo group.
 void two_ranks(const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,

@@ -3,6 +3,10 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -12,6 +16,19 @@ namespace fno::test {
 std::string golden_path(const std::string& name) { return std::string(FNO_GOLDEN_DIR) + "/" + name; }
 
 std::string out_path(const std::string& name) { return std::string(FNO_TEST_OUT_DIR) + "/" + name; }
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
 
 const TensorDict& golden(const std::string& file) {
   static std::map<std::string, TensorDict> cache;

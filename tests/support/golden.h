@@ -22,6 +22,9 @@ torch::Tensor golden_tensor(const std::string& file, const std::string& key);
 /// ||a - b|| / ||b|| in float64 (complex-aware); 0 when both are zero.
 double rel_err(const torch::Tensor& a, const torch::Tensor& b);
 
+/// A loopback TCP port the kernel just gave out, free again (a rendezvous's).
+int free_port();
+
 /// Writes / reads a whole file as bytes.
 void write_bytes(const std::string& path, const std::string& bytes);
 std::string read_bytes(const std::string& path);
