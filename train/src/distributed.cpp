@@ -372,8 +372,40 @@ void Group::barrier() {
 struct GradientSync::Impl {
   std::shared_ptr<Group> group;
   std::vector<at::Tensor> params;
-  // Keeps each parameter's AccumulateGrad node (and our hook on it) alive.
+  // Keeps each parameter's AccumulateGrad node (and our hook on it) alive;
+  // empty while the hooks are off (set_hooks(false)).
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<uintptr_t> hooks;  // the keys of ours, one on each node
+
+  // A post hook on each parameter's AccumulateGrad: it runs after every
+  // accumulation into .grad (the nested backward of recompute included). The
+  // node is made (or found) here, on the current stream: autograd runs a
+  // parameter's accumulation on the stream its node was made on, and a step
+  // captured on another stream would wait for that one inside the capture
+  // (the legacy default stream's implicit dependency, which ends a capture).
+  void attach() {
+    if (!accumulators.empty()) return;
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+      TORCH_CHECK(acc, "GradientSync: parameter ", i, " is not a leaf that accumulates gradients");
+      Impl* raw = this;
+      hooks.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [raw, i](const torch::autograd::variable_list& outputs,
+                   const torch::autograd::variable_list&) {
+            raw->accumulated(i);
+            return outputs;
+          })));
+      accumulators.push_back(std::move(acc));
+    }
+  }
+
+  // Our hooks off their nodes, and the nodes let go: the next forward makes
+  // new ones on its own stream.
+  void detach() {
+    for (size_t i = 0; i < accumulators.size(); ++i) accumulators[i]->del_post_hook(hooks[i]);
+    accumulators.clear();
+    hooks.clear();
+  }
 
   struct Bucket {
     std::vector<size_t> params;  // indices into params
@@ -498,26 +530,24 @@ GradientSync::GradientSync(std::shared_ptr<Group> group, std::vector<torch::Tens
   }
   close();
   p.count.assign(p.params.size(), 0);
-  // A post hook on each parameter's AccumulateGrad: it runs after every
-  // accumulation into .grad (the nested backward of recompute included).
-  for (size_t i = 0; i < p.params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(p.params[i]);
-    TORCH_CHECK(acc, "GradientSync: parameter ", i, " is not a leaf that accumulates gradients");
-    Impl* raw = p_.get();
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [raw, i](const torch::autograd::variable_list& outputs,
-                 const torch::autograd::variable_list&) {
-          raw->accumulated(i);
-          return outputs;
-        }));
-    p.accumulators.push_back(std::move(acc));
-  }
+  p.attach();
 }
 
 GradientSync::~GradientSync() {
-  // The hooks outlive nothing: disarm before the accumulators go.
+  // The hooks outlive nothing: off their nodes before this goes.
   std::lock_guard<std::mutex> lock(p_->mu);
   p_->armed = false;
+  p_->detach();
+}
+
+void GradientSync::set_hooks(bool on) {
+  std::lock_guard<std::mutex> lock(p_->mu);
+  TORCH_CHECK(!p_->armed, "GradientSync: set_hooks during an armed step");
+  if (on) {
+    p_->attach();
+  } else {
+    p_->detach();
+  }
 }
 
 void GradientSync::arm(const std::string& key) {

@@ -61,7 +61,8 @@ TrainStep::TrainStep(OffloadedStep& step, torch::optim::Optimizer& optimizer, St
 }
 
 TrainStep::~TrainStep() {
-  if (sync_ != nullptr) hook_sync(false);
+  if (sync_ != nullptr) step_.set_before_final_backward(nullptr);
+  sync_ = nullptr;  // (the caller's: it may be gone before this)
   try {
     disable_cuda_graphs();
   } catch (...) {  // (a destructor: a CUDA error here has been reported before)
@@ -77,6 +78,7 @@ void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
 void TrainStep::hook_sync(bool on) {
   // The buckets are armed just before the backward pass that completes the
   // gradients (the last micro-batch's), and reduced as backward produces them.
+  sync_->set_hooks(on);
   if (on) {
     step_.set_before_final_backward([this](const std::string& key) { sync_->arm(key); });
   } else {

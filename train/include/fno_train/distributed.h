@@ -150,6 +150,13 @@ class GradientSync {
   void reduce();
   void unpack();
 
+  /// The backward hooks on (the default) or off. Off, they leave each
+  /// parameter's AccumulateGrad node, so that the next forward makes it on its
+  /// own stream: a step captured as CUDA graphs on a side stream must not keep
+  /// nodes made on another (TrainStep turns them off under graphs). On again,
+  /// they are made on the current stream.
+  void set_hooks(bool on);
+
   int64_t buckets() const;
   /// Buckets of the last step that started during backward (not in finish()).
   int64_t overlapped_last_step() const;
