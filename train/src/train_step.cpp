@@ -78,7 +78,7 @@ void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
 void TrainStep::hook_sync(bool on) {
   // The buckets are armed just before the backward pass that completes the
   // gradients (the last micro-batch's), and reduced as backward produces them.
-  sync_->set_hooks(on);
+  if (sync_ != nullptr) sync_->set_hooks(on);
   if (on) {
     step_.set_before_final_backward([this](const std::string& key) { sync_->arm(key); });
   } else {
