@@ -4,9 +4,6 @@
 
 #include <torch/torch.h>
 
-#include <cstdio>
-#include <cstdlib>
-
 #ifdef FNO_CUDA_GRAPHS
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -52,20 +49,6 @@ bool cuda_graphs_built() {
   return true;
 #else
   return false;
-#endif
-}
-
-void graph_probe(const char* where) {
-#ifdef FNO_CUDA_GRAPHS
-  static const bool on = std::getenv("FNO_GRAPH_PROBE") != nullptr;
-  if (!on) return;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const auto stream = c10::cuda::getCurrentCUDAStream();
-  const auto err = cudaStreamIsCapturing(stream.stream(), &status);
-  std::fprintf(stderr, "fno probe %s: stream %p capture status %d (0 none, 1 active, 2 invalidated), err %d\n",
-               where, static_cast<void*>(stream.stream()), static_cast<int>(status), static_cast<int>(err));
-#else
-  (void)where;
 #endif
 }
 

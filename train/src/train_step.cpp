@@ -231,7 +231,6 @@ std::shared_ptr<GraphPool> TrainStep::graph_pool() const {
 }
 
 std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inputs) {
-  graph_probe("graph_body start");
   // The gradients: undefined up to the first capture, so that its backward
   // makes them in the graphs' memory pool; from then on they stay there,
   // zeroed at the start of every step and added into by backward, so that
@@ -245,14 +244,11 @@ std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inp
   } else {
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
   }
-  graph_probe("graph_body grads ready");
   auto loss = loss_and_backward(inputs.at(0), inputs.at(1));
-  graph_probe("graph_body after backward");
   // Several ranks: the gradients into the buckets; run() reduces them and
   // update_body() takes the step.
   if (sync_ != nullptr) {
     sync_->pack();
-    graph_probe("graph_body after pack");
     return {loss};
   }
   // fp16: unscale and check the gradients on the device; a non-finite one
@@ -266,12 +262,9 @@ std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inp
 }
 
 std::vector<at::Tensor> TrainStep::update_body(const std::vector<at::Tensor>& inputs) {
-  graph_probe("update_body start");
   sync_->unpack();
-  graph_probe("update_body after unpack");
   const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();
   adamw_->step_on_device(keep);
-  graph_probe("update_body after step");
   auto loss = inputs.at(0).clone();  // (the input buffer is the graph's: an output of its own)
   if (scaler_ == nullptr) return {loss};
   loss = scaler_->unscaled(loss);

@@ -48,9 +48,6 @@ CudaGraphs parse_cuda_graphs(const std::string& text);
 /// Whether this build can capture CUDA graphs (a CUDA LibTorch).
 bool cuda_graphs_built();
 
-/// FNO_GRAPH_PROBE set: prints the current stream's capture status at `where` (a debug aid).
-void graph_probe(const char* where);
-
 /// What decides whether a run's steps are captured.
 struct GraphConditions {
   CudaGraphs mode = CudaGraphs::kAuto;
