@@ -67,7 +67,9 @@
 #                machine starts again)
 #   nstrain      configs/$NSTRAIN_CONFIG.yaml (one or more) on nsdata's set (the same NSDATA_*),
 #                one config per GPU at once, resumable within one warm machine (SIGTERM at
-#                NSTRAIN_DEADLINE, 555 s); their metrics come back
+#                NSTRAIN_DEADLINE, 555 s); their metrics come back. NSTRAIN_CARRY=1 brings an
+#                unfinished run's checkpoint back ($OUT/carry_NAME.tgz, up to 16 MiB), which a
+#                later lease resumes from NSTRAIN_CARRY_IN (e.g. .carry/ns, carried)
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
@@ -294,8 +296,29 @@ ns_train_one() {
   fi
   for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
   for kv1 in "${sets[@]}"; do args+=(--set "$kv1"); done
+  # A run carried from an earlier lease (NSTRAIN_CARRY_IN/carry_NAME.tgz, what NSTRAIN_CARRY=1
+  # brought back): its checkpoint goes on, on the set made again from the same seed.
+  local carried=${NSTRAIN_CARRY_IN:-}/carry_$name.tgz
+  if [ ! -f "$run/checkpoint_latest.pt" ] && [ -n "${NSTRAIN_CARRY_IN:-}" ] && [ -f "$carried" ]; then
+    mkdir -p "$run" && tar -xzf "$carried" -C "$run" &&
+      say "nstrain $name: resumes the carried run ($(tail -1 "$run/metrics.jsonl" | cut -c1-60))"
+  fi
   [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
   train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $name" "$run" "$d" "${args[@]}"
+  # NSTRAIN_CARRY=1: an unfinished run's latest checkpoint, config and metrics come back as
+  # $OUT/carry_NAME.tgz (a file comes back up to 16 MiB: the FNO-2D's, about 11 MB, does; the
+  # FNO-3D's does not), for a later lease's NSTRAIN_CARRY_IN.
+  if [ "${NSTRAIN_CARRY:-0}" = 1 ] && [ -n "${OUT:-}" ] && [ "$train_rc" != 0 ] &&
+    [ -f "$run/checkpoint_latest.pt" ]; then
+    tar -C "$run" -czf "$OUT/carry_$name.tgz" checkpoint_latest.pt config.yaml \
+      $(cd "$run" && ls metrics.jsonl segments.tsv 2> /dev/null)
+    if [ "$(stat -c %s "$OUT/carry_$name.tgz")" -gt 16000000 ]; then
+      say "nstrain $name: its checkpoint ($(stat -c %s "$OUT/carry_$name.tgz") bytes packed) is too large to come back"
+      rm -f "$OUT/carry_$name.tgz"
+    else
+      say "nstrain $name: carry_$name.tgz ($(stat -c %s "$OUT/carry_$name.tgz") bytes) comes back"
+    fi
+  fi
 }
 
 # memcheck and racecheck on the channel-MLP GPU test's small grids, logs into DIR. racecheck

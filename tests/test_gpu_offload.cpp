@@ -107,10 +107,12 @@ TEST_CASE("GPU: offloading lowers the peak memory of a training step") {
   CHECK(peak["all"] < peak["none"] * 0.7);
   CHECK(peak["all"] < peak["slim"]);
   // Both offload policies run slim stages; at this size they peak in the same
-  // backward transient (within 1% on an H100), while recompute+offload moves
-  // half the bytes.
+  // backward transient, recompute+offload's a little above (its recomputed
+  // stage), well within half of one block activation, while it moves half the
+  // bytes.
+  const int64_t activation = int64_t{4} * 32 * 256 * 256 * static_cast<int64_t>(sizeof(float));
   CHECK(peak["recompute+offload"] < peak["slim"]);
-  CHECK(peak["recompute+offload"] <= peak["all"] * 1.03);
+  CHECK(peak["recompute+offload"] <= peak["all"] + activation / 2);
   CHECK(moved["recompute+offload"] < moved["all"]);
 }
 
