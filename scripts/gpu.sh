@@ -73,7 +73,8 @@
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
-#   nsepoch      seconds per epoch of the paper's models (NSEPOCH_CONFIGS, nu = 1e-5's by default) on
+#   nsepoch      seconds per epoch of the paper's models (NSEPOCH_CONFIGS, nu = 1e-5's by default;
+#                CFG%KEY=VALUE and CFG*N as nstrain's) on
 #                a small nsdata set (issue 27), also from an fno_train of the code before
 #                (NSEPOCH_BASE_TRAIN)
 #   nsprof       the paper's Navier-Stokes models' steps (fno_bench, configs/ns_v1e-5_fno{3d,2d}):
@@ -262,8 +263,24 @@ ns_spec_ranks() {
 # data.batch_size, so that a step sees the same batch; a suffix %KEY=VALUE, repeatable, adds
 # that --set to this run alone) on nsdata's set, into NSDATA_DIR/run_CFG (run_CFG_seedSEED,
 # then _ranksN, then _KEY-VALUE for each suffix: the key's last part).
+# CFG over RANKS ranks: train_launcher (torchrun, or empty for one) and rank_args (the config's
+# data.batch_size, its first "  batch_size:" line, in data:, over the ranks); returns 1 with a
+# line when that batch does not split.
+ns_rank_split() {
+  local cfg=$1 ranks=$2 label=$3 bs
+  train_launcher=() rank_args=()
+  [ "$ranks" -gt 1 ] || return 0
+  bs=$(sed -n 's/^  batch_size: *\([0-9][0-9]*\).*/\1/p' "configs/$cfg.yaml" | head -1)
+  if [ -z "$bs" ] || [ $((bs % ranks)) -ne 0 ]; then
+    say "$label: configs/$cfg.yaml's data.batch_size '${bs}' does not split over $ranks ranks"
+    return 1
+  fi
+  rank_args=(--set "data.batch_size=$((bs / ranks))")
+  train_launcher=(torchrun --no-python --standalone --nproc-per-node "$ranks")
+}
+
 ns_train_one() {
-  local spec=${1%%\%*} sets=() kv1 ranks bs
+  local spec=${1%%\%*} sets=() kv1 ranks
   [[ $1 == *%* ]] && IFS=% read -r -a sets <<< "${1#*%}"
   ranks=$(ns_spec_ranks "$1")
   spec=${spec%%\**}
@@ -283,17 +300,8 @@ ns_train_one() {
   local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
     --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
   [ -n "$seed" ] && args+=(--set "training.seed=$seed")
-  train_launcher=()
-  if [ "$ranks" -gt 1 ]; then
-    # the config's data.batch_size (its first "  batch_size:" line, in data:) over the ranks
-    bs=$(sed -n 's/^  batch_size: *\([0-9][0-9]*\).*/\1/p' "configs/$cfg.yaml" | head -1)
-    if [ -z "$bs" ] || [ $((bs % ranks)) -ne 0 ]; then
-      say "nstrain $name: configs/$cfg.yaml's data.batch_size '${bs}' does not split over $ranks ranks"
-      return
-    fi
-    args+=(--set "data.batch_size=$((bs / ranks))")
-    train_launcher=(torchrun --no-python --standalone --nproc-per-node "$ranks")
-  fi
+  ns_rank_split "$cfg" "$ranks" "nstrain $name" || return
+  args+=("${rank_args[@]}")
   for kv in ${NSTRAIN_SET:-}; do args+=(--set "$kv"); done
   for kv1 in "${sets[@]}"; do args+=(--set "$kv1"); done
   # A run carried from an earlier lease (NSTRAIN_CARRY_IN/carry_NAME.tgz, what NSTRAIN_CARRY=1
@@ -883,12 +891,18 @@ run_suite() {
         say "nsepoch: no ${stem}_test.h5 (run nsdata with the same NSDATA_* first)"
         return
       fi
-      local spec sets kv1
+      local spec sets kv1 ranks base_cfg
       for spec in ${NSEPOCH_CONFIGS:-ns_v1e-5_fno3d ns_v1e-5_fno2d}; do
-        # CFG%KEY=VALUE (repeatable): that --set for this config alone
-        cfg=${spec%%\%*} sets=()
+        # CFG%KEY=VALUE (repeatable): that --set for this config alone; CFG*N: on N GPUs
+        # under torchrun, each rank a share of the config's batch (as nstrain's)
+        ranks=$(ns_spec_ranks "$spec")
+        base_cfg=${spec%%\%*} sets=()
+        base_cfg=${base_cfg%%\**}
+        cfg=$base_cfg
+        [ "$ranks" -gt 1 ] && cfg+=_ranks$ranks
         [[ $spec == *%* ]] && IFS=% read -r -a sets <<< "${spec#*%}"
-        local extra=()
+        ns_rank_split "$base_cfg" "$ranks" "nsepoch $cfg" || continue
+        local extra=("${rank_args[@]}")
         for kv1 in "${sets[@]}"; do
           extra+=(--set "$kv1")
           cfg+=_$(set_tag "$kv1")
@@ -897,7 +911,8 @@ run_suite() {
           exe=$build/apps/fno_train
           [ "$tag" = base ] && exe=$NSEPOCH_BASE_TRAIN
           rm -rf "$dir/epoch_${cfg}_$tag"
-          timeout 200 "$exe" --config "configs/${spec%%\%*}.yaml" --out "$dir/epoch_${cfg}_$tag" "${extra[@]}" \
+          timeout 200 "${train_launcher[@]}" "$exe" --config "configs/$base_cfg.yaml" \
+            --out "$dir/epoch_${cfg}_$tag" "${extra[@]}" \
             --set "data.train_file=${stem}_train.h5" --set "data.n_train=${NSEPOCH_TRAIN:-100}" \
             --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]" \
             --set "training.epochs=$ep" --set "training.eval_every=$ep" --set output.progress=none \
