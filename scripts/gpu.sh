@@ -1110,7 +1110,8 @@ run_suite() {
       # NSDATA_T 50 records; 1e-4: 30, 1e-5: 20), resumable within one warm machine, solved
       # in float32 as the paper's ns_2d.py (NSDATA_PRECISION) with dt NSDATA_DT (1e-4, the
       # paper's). fno_datagen --resume keeps each finished batch (NSDATA_BATCH samples,
-      # default 64: about 150 s at T 50 on an H100 in float32, 2.3-2.4 s a sample) in
+      # default up to 64, shared evenly over the workers: about 150 s at T 50 on an H100 in
+      # float32, 2.3-2.4 s a sample) in
       # $dir/ns_v$NU_T$T.h5.partial/; timeout's SIGTERM at the deadline abandons the batches
       # in flight (exit 143) and the next call goes on after the kept ones. On a machine of
       # several GPUs, one worker per GPU (--worker K/N --device cuda:K) makes every N-th
@@ -1140,10 +1141,18 @@ run_suite() {
         [ "$gpus" -ge 1 ] || gpus=1
         [ -n "${NSDATA_GPUS:-}" ] && [ "$NSDATA_GPUS" -lt "$gpus" ] && gpus=$NSDATA_GPUS
       fi
+      # The batch: NSDATA_BATCH, or 64 and fewer so that the batches share out evenly over the
+      # workers (1200 samples on 4 GPUs: 20 batches of 60, 5 a worker, where 64 gave 19 and left
+      # one worker a batch short while the others made their fifth)
+      local rounds batch=${NSDATA_BATCH:-}
+      if [ -z "$batch" ]; then
+        rounds=$(((n + gpus * 64 - 1) / (gpus * 64)))
+        batch=$(((n + gpus * rounds - 1) / (gpus * rounds)))
+      fi
       local gen=("$build/apps/fno_datagen" --problem ns --viscosity "$nu" --t-final "$tf"
         --dt "${NSDATA_DT:-1e-4}" --resolution "${NSDATA_RES:-256}" --subsample "${NSDATA_SUB:-4}"
         --samples "$n" --test-samples "${NSDATA_TEST:-200}" --seed 0
-        --precision "${NSDATA_PRECISION:-float32}" --batch "${NSDATA_BATCH:-64}" --progress plain
+        --precision "${NSDATA_PRECISION:-float32}" --batch "$batch" --progress plain
         --resume --out "$data")
       if [ -f "${data%.h5}_train.h5" ] && [ -f "${data%.h5}_test.h5" ]; then
         say "nsdata: $data done already: $(ls -l "${data%.h5}"_t*.h5 | awk '{print $5, $9}' | tr '\n' ' ')"
