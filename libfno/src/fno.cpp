@@ -12,36 +12,29 @@ namespace fno {
 // ---------------------------------------------------------------------------
 // FNOBlocks
 // ---------------------------------------------------------------------------
-FNOBlocksImpl::FNOBlocksImpl(int64_t channels_, std::vector<int64_t> n_modes_, int64_t n_layers_,
-                             double channel_mlp_expansion_, bool use_channel_mlp_,
-                             SpectralInit spectral_init_, bool single_gelu_)
-    : channels(channels_),
-      n_modes(std::move(n_modes_)),
-      n_layers(n_layers_),
-      channel_mlp_expansion(channel_mlp_expansion_),
-      use_channel_mlp(use_channel_mlp_),
-      spectral_init(spectral_init_),
-      single_gelu(single_gelu_) {
-  reset();
-}
+FNOBlocksImpl::FNOBlocksImpl(FNOBlocksOptions options_) : options(std::move(options_)) { reset(); }
 
 void FNOBlocksImpl::reset() {
+  const auto channels = options.channels();
+  const auto& n_modes = options.n_modes();
+  const auto n_layers = options.n_layers();
+  const auto expansion = options.channel_mlp_expansion();
+  const bool use_channel_mlp = options.use_channel_mlp();
   TORCH_CHECK(n_layers >= 1, "FNO: n_layers must be >= 1, got ", n_layers);
-  TORCH_CHECK(!(single_gelu && use_channel_mlp),
+  TORCH_CHECK(!(options.single_gelu() && use_channel_mlp),
               "FNO: single_gelu applies to blocks without channel MLPs (use_channel_mlp false)");
-  TORCH_CHECK(channel_mlp_expansion > 0, "FNO: channel_mlp_expansion must be > 0, got ",
-              channel_mlp_expansion);
+  TORCH_CHECK(expansion > 0, "FNO: channel_mlp_expansion must be > 0, got ", expansion);
   const auto n_dim = static_cast<int64_t>(n_modes.size());
-  const int64_t mlp_hidden = round_half_even(static_cast<double>(channels) * channel_mlp_expansion);
+  const int64_t mlp_hidden = round_half_even(static_cast<double>(channels) * expansion);
   TORCH_CHECK(mlp_hidden > 0, "FNO: round(hidden_channels * channel_mlp_expansion) is 0 for ",
-              "hidden_channels=", channels, ", channel_mlp_expansion=", channel_mlp_expansion);
+              "hidden_channels=", channels, ", channel_mlp_expansion=", expansion);
   convs = register_module("convs", torch::nn::ModuleList());
   fno_skips = register_module("fno_skips", torch::nn::ModuleList());
   channel_mlp = register_module("channel_mlp", torch::nn::ModuleList());
   channel_mlp_skips = register_module("channel_mlp_skips", torch::nn::ModuleList());
   for (int64_t i = 0; i < n_layers; ++i) {
-    convs->push_back(
-        SpectralConv(SpectralConvOptions(channels, channels, n_modes).init(spectral_init)));
+    convs->push_back(SpectralConv(
+        SpectralConvOptions(channels, channels, n_modes).init(options.spectral_init())));
     fno_skips->push_back(LinearSkip(channels, channels));
     if (!use_channel_mlp) continue;
     channel_mlp->push_back(ChannelMLP(ChannelMLPOptions(channels, channels, mlp_hidden)));
@@ -50,6 +43,7 @@ void FNOBlocksImpl::reset() {
 }
 
 torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
+  const auto n_layers = options.n_layers();
   TORCH_CHECK(index >= 0 && index < n_layers, "FNOBlocks: block index ", index,
               " out of range [0, ", n_layers, ")");
   // Blocks pass pre-activations: the GELU that neuraloperator applies at the
@@ -61,13 +55,14 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   auto& conv = *convs[index]->as<SpectralConv>();
   const auto& skip_w = fno_skips[index]->as<LinearSkip>()->conv->weight;
   // (null without channel MLPs: the plain chain below, its last step GELU alone)
-  auto* mlp = use_channel_mlp ? channel_mlp[index]->as<ChannelMLP>() : nullptr;
+  auto* mlp = options.use_channel_mlp() ? channel_mlp[index]->as<ChannelMLP>() : nullptr;
   // The fused CUDA block tail (fno/fused.h) stores 2 tensors, as the slim
   // path does, and is faster than the chain below: plain training takes it too.
-  const bool tail = mlp != nullptr &&
-                    (recompute_cheap() ||
-                     fused_block_tail_applies(x, channels, mlp->options.hidden_channels())) &&
-                    mlp->fcs->size() == 2;
+  const bool tail =
+      mlp != nullptr &&
+      (recompute_cheap() ||
+       fused_block_tail_applies(x, options.channels(), mlp->options.hidden_channels())) &&
+      mlp->fcs->size() == 2;
   if (tail) {
     // a = GELU(x) read by the spectral conv and the tail: gelu_fork adds their
     // gradients inside GELU's backward (FNO_GELU_FORK=0: autograd's add).
@@ -96,7 +91,7 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   const auto y1 = pointwise_linear(a, skip_w, torch::Tensor(), false, s);
   // Without channel MLPs z = GELU(y1) unless last; the next block's GELU of z
   // is neuraloperator's second one (single_gelu: z = y1, the paper's one).
-  if (mlp == nullptr) return last || single_gelu ? y1 : torch::gelu(y1);
+  if (mlp == nullptr) return last || options.single_gelu() ? y1 : torch::gelu(y1);
   const auto& gate = channel_mlp_skips[index]->as<SoftGating>()->weight;
   return torch::addcmul(mlp->forward(y1, /*gelu_input=*/!last), gate.to(a.scalar_type()), a);
 }
@@ -139,9 +134,12 @@ void FNOImpl::reset() {
     positional_embedding = register_module("positional_embedding", GridEmbedding(n));
   }
   fno_blocks = register_module(
-      "fno_blocks", FNOBlocks(options.hidden_channels(), options.n_modes(), options.n_layers(),
-                              options.channel_mlp_expansion(), options.use_channel_mlp(),
-                              options.spectral_init(), options.single_gelu()));
+      "fno_blocks", FNOBlocks(FNOBlocksOptions(options.hidden_channels(), options.n_modes())
+                                  .n_layers(options.n_layers())
+                                  .channel_mlp_expansion(options.channel_mlp_expansion())
+                                  .use_channel_mlp(options.use_channel_mlp())
+                                  .spectral_init(options.spectral_init())
+                                  .single_gelu(options.single_gelu())));
   const int64_t lift_in = options.in_channels() + (options.positional_embedding() ? n : 0);
   if (lifting_channels() > 0) {
     lifting = register_module(

@@ -76,24 +76,30 @@ struct FNOOptions {
   TORCH_ARG(c10::ScalarType, compute_dtype) = c10::ScalarType::Float;
 };
 
+/// The blocks' settings (FNOOptions' block fields; FNO fills them in).
+struct FNOBlocksOptions {
+  FNOBlocksOptions(int64_t channels, std::vector<int64_t> n_modes)
+      : channels_(channels), n_modes_(std::move(n_modes)) {}
+  /// Width of the blocks (FNOOptions::hidden_channels).
+  TORCH_ARG(int64_t, channels);
+  /// Fourier modes kept per spatial dim.
+  TORCH_ARG(std::vector<int64_t>, n_modes);
+  TORCH_ARG(int64_t, n_layers) = 4;
+  TORCH_ARG(double, channel_mlp_expansion) = 0.5;
+  TORCH_ARG(bool, use_channel_mlp) = true;
+  TORCH_ARG(SpectralInit, spectral_init) = SpectralInit::kNeuralOperator;
+  TORCH_ARG(bool, single_gelu) = false;
+};
+
 /// The n_layers blocks, as neuraloperator's FNOBlocks (state-dict prefix "fno_blocks.").
 class FNOBlocksImpl : public torch::nn::Cloneable<FNOBlocksImpl> {
  public:
-  FNOBlocksImpl(int64_t channels, std::vector<int64_t> n_modes, int64_t n_layers,
-                double channel_mlp_expansion, bool use_channel_mlp = true,
-                SpectralInit spectral_init = SpectralInit::kNeuralOperator,
-                bool single_gelu = false);
+  explicit FNOBlocksImpl(FNOBlocksOptions options);
   void reset() override;
   // x: [B, C, *S] -> [B, C, *S], block `index` (0-based).
   torch::Tensor forward(const torch::Tensor& x, int64_t index);
 
-  int64_t channels;
-  std::vector<int64_t> n_modes;
-  int64_t n_layers;
-  double channel_mlp_expansion;
-  bool use_channel_mlp;
-  SpectralInit spectral_init;
-  bool single_gelu;
+  FNOBlocksOptions options;
   torch::nn::ModuleList convs{nullptr};              // SpectralConv
   torch::nn::ModuleList fno_skips{nullptr};          // LinearSkip
   torch::nn::ModuleList channel_mlp{nullptr};        // ChannelMLP (empty without them)
