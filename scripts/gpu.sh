@@ -798,8 +798,8 @@ run_suite() {
       done
       ;;
     ddpgraphs)
-      # several ranks under CUDA graphs (the NCCL all-reduce captured in the step's graph), on
-      # two GPUs: the distributed CLI test with NCCL (graphs auto: on; metrics against one
+      # several ranks under CUDA graphs (two graphs a step, the NCCL all-reduce between them),
+      # on two GPUs: the distributed CLI test with NCCL (graphs auto: on; metrics against one
       # process, a killed, a stopped and a SIGTERMed rank), the seed run on 2 ranks with
       # training.cuda_graphs off and on (metrics, wall time), fno_bench under torchrun at
       # 64^2 and 128^2, batch 32 per GPU, fp32, --cuda-graphs off and on
