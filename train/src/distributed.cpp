@@ -453,13 +453,18 @@ struct GradientSync::Impl {
     }
   }
 
-  void launch(size_t b) {
+  // Bucket b's all-reduce, started (finish() or reduce() waits for it).
+  void start(size_t b) {
     auto& bk = buckets[b];
-    fill(b);
     std::vector<at::Tensor> one{bk.flat};
     bk.work = group->p_->guarded("gradient all-reduce",
                                  [&] { return group->p_->backend->allreduce(one); });
-    bk.launched = true;
+  }
+
+  void launch(size_t b) {
+    fill(b);
+    start(b);
+    buckets[b].launched = true;
   }
 
   void launch_ready() {
@@ -605,11 +610,7 @@ void GradientSync::pack() {
 
 void GradientSync::reduce() {
   auto& p = *p_;
-  for (auto& bk : p.buckets) {
-    std::vector<at::Tensor> one{bk.flat};
-    bk.work = p.group->p_->guarded("gradient all-reduce",
-                                   [&] { return p.group->p_->backend->allreduce(one); });
-  }
+  for (size_t b = 0; b < p.buckets.size(); ++b) p.start(b);
   for (auto& bk : p.buckets) {
     p.group->p_->wait(bk.work, "gradient all-reduce");
     bk.work.reset();
