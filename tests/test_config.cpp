@@ -230,7 +230,8 @@ std::string dump(const fno::RunConfig& c) {
   const auto& t = c.training;
   s << t.epochs << ' ' << static_cast<int>(t.loss) << ' ' << static_cast<int>(t.loss_on) << ' '
     << t.checkpoint_every << ' ' << t.eval_every << ' ' << t.seed << ' '
-    << static_cast<int>(t.precision) << ' ' << static_cast<int>(t.cuda_graphs) << " eval ";
+    << static_cast<int>(t.precision) << ' ' << static_cast<int>(t.cuda_graphs) << ' '
+    << t.max_grad_norm << " eval ";
   for (const auto l : t.eval_losses) s << static_cast<int>(l) << ',';
   s << '\n' << c.device.name << ' ' << c.output.dir << ' ' << static_cast<int>(c.output.progress);
   const auto& f = c.offload;
@@ -301,6 +302,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"training.eval_every", "2"},
       {"training.checkpoint_every", "2"},
       {"training.seed", "1"},
+      {"training.max_grad_norm", "2.5"},
       {"training.precision", "bf16"},
       {"training.cuda_graphs", "on"},
       {"training.cuda_graphs", "off"},

@@ -52,7 +52,7 @@ struct Run {
   // graphs: the step as CUDA graphs; device_step (without graphs): eager steps
   // with AdamW's device step, the arithmetic the graphs hold.
   Run(const fno::FNOOptions& options, fno::Precision precision, bool graphs, int64_t rollout = 0,
-      bool device_step = false) {
+      bool device_step = false, double max_grad_norm = 0) {
     torch::manual_seed(0);
     model = fno::FNO(fno::FNOOptions(options).compute_dtype(fno::compute_dtype(precision)));
     model->to(torch::kCUDA);
@@ -67,6 +67,7 @@ struct Run {
         *step, *adamw, [this](const at::Tensor& a, const at::Tensor& b) { return h1(a, b); },
         scaler.get());
     if (rollout > 0) train->set_rollout(rollout);
+    if (max_grad_norm > 0) train->set_max_grad_norm(max_grad_norm);
     if (graphs) train->enable_cuda_graphs();
     if (device_step && !graphs) adamw->set_device_step(true);
   }
@@ -267,6 +268,70 @@ TEST_CASE("GPU graphs: the recurrent rollout's step, graphed, follows the eager 
           " (worst tensor ", graphed.worst_param_err(eager), ")");
   CHECK(worst_loss <= 1e-5);
   CHECK(param <= 1e-5);
+}
+
+TEST_CASE(
+    "GPU graphs: gradient clipping, graphed (one graph, and two over a one-rank sync), follows "
+    "the eager clipped step") {
+  const auto batches = epoch_batches();
+  // The norms unclipped: the clipping bound is half their smallest, so every step clips.
+  double smallest = 1e30;
+  {
+    Run measure(small_model(), fno::Precision::kFP32, false, 0, false, 1e30);
+    for (const auto& b : batches) {
+      const auto r = measure.train->run(b.x, b.y);
+      REQUIRE(r.grad_norm.defined());
+      smallest = std::min(smallest, r.grad_norm.item<double>());
+    }
+  }
+  const double bound = smallest / 2;
+  fno::dist::LaunchEnv env;
+  env.master_port = free_port();
+  fno::dist::GroupOptions o;
+  o.backend = fno::dist::Backend::kNccl;
+  o.timeout = std::chrono::seconds(60);
+  const auto group = fno::dist::Group::create(env, torch::Device(torch::kCUDA, 0), o);
+  Run eager(small_model(), fno::Precision::kFP32, false, 0, false, bound),
+      graphed(small_model(), fno::Precision::kFP32, true, 0, false, bound),
+      unclipped(small_model(), fno::Precision::kFP32, true),
+      synced(small_model(), fno::Precision::kFP32, false);
+  fno::dist::GradientSync sync(group, synced.model->parameters(),
+                               fno::dist::GradientSyncOptions{1 << 16});
+  synced.train->set_gradient_sync(&sync);
+  synced.train->set_max_grad_norm(bound);
+  synced.train->enable_cuda_graphs();
+  double worst_loss = 0, worst_norm = 0, worst_loss_synced = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (const auto& b : batches) {
+      const auto re = eager.train->run(b.x, b.y);
+      const auto rg = graphed.train->run(b.x, b.y);
+      const auto rs = synced.train->run(b.x, b.y);
+      unclipped.train->run(b.x, b.y);
+      REQUIRE(rg.grad_norm.defined());
+      REQUIRE(rs.grad_norm.defined());
+      const double ne = re.grad_norm.item<double>();
+      CHECK(ne > bound);  // clipped
+      worst_norm = std::max({worst_norm, rel_diff(rg.grad_norm.item<double>(), ne),
+                             rel_diff(rs.grad_norm.item<double>(), ne)});
+      const double le = re.loss.item<double>();
+      worst_loss = std::max(worst_loss, rel_diff(rg.loss.item<double>(), le));
+      worst_loss_synced = std::max(worst_loss_synced, rel_diff(rs.loss.item<double>(), le));
+    }
+  }
+  CHECK(graphed.train->captured(batches[0].x, batches[0].y));
+  CHECK(synced.train->captured(batches[0].x, batches[0].y));
+  const double param = graphed.param_err(eager), param_synced = synced.param_err(eager);
+  const double moved = unclipped.param_err(eager);
+  MESSAGE("clipped at ", bound, ": 15 steps, graphed against eager: worst loss difference ",
+          worst_loss, ", norm ", worst_norm, ", parameters ", param,
+          "; over a one-rank sync: loss ", worst_loss_synced, ", parameters ", param_synced,
+          "; unclipped against clipped: ", moved);
+  CHECK(worst_loss <= 1e-5);
+  CHECK(worst_loss_synced <= 1e-5);
+  CHECK(worst_norm <= 1e-5);
+  CHECK(param <= 1e-5);
+  CHECK(param_synced <= 1e-5);
+  CHECK(moved > 100 * param);  // the clipping changed the steps
 }
 
 TEST_CASE("GPU graphs: AdamW's device step on CUDA gives the host step's numbers") {

@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "golden.h"
@@ -170,4 +172,35 @@ TEST_CASE("optimizer and schedulers reject invalid settings naming the value") {
                        c10::Error);
   CHECK_THROWS_WITH_AS(fno::ReduceLROnPlateau(opt, fno::ReduceLROnPlateauOptions().mode("up")),
                        doctest::Contains("'up'"), c10::Error);
+}
+
+TEST_CASE("clip_grad_norm_ clips as torch::nn::utils::clip_grad_norm_, real and complex") {
+  // Three parameters (one complex, one without a gradient); max norms under
+  // and over the total norm, and inf (measure only).
+  for (const double max_norm : {0.3, 1e3, std::numeric_limits<double>::infinity()}) {
+    INFO("max_norm ", max_norm);
+    torch::manual_seed(3);
+    std::vector<torch::Tensor> ours, theirs;
+    for (const auto& t : {torch::randn({4, 5}), torch::randn({3, 2}, torch::kComplexFloat),
+                          torch::randn({7}), torch::randn({2})}) {
+      ours.push_back(t.clone().requires_grad_(true));
+      theirs.push_back(t.clone().requires_grad_(true));
+    }
+    for (size_t i = 0; i < 3; ++i) {  // (the last parameter keeps no gradient)
+      const auto g = torch::randn_like(ours[i]);
+      ours[i].mutable_grad() = g.clone();
+      theirs[i].mutable_grad() = g.clone();
+    }
+    const auto norm = fno::clip_grad_norm_(ours, max_norm);
+    const double want = std::isinf(max_norm) ? torch::nn::utils::clip_grad_norm_(theirs, 1e30)
+                                             : torch::nn::utils::clip_grad_norm_(theirs, max_norm);
+    REQUIRE(norm.defined());
+    CHECK(norm.dim() == 0);
+    CHECK(norm.item<double>() == doctest::Approx(want).epsilon(1e-6));
+    for (size_t i = 0; i < 3; ++i) CHECK(rel_err(ours[i].grad(), theirs[i].grad()) <= 1e-6);
+    CHECK_FALSE(ours[3].grad().defined());
+  }
+  auto p = torch::zeros({2}, torch::requires_grad());
+  CHECK_FALSE(fno::clip_grad_norm_({p}, 1.0).defined());  // no gradient: nothing to clip
+  CHECK_THROWS_WITH_AS(fno::clip_grad_norm_({p}, 0.0), doctest::Contains("got 0"), c10::Error);
 }

@@ -9,6 +9,10 @@
 #include <hdf5.h>
 #include <torch/torch.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -16,9 +20,6 @@
 #include <fstream>
 #include <regex>
 #include <thread>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "golden.h"
 
@@ -125,6 +126,44 @@ TEST_CASE("training writes the run directory with neuraloperator-style metric ke
   const auto summary = read(dir + "/summary.json");
   CHECK(summary.find("\"n_params\": " + std::to_string(trainer.n_params())) != std::string::npos);
   CHECK(summary.find("\"16_l2\": ") != std::string::npos);
+}
+
+TEST_CASE("training.max_grad_norm clips the steps and logs the norms per epoch") {
+  // The norms before clipping, as an unclipped run measures them (a max_grad_norm above every
+  // norm): the same run, and the per-epoch mean and largest.
+  const auto with = [](const std::string& value) {
+    return std::regex_replace(kSmall, std::regex("training:\n"),
+                              "training:\n  max_grad_norm: " + value + "\n");
+  };
+  const auto plain = fresh_dir("run_clip_plain"), measured = fresh_dir("run_clip_measured"),
+             clipped = fresh_dir("run_clip_clipped");
+  const auto m_plain = fno::Trainer(fno::parse_config(kSmall, "small.yaml"), plain).train();
+  const auto m_measured =
+      fno::Trainer(fno::parse_config(with("1.0e+30"), "small.yaml"), measured).train();
+  CHECK(m_measured == m_plain);
+  const auto log = read(measured + "/metrics.jsonl");
+  static const std::regex kNorms(R"("grad_norm": ([0-9.e+-]+), "grad_norm_max": ([0-9.e+-]+))");
+  std::vector<double> means, maxes;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), kNorms); it != std::sregex_iterator();
+       ++it) {
+    means.push_back(std::stod((*it)[1].str()));
+    maxes.push_back(std::stod((*it)[2].str()));
+  }
+  REQUIRE(means.size() == 4);  // one per epoch
+  for (size_t e = 0; e < means.size(); ++e) {
+    INFO("epoch ", e + 1);
+    CHECK(means[e] > 0);
+    CHECK(maxes[e] >= means[e]);
+  }
+  CHECK(read(plain + "/metrics.jsonl").find("grad_norm") == std::string::npos);
+  // Clipped below every norm: each step's gradient is scaled down, so the run changes.
+  const double below = *std::min_element(means.begin(), means.end()) / 4;
+  const auto m_clipped =
+      fno::Trainer(fno::parse_config(with(std::to_string(below)), "small.yaml"), clipped).train();
+  CHECK(m_clipped.at("16_l2") != m_plain.at("16_l2"));
+  CHECK(read(clipped + "/config.yaml").find("max_grad_norm") != std::string::npos);
+  CHECK_THROWS_WITH(fno::parse_config(with("-1"), "small.yaml"),
+                    doctest::Contains("training.max_grad_norm"));
 }
 
 TEST_CASE("resuming on the CPU reproduces the uninterrupted run exactly") {

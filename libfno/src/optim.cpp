@@ -630,4 +630,22 @@ void ReduceLROnPlateau::load_state_dict(const TensorDict& state) {
   if (const auto* c = state.find("cooldown_counter")) cooldown_counter_ = c->item<int64_t>();
 }
 
+torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& params, double max_norm) {
+  TORCH_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be > 0, got ", max_norm);
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return {};
+  std::vector<torch::Tensor> norms;
+  norms.reserve(grads.size());
+  // (a complex gradient's 2-norm is that of its real view: sqrt(sum |g|^2))
+  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g, 2).to(torch::kFloat));
+  auto total = at::linalg_vector_norm(torch::stack(norms), 2);
+  if (std::isinf(max_norm)) return total;
+  const auto coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
+  at::_foreach_mul_(grads, coef);
+  return total;
+}
+
 }  // namespace fno

@@ -272,6 +272,7 @@ const std::vector<Entry>& schema() {
       {"training.eval_every", Kind::kInt, "1", "evaluate every n epochs (and after the last)", 1},
       {"training.checkpoint_every", Kind::kInt, "1", "write the latest checkpoint every n epochs (and after the last)", 1},
       {"training.seed", Kind::kInt, "0", "seed of the model initialization and the shuffling", 0},
+      {"training.max_grad_norm", Kind::kFloat, "0", "clip the gradients to this total 2-norm before each optimizer step, as torch.nn.utils.clip_grad_norm_ (after the sum over ranks and fp16's unscaling), and log the norm before clipping per epoch (grad_norm: mean, grad_norm_max) in metrics.jsonl; 0: off. A value above every norm (1e30) logs without clipping", 0},
       {"training.precision", Kind::kString, "fp32", "compute precision: fp32, tf32 (fp32 GEMMs on TF32 tensor cores), bf16 or fp16 (activations, saved tensors and GEMM inputs in that type, fp32 accumulation; fp16 adds a dynamic loss scaler that skips steps with non-finite gradients). Weights, optimizer state, losses and state dicts stay fp32. One step against fp32, relative: bf16 output 4e-3, gradients 1e-2; fp16 5e-4 and 8e-4", -kInf, kInf, false, false, names(kPrecisions)},
       {"training.cuda_graphs", Kind::kString, "auto", "run each training step (forward, loss, backward, fp16's loss scaler, AdamW) and each evaluation batch as one CUDA graph per batch shape, replayed instead of launching its kernels one by one: auto (where graphs work: a CUDA device, offload.policy none with one micro-batch, one rank; else eager steps, with a line saying why for an offload policy or several ranks; a batch shape whose step takes over 50 ms, bound by its kernels rather than their launches, runs eagerly with a line), on (the same without the 50-ms limit, with a line whenever graphs cannot be used) or off (eager steps); a shape whose capture runs out of GPU memory runs eagerly, with a line. The metrics equal off's: the same kernels, and AdamW's step computed on the device in the host's order", -kInf, kInf, false, false, names(kCudaGraphs)},
       // device
@@ -761,6 +762,7 @@ TrainingConfig read_training(const Resolved& r) {
   t.seed = r.as<int64_t>("training.seed");
   t.precision = choice(kPrecisions, r.as<std::string>("training.precision"));
   t.cuda_graphs = choice(kCudaGraphs, r.as<std::string>("training.cuda_graphs"));
+  t.max_grad_norm = r.as<double>("training.max_grad_norm");
   return t;
 }
 

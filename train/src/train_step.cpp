@@ -3,6 +3,7 @@
 #include <fno/losses.h>
 #include <fno_train/rollout.h>
 
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <utility>
@@ -86,6 +87,13 @@ void TrainStep::hook_sync(bool on) {
   }
 }
 
+void TrainStep::set_max_grad_norm(double max_norm) {
+  TORCH_CHECK(!graphs_, "TrainStep: set the gradient clipping before enabling CUDA graphs");
+  TORCH_CHECK(max_norm >= 0 && !std::isnan(max_norm),
+              "TrainStep: max_grad_norm must be >= 0 (0: off, inf: measure only), got ", max_norm);
+  max_grad_norm_ = max_norm;
+}
+
 void TrainStep::set_rollout(int64_t steps) {
   TORCH_CHECK(steps >= 0, "TrainStep: rollout steps must be >= 0, got ", steps);
   rollout_steps_ = steps;
@@ -126,12 +134,14 @@ StepResult TrainStep::update(const at::Tensor& loss) {
   StepResult r;
   r.loss = loss;
   if (scaler_ == nullptr) {
+    if (max_grad_norm_ > 0) r.grad_norm = clip_grad_norm_(params_, max_grad_norm_);
     optimizer_.step();
     return r;
   }
   // Unscale (complex gradients through their real views) and skip the step
   // when a gradient is not finite; the scale backs off or grows.
   r.stepped = scaler_->unscale(params_);
+  if (max_grad_norm_ > 0) r.grad_norm = clip_grad_norm_(params_, max_grad_norm_);
   if (r.stepped) optimizer_.step();
   r.loss = scaler_->unscaled(loss);
   scaler_->update();
@@ -170,8 +180,10 @@ StepResult TrainStep::run(const at::Tensor& x, const at::Tensor& y) {
     }
   }
   StepResult r;
-  r.loss = out.at(0);
-  if (out.size() > 1) r.taken = out[1];
+  size_t k = 0;
+  r.loss = out.at(k++);
+  if (scaler_ != nullptr) r.taken = out.at(k++);
+  if (max_grad_norm_ > 0 && k < out.size()) r.grad_norm = out.at(k++);
   return r;
 }
 
@@ -251,25 +263,29 @@ std::vector<at::Tensor> TrainStep::graph_body(const std::vector<at::Tensor>& inp
     sync_->pack();
     return {loss};
   }
-  // fp16: unscale and check the gradients on the device; a non-finite one
-  // makes AdamW skip the step there, and the scale backs off.
-  const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();
-  adamw_->step_on_device(keep);
-  if (scaler_ == nullptr) return {loss};
-  loss = scaler_->unscaled(loss);
-  scaler_->update();
-  return {loss, keep};
+  return device_update(loss);
 }
 
 std::vector<at::Tensor> TrainStep::update_body(const std::vector<at::Tensor>& inputs) {
   sync_->unpack();
+  // (the input buffer is the graph's: an output of its own)
+  return device_update(inputs.at(0).clone());
+}
+
+std::vector<at::Tensor> TrainStep::device_update(at::Tensor loss) {
+  // fp16: unscale and check the gradients on the device; a non-finite one
+  // makes AdamW skip the step there, and the scale backs off.
   const auto keep = scaler_ != nullptr ? scaler_->unscale_on_device(params_) : at::Tensor();
+  const auto norm = max_grad_norm_ > 0 ? clip_grad_norm_(params_, max_grad_norm_) : at::Tensor();
   adamw_->step_on_device(keep);
-  auto loss = inputs.at(0).clone();  // (the input buffer is the graph's: an output of its own)
-  if (scaler_ == nullptr) return {loss};
-  loss = scaler_->unscaled(loss);
-  scaler_->update();
-  return {loss, keep};
+  std::vector<at::Tensor> out{loss};
+  if (scaler_ != nullptr) {
+    out[0] = scaler_->unscaled(loss);
+    scaler_->update();
+    out.push_back(keep);
+  }
+  if (norm.defined()) out.push_back(norm);
+  return out;
 }
 
 }  // namespace fno

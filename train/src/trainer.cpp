@@ -419,6 +419,7 @@ void Trainer::State::build_optimizer() {
       scaler.get(), grad_sync.get());
   // The recurrent Navier-Stokes model trains on its rollout (the loss of every step).
   if (recurrent()) train_step->set_rollout(ns_t_out);
+  if (cfg.training.max_grad_norm > 0) train_step->set_max_grad_norm(cfg.training.max_grad_norm);
   use_cuda_graphs();
   if (!tests.empty()) {
     best_key = tests.front().name + "_" + to_string(cfg.training.eval_losses.front());
@@ -733,6 +734,9 @@ struct EpochStats {
   double train_loss = 0;  // mean over the samples of the steps taken, all ranks
   int64_t step_peak = 0;  // the largest offloaded step's peak GPU memory
   int64_t skipped = 0;    // fp16: steps skipped for non-finite gradients
+  // training.max_grad_norm: the finite gradient norms (before clipping) of this
+  // process's steps in the epoch, their mean and largest
+  double grad_norm_mean = 0, grad_norm_max = 0;
 };
 
 // One call of Trainer::train: the epochs (train_epoch -> train_step), the
@@ -1088,6 +1092,9 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   if (s_.scaler && s_.train_step->cuda_graphs()) {
     taken_counts = torch::zeros({2}, loss_sum.options());
   }
+  // training.max_grad_norm: [sum, count, max] of the steps' finite gradient norms, on the device
+  torch::Tensor norm_stats;
+  if (c_.training.max_grad_norm > 0) norm_stats = torch::zeros({3}, loss_sum.options());
   size_t first_batch = 0;
   if (epoch == s_.start_epoch + 1 && s_.start_batch > 0) {  // resuming an interrupted epoch
     first_batch = static_cast<size_t>(s_.start_batch);
@@ -1125,6 +1132,13 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     const auto step_t0 = Clock::now();
     const auto result = train_step(x, y);
     if (!result.stepped) ++stats.skipped;
+    if (result.grad_norm.defined() && norm_stats.defined()) {
+      const auto g = result.grad_norm.detach().to(torch::kDouble).reshape({});
+      const auto finite = at::isfinite(g);
+      const auto v = at::where(finite, g, 0.0);
+      norm_stats += torch::stack({v, finite.to(torch::kDouble), torch::zeros_like(v)});
+      norm_stats[2] = at::maximum(norm_stats[2], v);
+    }
     if (s_.step->offloading()) {
       stats.step_peak = std::max(stats.step_peak, s_.step->last_stats().peak_allocated);
     }
@@ -1149,6 +1163,12 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   // non-finite gradients), over all ranks.
   const auto [epoch_loss, epoch_samples] = totals();
   stats.train_loss = epoch_loss / static_cast<double>(epoch_samples);
+  if (norm_stats.defined()) {
+    const auto v = norm_stats.cpu();
+    const auto* n = v.data_ptr<double>();
+    stats.grad_norm_mean = n[1] > 0 ? n[0] / n[1] : 0.0;
+    stats.grad_norm_max = n[2];
+  }
   if (!std::isfinite(stats.train_loss)) {
     progress_.break_line();
     writer_.wait();  // the last good checkpoint on disk (nothing of this epoch is written)
@@ -1199,6 +1219,7 @@ void TrainingRun::end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_
   msg << "epoch " << epoch << "/" << c_.training.epochs << "  lr " << stats.lr << "  train_"
       << to_string(c_.training.loss) << " " << stats.train_loss;
   for (const auto& [k, v] : metrics) msg << "  " << k << " " << v;
+  if (c_.training.max_grad_norm > 0) msg << "  grad_norm_max " << stats.grad_norm_max;
   if (s_.scaler) {
     msg << "  loss_scale " << s_.scaler->scale_value() << "  skipped " << stats.skipped;
   }
@@ -1221,6 +1242,9 @@ void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
       for (size_t t = 0; t < errors.size(); ++t) list += (t ? ", " : "") + json::number(errors[t]);
       line.raw(k, list + "]");
     }
+  }
+  if (c_.training.max_grad_norm > 0) {
+    line.num("grad_norm", stats.grad_norm_mean).num("grad_norm_max", stats.grad_norm_max);
   }
   line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
   if (s_.scaler) {

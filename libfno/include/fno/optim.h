@@ -113,6 +113,17 @@ class AdamW : public torch::optim::Optimizer {
 };
 
 // ---------------------------------------------------------------------------
+// Gradient clipping by the total 2-norm, with torch::nn::utils::clip_grad_norm_'s
+// arithmetic (every defined gradient scaled by min(1, max_norm / (norm + 1e-6))),
+// but without its host read: the norm stays a device scalar, so that a CUDA
+// graph can capture the clipping and the step does not wait for the GPU.
+// Complex gradients count |g|^2. Returns the total norm before clipping,
+// [] float32 on the gradients' device (undefined when no gradient is defined);
+// max_norm = inf measures without clipping.
+// ---------------------------------------------------------------------------
+torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& params, double max_norm);
+
+// ---------------------------------------------------------------------------
 // Schedulers: step() once per epoch, after the optimizer steps.
 // ---------------------------------------------------------------------------
 class LRScheduler {

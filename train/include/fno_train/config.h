@@ -183,6 +183,9 @@ struct TrainingConfig {
   /// training.cuda_graphs: each step (and evaluation) as CUDA graphs where they
   /// work (fno_train/graphed_step.h); off: eager steps.
   CudaGraphs cuda_graphs = CudaGraphs::kAuto;
+  /// training.max_grad_norm: clip the gradients to this total 2-norm before
+  /// each optimizer step, and log the norms (TrainStep::set_max_grad_norm); 0: off.
+  double max_grad_norm = 0;
 };
 
 /// The device section.

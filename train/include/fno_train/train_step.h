@@ -70,6 +70,10 @@ struct StepResult {
   /// optimizer stepped, 0 when it skipped (`stepped` then says nothing);
   /// undefined otherwise.
   at::Tensor taken;
+  /// With gradient clipping (TrainStep::set_max_grad_norm): the gradients'
+  /// total 2-norm before clipping (fp16: unscaled), [] float32 on the device;
+  /// undefined otherwise.
+  at::Tensor grad_norm;
 };
 
 class TrainStep {
@@ -95,8 +99,9 @@ class TrainStep {
   /// OffloadedStep throws (offload::BudgetError, c10::OutOfMemoryError).
   /// Not under CUDA graphs (run() takes the step).
   at::Tensor forward_backward(const at::Tensor& x, const at::Tensor& y);
-  /// The second half: fp16 unscales and checks the gradients; the optimizer
-  /// steps unless a gradient is not finite; the scale is updated.
+  /// The second half: fp16 unscales and checks the gradients; the gradients
+  /// are clipped (set_max_grad_norm); the optimizer steps unless a gradient is
+  /// not finite; the scale is updated.
   StepResult update(const at::Tensor& loss);
 
   /// Reduce the gradients over ranks from the next step on (null: this rank
@@ -138,6 +143,14 @@ class TrainStep {
   void set_rollout(int64_t steps);
   int64_t rollout_steps() const { return rollout_steps_; }
 
+  /// From the next step on, clip the gradients to a total 2-norm of `max_norm`
+  /// before the optimizer steps (fno::clip_grad_norm_: after the sum over
+  /// ranks and fp16's unscaling; under CUDA graphs inside them), and report the
+  /// norm before clipping in StepResult::grad_norm. inf: report, never clip;
+  /// 0: neither (the default). Before enable_cuda_graphs().
+  void set_max_grad_norm(double max_norm);
+  double max_grad_norm() const { return max_grad_norm_; }
+
  private:
   OffloadedStep& step_;
   torch::optim::Optimizer& optimizer_;
@@ -145,14 +158,19 @@ class TrainStep {
   GradScaler* scaler_;
   dist::GradientSync* sync_ = nullptr;
   int64_t rollout_steps_ = 0;
+  double max_grad_norm_ = 0;
   std::vector<at::Tensor> params_;  // the optimizer's, for the scaler
   // Forward, loss (scaled in fp16) and backward, without zeroing the gradients.
   at::Tensor loss_and_backward(const at::Tensor& x, const at::Tensor& y);
-  // The step a graph captures: {loss, and in fp16 the device's "taken" flag};
-  // with a gradient sync, forward and backward up to the packed buckets: {loss}.
+  // The clipping (if on) and the optimizer's device step after the summed
+  // gradients: {loss, then fp16's "taken" flag, then the gradient norm, each
+  // where on}.
+  std::vector<at::Tensor> device_update(at::Tensor loss);
+  // The step a graph captures: device_update's outputs; with a gradient sync,
+  // forward and backward up to the packed buckets: {loss}.
   std::vector<at::Tensor> graph_body(const std::vector<at::Tensor>& inputs);
   // With a gradient sync, the second graph: the summed gradients back, the
-  // optimizer's step. {loss} -> {loss, and in fp16 the "taken" flag}.
+  // optimizer's step. {loss} -> device_update's outputs.
   std::vector<at::Tensor> update_body(const std::vector<at::Tensor>& inputs);
   // The arm() of the sync before the backward that completes the gradients
   // (eager steps), or none.
