@@ -69,7 +69,8 @@
 #                one config per GPU at once, resumable within one warm machine (SIGTERM at
 #                NSTRAIN_DEADLINE, 555 s); their metrics come back. NSTRAIN_CARRY=1 brings an
 #                unfinished run's checkpoint back ($OUT/carry_NAME.tgz, up to 16 MiB), which a
-#                later lease resumes from NSTRAIN_CARRY_IN (e.g. .carry/ns, carried)
+#                later lease resumes from NSTRAIN_CARRY_IN (e.g. .carry/ns, carried);
+#                scripts/ns_lease.sh runs nsdata and nstrain detached, across a lease's calls
 #   largestcurve the largest grid auto trains at batch 1 under --cap 4GiB and 16GiB (--find-largest)
 #   prof         traced steps with their host calls and idle gaps: 128^2 b32 fp32/bf16,
 #                2048^2 b8 auto under 2 GiB (bench/trace_kernels.py --gaps)
