@@ -119,6 +119,16 @@ std::vector<Batch> epoch_batches(int64_t in_channels = 1, int64_t out_channels =
 
 double rel_diff(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
+// A process group of one NCCL rank on GPU 0: the path of several ranks, on one GPU.
+std::shared_ptr<fno::dist::Group> one_rank_nccl_group() {
+  fno::dist::LaunchEnv env;
+  env.master_port = free_port();
+  fno::dist::GroupOptions o;
+  o.backend = fno::dist::Backend::kNccl;
+  o.timeout = std::chrono::seconds(60);
+  return fno::dist::Group::create(env, torch::Device(torch::kCUDA, 0), o);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -166,12 +176,7 @@ TEST_CASE(
   // Several ranks take a step as two graphs (TrainStep, GradientSync pack /
   // reduce / unpack); one rank runs that path on one GPU, where the sum over
   // ranks is the rank's own gradients.
-  fno::dist::LaunchEnv env;
-  env.master_port = free_port();
-  fno::dist::GroupOptions o;
-  o.backend = fno::dist::Backend::kNccl;
-  o.timeout = std::chrono::seconds(60);
-  const auto group = fno::dist::Group::create(env, torch::Device(torch::kCUDA, 0), o);
+  const auto group = one_rank_nccl_group();
   const auto batches = epoch_batches();
   for (const auto precision : {fno::Precision::kFP32, fno::Precision::kFP16}) {
     INFO("precision ", fno::to_string(precision));
@@ -285,12 +290,7 @@ TEST_CASE(
     }
   }
   const double bound = smallest / 2;
-  fno::dist::LaunchEnv env;
-  env.master_port = free_port();
-  fno::dist::GroupOptions o;
-  o.backend = fno::dist::Backend::kNccl;
-  o.timeout = std::chrono::seconds(60);
-  const auto group = fno::dist::Group::create(env, torch::Device(torch::kCUDA, 0), o);
+  const auto group = one_rank_nccl_group();
   Run eager(small_model(), fno::Precision::kFP32, false, 0, false, bound),
       graphed(small_model(), fno::Precision::kFP32, true, 0, false, bound),
       unclipped(small_model(), fno::Precision::kFP32, true),
