@@ -550,6 +550,20 @@ void GenOutput::commit(const std::function<std::vector<Attribute>(size_t)>& attr
   }
 }
 
+GenProgress::GenProgress(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total,
+                         int64_t batch) {
+  if (hooks.workers <= 1) {
+    base_ = output.kept();
+    of_ = total;
+    return;
+  }
+  for (int64_t start = output.next_batch(0, batch); start < total;) {
+    const int64_t end = output.batch_end(start, batch);
+    of_ += end - start;
+    start = output.next_batch(end, batch);
+  }
+}
+
 bool ends_as_worker(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total,
                     std::chrono::steady_clock::time_point t0, DarcyGenSummary& summary) {
   if (hooks.workers <= 1 && output.complete()) return false;

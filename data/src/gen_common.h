@@ -199,6 +199,22 @@ class GenOutput {
   std::map<std::string, double> sum_;
 };
 
+/// What a run's progress counts, in samples: the set's kept samples of all of
+/// them; a worker's (hooks.workers > 1), its own batches' samples made of those
+/// it makes (the batches other workers keep meanwhile are not seen).
+class GenProgress {
+ public:
+  /// Before the run's first batch; `batch` as next_batch's.
+  GenProgress(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total, int64_t batch);
+  /// The samples done, counting `made` (this run's samples made so far), and
+  /// of how many: hooks.progress's arguments.
+  int64_t done(int64_t made) const { return base_ + made; }
+  int64_t of() const { return of_; }
+
+ private:
+  int64_t base_ = 0, of_ = 0;
+};
+
 /// After a run's batches: a worker's (hooks.workers > 1), or a run that left
 /// samples to others, ends with summary (written false, the samples kept,
 /// the seconds since t0) and true: its batches are kept and no file is

@@ -553,7 +553,8 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
   DarcyGenSummary summary;
   summary.device = device.str();
-  const int64_t units = total * records;
+  const gen::GenProgress progress(output, hooks, total, batch_size);
+  const int64_t kept0 = output.kept();
   const auto solve_options =
       NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k);
   for (int64_t start = output.next_batch(0, batch_size); start < total;) {
@@ -579,7 +580,9 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                         output.check_stop(hooks, first);
                         if (hooks.progress) {
                           hooks.progress(
-                              (kept_before + first - start) * records + (rec + 1) * count, units);
+                              (progress.done(kept_before - kept0) + first - start) * records +
+                                  (rec + 1) * count,
+                              progress.of() * records);
                         }
                       });
     };

@@ -172,6 +172,12 @@ for prob in ns darcy poisson3d; do
     (cd "$work/res" && "$bin" "${args[@]}" --out r.h5 --resume --worker $k/3 > "out$k" 2> err) ||
       bad "$prob worker $k/3: $(cat "$work/res/err")"
   done
+  # A worker's progress counts its own batches: its last line says 100%.
+  rm -rf "$work/res0" && mkdir -p "$work/res0"
+  (cd "$work/res0" && "$bin" "${args[@]/none/plain}" --out r.h5 --resume --worker 0/3 > out 2> err)
+  if grep -q "^fno_datagen: \([0-9]*\)/\1 .*(100%)" "$work/res0/err" &&
+     ! grep -q "/[0-9]* .*(100%)" <(grep -v "^fno_datagen: \([0-9]*\)/\1 " "$work/res0/err"); then ok
+  else bad "$prob worker 0/3's progress: $(cat "$work/res0/err")"; fi
   if grep -q "^worker 2/3: its batches are kept; [57] of [57] samples kept in r.h5.partial; the same command without --worker writes the output once all workers are done$" "$work/res/out2" &&
      grep -q "^worker 1/3: its batches are kept; [1-3] of [57] samples kept" "$work/res/out1" &&
      [ ! -e "$work/res/r.h5" ] && [ ! -e "$work/res/r_train.h5" ]; then ok
