@@ -1092,9 +1092,14 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   if (s_.scaler && s_.train_step->cuda_graphs()) {
     taken_counts = torch::zeros({2}, loss_sum.options());
   }
-  // training.max_grad_norm: [sum, count, max] of the steps' finite gradient norms, on the device
-  torch::Tensor norm_stats;
-  if (c_.training.max_grad_norm > 0) norm_stats = torch::zeros({3}, loss_sum.options());
+  // training.max_grad_norm: the sum, count and largest of the steps' finite
+  // gradient norms, on the device (read once, after the epoch)
+  torch::Tensor norm_sum, norm_count, norm_max;
+  if (c_.training.max_grad_norm > 0) {
+    norm_sum = torch::zeros({}, loss_sum.options());
+    norm_count = torch::zeros({}, loss_sum.options());
+    norm_max = torch::zeros({}, loss_sum.options());
+  }
   size_t first_batch = 0;
   if (epoch == s_.start_epoch + 1 && s_.start_batch > 0) {  // resuming an interrupted epoch
     first_batch = static_cast<size_t>(s_.start_batch);
@@ -1132,12 +1137,13 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     const auto step_t0 = Clock::now();
     const auto result = train_step(x, y);
     if (!result.stepped) ++stats.skipped;
-    if (result.grad_norm.defined() && norm_stats.defined()) {
+    if (result.grad_norm.defined() && norm_sum.defined()) {
       const auto g = result.grad_norm.detach().to(torch::kDouble).reshape({});
       const auto finite = at::isfinite(g);
       const auto v = at::where(finite, g, 0.0);
-      norm_stats += torch::stack({v, finite.to(torch::kDouble), torch::zeros_like(v)});
-      norm_stats[2] = at::maximum(norm_stats[2], v);
+      norm_sum += v;
+      norm_count += finite;
+      at::maximum_out(norm_max, norm_max, v);
     }
     if (s_.step->offloading()) {
       stats.step_peak = std::max(stats.step_peak, s_.step->last_stats().peak_allocated);
@@ -1163,8 +1169,8 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   // non-finite gradients), over all ranks.
   const auto [epoch_loss, epoch_samples] = totals();
   stats.train_loss = epoch_loss / static_cast<double>(epoch_samples);
-  if (norm_stats.defined()) {
-    const auto v = norm_stats.cpu();
+  if (norm_sum.defined()) {
+    const auto v = torch::stack({norm_sum, norm_count, norm_max}).cpu();
     const auto* n = v.data_ptr<double>();
     stats.grad_norm_mean = n[1] > 0 ? n[0] / n[1] : 0.0;
     stats.grad_norm_max = n[2];
