@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -632,19 +633,32 @@ void ReduceLROnPlateau::load_state_dict(const TensorDict& state) {
 
 torch::Tensor clip_grad_norm_(const std::vector<torch::Tensor>& params, double max_norm) {
   TORCH_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be > 0, got ", max_norm);
-  std::vector<torch::Tensor> grads;
+  // The gradients as real tensors grouped by dtype, each group one fused
+  // _foreach_norm and one _foreach_mul_ (a complex tensor takes the foreach
+  // kernels' slow path, one kernel per tensor; its real view, whose 2-norm is
+  // sqrt(sum |g|^2), does not), as torch's Python clip_grad_norm_ groups them.
+  std::vector<std::vector<torch::Tensor>> groups;
   for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+    if (!p.grad().defined()) continue;
+    auto g = p.grad().is_complex() ? at::view_as_real(p.grad()) : p.grad();
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& group) {
+      return group.front().scalar_type() == g.scalar_type() && group.front().device() == g.device();
+    });
+    if (same == groups.end()) {
+      groups.emplace_back();
+      same = std::prev(groups.end());
+    }
+    same->push_back(std::move(g));
   }
-  if (grads.empty()) return {};
+  if (groups.empty()) return {};
   std::vector<torch::Tensor> norms;
-  norms.reserve(grads.size());
-  // (a complex gradient's 2-norm is that of its real view: sqrt(sum |g|^2))
-  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g, 2).to(torch::kFloat));
+  for (const auto& group : groups) {
+    for (const auto& n : at::_foreach_norm(group, 2)) norms.push_back(n.to(torch::kFloat));
+  }
   auto total = at::linalg_vector_norm(torch::stack(norms), 2);
   if (std::isinf(max_norm)) return total;
   const auto coef = at::clamp_max(max_norm / (total + 1e-6), 1.0);
-  at::_foreach_mul_(grads, coef);
+  for (auto& group : groups) at::_foreach_mul_(group, coef);
   return total;
 }
 
