@@ -5,7 +5,8 @@ Reads fno_train run directories (or the copies `scripts/gpu.sh nstrain` brings b
 config.yaml, metrics.jsonl, and segments.tsv when present) and prints one markdown row per
 run: viscosity, T (t_in + t_out records), N (training samples), the model (space_time: FNO-3D,
 recurrent: FNO-2D) and what differs from neuraloperator's (model.use_channel_mlp false: "paper
-blocks"; model.single_gelu true: "one GELU"; model.spectral_init paper: "paper init"), the seed, the epochs trained of the
+blocks"; model.single_gelu true: "one GELU"; model.spectral_init paper: "paper init";
+training.max_grad_norm N below 1e30: "clip N"), the seed, the epochs trained of the
 config's, our test relative L2 (the last evaluation's `<set>_l2`), the paper's cell, whether
 ours is at or under it, the error of the first 10 predicted records alone (`<set>_l2_upto`'s
 tenth entry, where the run has it: a 10-record rollout's reading), and the training time (the
@@ -66,6 +67,10 @@ def run_row(d):
                                    ("single_gelu", "true", "one GELU"),
                                    ("spectral_init", "paper", "paper init"))
                if m_cfg.get(k) == off]
+    clip = float(training.get("max_grad_norm", 0) or 0)
+    if 0 < clip < 1e30:  # (1e30 and above log the norms without clipping)
+        variant.append("clip " + (f"{clip:.0e}".replace("e+0", "e").replace("e+", "e")
+                                  if clip >= 1e3 else f"{clip:g}"))
     lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
     if not lines:
         raise ValueError(f"{d}: metrics.jsonl holds no epoch")

@@ -495,7 +495,7 @@ TEST_CASE("Navier-Stokes configs: the paper's settings, one per row and model") 
         if (paper_blocks) CHECK(fno::count_params(*fno_model) == 926357);
       }
       // Gradient clipping only where a run diverged without it: nu = 1e-3's
-      // FNO-2D (its norms are 1e3-5e3; one epoch's reached 9e7).
+      // FNO-2D.
       const bool clipped = !three && std::string(row.name) == "ns_v1e-3";
       CHECK(c.training.max_grad_norm == doctest::Approx(clipped ? 1e4 : 0.0));
       CHECK(c.training.epochs == 500);
