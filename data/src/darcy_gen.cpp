@@ -383,7 +383,6 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
   DarcyGenSummary summary;
   summary.device = device.str();
   const gen::GenProgress progress(output, hooks, total, batch_size);
-  const int64_t kept0 = output.kept();
   for (int64_t start = output.next_batch(0, batch_size); start < total;) {
     output.check_stop(hooks, start);  // before each batch
     const int64_t b = output.batch_end(start, batch_size) - start;
@@ -407,7 +406,7 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
     TORCH_CHECK(torch::isfinite(u).all().item<bool>(), "samples ", start, "..", start + b - 1,
                 ": the solution is not finite");
     output.write(start, {coeff, u}, {{"residual", residual}, {"iterations", sol.iterations}});
-    if (hooks.progress) hooks.progress(progress.done(output.kept() - kept0), progress.of());
+    if (hooks.progress) hooks.progress(progress.done(output.kept()), progress.of());
     start = output.next_batch(start + b, batch_size);
   }
   if (gen::ends_as_worker(output, hooks, total, t0, summary)) return summary;

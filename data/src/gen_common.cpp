@@ -553,10 +553,10 @@ void GenOutput::commit(const std::function<std::vector<Attribute>(size_t)>& attr
 GenProgress::GenProgress(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total,
                          int64_t batch) {
   if (hooks.workers <= 1) {
-    base_ = output.kept();
     of_ = total;
     return;
   }
+  base_ = output.kept();
   for (int64_t start = output.next_batch(0, batch); start < total;) {
     const int64_t end = output.batch_end(start, batch);
     of_ += end - start;

@@ -206,13 +206,14 @@ class GenProgress {
  public:
   /// Before the run's first batch; `batch` as next_batch's.
   GenProgress(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total, int64_t batch);
-  /// The samples done, counting `made` (this run's samples made so far), and
-  /// of how many: hooks.progress's arguments.
-  int64_t done(int64_t made) const { return base_ + made; }
+  /// The samples done when the output keeps `kept` (GenOutput::kept()), and of
+  /// how many: hooks.progress's arguments.
+  int64_t done(int64_t kept) const { return kept - base_; }
   int64_t of() const { return of_; }
 
  private:
-  int64_t base_ = 0, of_ = 0;
+  int64_t base_ = 0;  // a worker: the samples kept before it started
+  int64_t of_ = 0;
 };
 
 /// After a run's batches: a worker's (hooks.workers > 1), or a run that left

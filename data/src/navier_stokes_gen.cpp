@@ -554,7 +554,6 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
   DarcyGenSummary summary;
   summary.device = device.str();
   const gen::GenProgress progress(output, hooks, total, batch_size);
-  const int64_t kept0 = output.kept();
   const auto solve_options =
       NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k);
   for (int64_t start = output.next_batch(0, batch_size); start < total;) {
@@ -579,10 +578,9 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                       steps_per_record, records, solve_options, [&](int64_t rec) {
                         output.check_stop(hooks, first);
                         if (hooks.progress) {
-                          hooks.progress(
-                              (progress.done(kept_before - kept0) + first - start) * records +
-                                  (rec + 1) * count,
-                              progress.of() * records);
+                          hooks.progress((progress.done(kept_before) + first - start) * records +
+                                             (rec + 1) * count,
+                                         progress.of() * records);
                         }
                       });
     };

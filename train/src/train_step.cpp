@@ -133,18 +133,15 @@ StepResult TrainStep::update(const at::Tensor& loss) {
   TORCH_CHECK(!graphs_, "TrainStep: under CUDA graphs run() takes the whole step");
   StepResult r;
   r.loss = loss;
-  if (scaler_ == nullptr) {
-    if (max_grad_norm_ > 0) r.grad_norm = clip_grad_norm_(params_, max_grad_norm_);
-    optimizer_.step();
-    return r;
-  }
-  // Unscale (complex gradients through their real views) and skip the step
-  // when a gradient is not finite; the scale backs off or grows.
-  r.stepped = scaler_->unscale(params_);
+  // fp16: unscale (complex gradients through their real views) and skip the
+  // step when a gradient is not finite; the scale backs off or grows.
+  if (scaler_ != nullptr) r.stepped = scaler_->unscale(params_);
   if (max_grad_norm_ > 0) r.grad_norm = clip_grad_norm_(params_, max_grad_norm_);
   if (r.stepped) optimizer_.step();
-  r.loss = scaler_->unscaled(loss);
-  scaler_->update();
+  if (scaler_ != nullptr) {
+    r.loss = scaler_->unscaled(loss);
+    scaler_->update();
+  }
   return r;
 }
 
@@ -183,7 +180,7 @@ StepResult TrainStep::run(const at::Tensor& x, const at::Tensor& y) {
   size_t k = 0;
   r.loss = out.at(k++);
   if (scaler_ != nullptr) r.taken = out.at(k++);
-  if (max_grad_norm_ > 0 && k < out.size()) r.grad_norm = out.at(k++);
+  if (max_grad_norm_ > 0) r.grad_norm = out.at(k);  // (device_update's outputs)
   return r;
 }
 

@@ -1138,7 +1138,7 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     const auto result = train_step(x, y);
     if (!result.stepped) ++stats.skipped;
     if (result.grad_norm.defined() && norm_sum.defined()) {
-      const auto g = result.grad_norm.detach().to(torch::kDouble).reshape({});
+      const auto g = result.grad_norm.to(torch::kDouble);
       const auto finite = at::isfinite(g);
       const auto v = at::where(finite, g, 0.0);
       norm_sum += v;
