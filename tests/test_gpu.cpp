@@ -9,7 +9,16 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
 
 #include "golden.h"
 
@@ -111,6 +120,64 @@ TEST_CASE("AdamW steps on CUDA equal CPU steps") {
   }
   CHECK(rel_err(pg, pc) <= 1e-6);
 }
+
+namespace {
+
+/// The cuBLAS and cuBLASLt workspaces LibTorch keeps, one per (handle, stream)
+/// that ran a product, until clearCublasWorkspaces(): their count and bytes.
+std::pair<size_t, size_t> cublas_workspaces() {
+  auto& blas = at::cuda::cublas_handle_stream_to_workspace();
+  auto& lt = at::cuda::cublaslt_handle_stream_to_workspace();
+  const std::shared_lock<std::shared_mutex> blas_lock(blas.mutex);
+  const std::shared_lock<std::shared_mutex> lt_lock(lt.mutex);
+  return {blas.map.size() + lt.map.size(),
+          blas.map.size() * at::cuda::getChosenWorkspaceSize() +
+              lt.map.size() * at::cuda::getCUDABlasLtWorkspaceSize()};
+}
+
+/// With FNO_TEST_CUDA_MEMORY set, one line after each test case: the bytes the
+/// caching allocator still holds for live tensors once its cache is emptied
+/// (and how many of them are cuBLAS workspaces), what it reserves, and what the
+/// device has in use (context and libraries included), to find a test that
+/// leaves memory behind.
+struct CudaMemoryListener : doctest::IReporter {
+  explicit CudaMemoryListener(const doctest::ContextOptions& /*options*/)
+      : on_(std::getenv("FNO_TEST_CUDA_MEMORY") != nullptr) {}
+  void test_case_start(const doctest::TestCaseData& data) override { name_ = data.m_name; }
+  void test_case_end(const doctest::CurrentTestCaseStats& /*stats*/) override {
+    if (!on_) return;
+    namespace alloc = c10::cuda::CUDACachingAllocator;
+    alloc::emptyCache();
+    const auto stats = alloc::getDeviceStats(c10::cuda::current_device());
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    const auto [workspaces, workspace_bytes] = cublas_workspaces();
+    constexpr double kMiB = 1 << 20;
+    std::cout << "[cuda memory] allocated " << stats.allocated_bytes[0].current / kMiB << " MiB ("
+              << workspaces << " cuBLAS workspaces, " << workspace_bytes / kMiB
+              << " MiB), reserved " << stats.reserved_bytes[0].current / kMiB
+              << " MiB, device in use " << (total - free) / kMiB << " MiB after: " << name_
+              << std::endl;
+  }
+  void report_query(const doctest::QueryData& /*data*/) override {}
+  void test_run_start() override {}
+  void test_run_end(const doctest::TestRunStats& /*stats*/) override {}
+  void test_case_reenter(const doctest::TestCaseData& /*data*/) override {}
+  void test_case_exception(const doctest::TestCaseException& /*e*/) override {}
+  void subcase_start(const doctest::SubcaseSignature& /*signature*/) override {}
+  void subcase_end() override {}
+  void log_assert(const doctest::AssertData& /*data*/) override {}
+  void log_message(const doctest::MessageData& /*data*/) override {}
+  void test_case_skipped(const doctest::TestCaseData& /*data*/) override {}
+
+ private:
+  bool on_;
+  const char* name_ = "";
+};
+
+REGISTER_LISTENER("cuda_memory", 1, CudaMemoryListener);
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (!torch::cuda::is_available()) {

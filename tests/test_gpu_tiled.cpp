@@ -284,7 +284,10 @@ TEST_CASE("GPU: out-of-memory advice names auto where no fixed policy fits") {
   // at batch 2) on the GPU; auto trains it in tiles. The advice plans within
   // 90% of the limit, so the limit leaves 128 MiB above what the process holds
   // after that margin. What it holds grows with the tests run before it in this
-  // process; a limit of held + 128 MiB left the tiles short once it did.
+  // process (LibTorch keeps a cuBLAS workspace for each handle and stream that
+  // ran a product, and each graphed test captures on a stream of its own;
+  // FNO_TEST_CUDA_MEMORY=1 prints them); a limit of held + 128 MiB left the
+  // tiles short once it did.
   fno::OffloadSettings settings;
   settings.policy = fno::offload::parse_policy("none");
   settings.gpu_memory_limit =
