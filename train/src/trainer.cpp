@@ -1092,13 +1092,13 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   if (s_.scaler && s_.train_step->cuda_graphs()) {
     taken_counts = torch::zeros({2}, loss_sum.options());
   }
-  // training.max_grad_norm: the sum, count and largest of the steps' finite
-  // gradient norms, on the device (read once, after the epoch)
-  torch::Tensor norm_sum, norm_count, norm_max;
+  // training.max_grad_norm: each step's gradient norm, by batch, on the device
+  // (one copy a step; their statistics read once, after the epoch; NaN: no step)
+  torch::Tensor norms;
   if (c_.training.max_grad_norm > 0) {
-    norm_sum = torch::zeros({}, loss_sum.options());
-    norm_count = torch::zeros({}, loss_sum.options());
-    norm_max = torch::zeros({}, loss_sum.options());
+    norms =
+        torch::full({static_cast<int64_t>(batches.size())}, std::numeric_limits<float>::quiet_NaN(),
+                    loss_sum.options().dtype(torch::kFloat));
   }
   size_t first_batch = 0;
   if (epoch == s_.start_epoch + 1 && s_.start_batch > 0) {  // resuming an interrupted epoch
@@ -1137,13 +1137,9 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     const auto step_t0 = Clock::now();
     const auto result = train_step(x, y);
     if (!result.stepped) ++stats.skipped;
-    if (result.grad_norm.defined() && norm_sum.defined()) {
-      const auto g = result.grad_norm.to(torch::kDouble);
-      const auto finite = at::isfinite(g);
-      const auto v = at::where(finite, g, 0.0);
-      norm_sum += v;
-      norm_count += finite;
-      at::maximum_out(norm_max, norm_max, v);
+    // (the graph's outputs hold until its next replay: copied here, on the same stream)
+    if (result.grad_norm.defined() && norms.defined()) {
+      norms[static_cast<int64_t>(b)].copy_(result.grad_norm);
     }
     if (s_.step->offloading()) {
       stats.step_peak = std::max(stats.step_peak, s_.step->last_stats().peak_allocated);
@@ -1169,11 +1165,14 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   // non-finite gradients), over all ranks.
   const auto [epoch_loss, epoch_samples] = totals();
   stats.train_loss = epoch_loss / static_cast<double>(epoch_samples);
-  if (norm_sum.defined()) {
-    const auto v = torch::stack({norm_sum, norm_count, norm_max}).cpu();
-    const auto* n = v.data_ptr<double>();
-    stats.grad_norm_mean = n[1] > 0 ? n[0] / n[1] : 0.0;
-    stats.grad_norm_max = n[2];
+  if (norms.defined()) {  // the finite norms' mean and largest (0 where none is finite)
+    const auto g = norms.to(torch::kDouble);
+    const auto finite = at::isfinite(g);
+    const auto v = at::where(finite, g, 0.0);
+    const auto n = torch::stack({v.sum(), finite.sum().to(torch::kDouble), v.max()}).cpu();
+    const auto* p = n.data_ptr<double>();
+    stats.grad_norm_mean = p[1] > 0 ? p[0] / p[1] : 0.0;
+    stats.grad_norm_max = p[2];
   }
   if (!std::isfinite(stats.train_loss)) {
     progress_.break_line();
