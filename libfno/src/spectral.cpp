@@ -193,6 +193,16 @@ torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x) {
       .narrow(-1, 0, m.kept.back());
 }
 
+torch::Tensor hermitian_edges(const torch::Tensor& modes, int64_t n) {
+  const int64_t k = modes.size(-1);
+  const bool nyquist = n % 2 == 0 && k == n / 2 + 1;
+  // [k, 2]: ones, but the imaginary parts of the zero and Nyquist modes.
+  auto keep = torch::ones({k, 2}, modes.options().dtype(c10::toRealValueType(modes.scalar_type())));
+  keep.select(1, 1).narrow(0, 0, 1).zero_();
+  if (nyquist) keep.select(1, 1).narrow(0, k - 1, 1).zero_();
+  return torch::view_as_complex(torch::view_as_real(modes) * keep);
+}
+
 torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& modes,
                                c10::ScalarType dtype) {
   if (m.gemm) {
@@ -201,7 +211,8 @@ torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& mode
     return last_dim_gemm(m.reduced ? re.to(dtype) : re, m.dft.synthesis, m.dft.synthesis_t);
   }
   // irfft zero-pads the last dim from k_last to S//2 + 1 modes itself.
-  auto y = torch::fft::irfft(modes, m.spatial.back(), -1, "forward");
+  auto y =
+      torch::fft::irfft(hermitian_edges(modes, m.spatial.back()), m.spatial.back(), -1, "forward");
   return m.reduced ? y.to(dtype) : y;
 }
 

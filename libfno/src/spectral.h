@@ -64,7 +64,16 @@ SpectralModes spectral_modes(const SpectralConvImpl& conv, torch::IntArrayRef sp
 
 // x: [..., S_last] (activations) -> [..., k_last] complex64
 torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x);
-// modes: [..., k_last] complex64 -> [..., S_last] in `dtype`
+// The last dim's spectrum made Hermitian where a real inverse reads it: the
+// imaginary parts of the zero mode and (n even, all n/2 + 1 modes kept) the
+// Nyquist mode dropped, as numpy's irfft defines them. cuFFT's c2r on input
+// that is not Hermitian is undefined (on an H100 it differs from float64 by
+// 1e-2 at n = 8192); the real-DFT GEMM drops them by construction (its
+// synthesis rows hold sin 0 and sin pi r there).
+// modes: [..., k] complex -> [..., k] complex
+torch::Tensor hermitian_edges(const torch::Tensor& modes, int64_t n);
+// modes: [..., k_last] complex64 -> [..., S_last] in `dtype`; every path
+// reads the spectrum as hermitian_edges leaves it.
 torch::Tensor last_dim_inverse(const SpectralModes& m, const torch::Tensor& modes,
                                c10::ScalarType dtype);
 // The non-last dims first_dim .. n_dim-2, innermost first: FFT, kept corners

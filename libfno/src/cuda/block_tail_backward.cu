@@ -278,13 +278,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 // ---------------------------------------------------------------------------
 // Weight-gradient reduction
 // ---------------------------------------------------------------------------
-// Sums the per-CTA partials over CTAs, in CTA order, into the gradients.
+// Sums the per-CTA partials over CTAs, in CTA order and in fp64, into the
+// gradients (rounded once to fp32).
 __global__ void reduce_partials_kernel(const float* __restrict__ partial, int ctas, int entries,
                                        int c, int cm, BlockTailGrads g) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= entries) return;
-  float acc = 0.f;
-  for (int k = 0; k < ctas; ++k) acc += partial[int64_t{k} * entries + e];
+  double sum = 0.0;
+  for (int k = 0; k < ctas; ++k) sum += partial[int64_t{k} * entries + e];
+  const float acc = static_cast<float>(sum);
   int r = e;
   if (r < c * c) {
     g.w_skip[r] = acc;

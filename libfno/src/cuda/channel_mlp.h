@@ -100,7 +100,9 @@ int64_t channel_mlp_backward_workspace(int64_t batch, int64_t in, int64_t mid, i
 /// writes dx = act'(x) * W1^T dh (when dx is not null; [B, Cin, N] contiguous
 /// in `dtype`) and sums the weight gradients per CTA into `workspace` (fp32,
 /// channel_mlp_backward_workspace floats); a second sums the CTAs' partials in
-/// a fixed order into g (deterministic). dh = GELU'(h) * (W2^T dy) and GELU(h)
+/// a fixed order into g (deterministic). The sums are hierarchical at any
+/// grid: fp32 over at most 16 points, fp64 over a CTA's tiles and over the
+/// CTAs (docs/parity.md). dh = GELU'(h) * (W2^T dy) and GELU(h)
 /// are rounded to `dtype` as channel_mlp_hidden_grad stores them. x [B, Cin,
 /// N], dy [B, Cout, N]. Returns a cudaError_t.
 int channel_mlp_backward(Dtype dtype, ChannelMlpInput x, ChannelMlpInput dy, void* dx,

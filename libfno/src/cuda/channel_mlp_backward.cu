@@ -88,6 +88,23 @@ constexpr int kBwdPoints =
 // input's registers (act(x) and dx's sums, up to 32 each) leave room for
 // three; at KM = 128 the GELU(h) and dh tiles take twice the space: two.
 constexpr int bwd_per_sm(int64_t in, int km) { return km > 64 ? 2 : in > 4 ? 3 : 4; }
+// The points an fp32 partial of a weight gradient sums before it is added to
+// the lane's fp64 sum (the narrow operands' sums take a warp's quarter of a
+// tile, kBwdPoints / kBwdWarps points: one chunk).
+constexpr int kChunk = 16;
+static_assert(kBwdPoints % kChunk == 0, "whole chunks a tile");
+
+// acc += t, element by element, in fp64.
+template <int N>
+__device__ __forceinline__ void add_to(double (&acc)[N], const float (&t)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] += t[i];
+}
+template <int M, int N>
+__device__ __forceinline__ void add_to(double (&acc)[M][N], const float (&t)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i) add_to(acc[i], t[i]);
+}
 // GELU(h) and dh rows: 16-byte float4 stores, no conflicts
 constexpr int h_stride(int km) { return km + 4; }
 
@@ -200,8 +217,13 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN, KM))
   // Phase 2: this lane's sums for hidden units k = U lane + e: dW2[o][k] over
   // the warp's dy rows, dW1[k][c] over its act(x) rows, db1[k]; db2 over dy
   // row `lane` (wide dy) or over the warp's rows (the same in every lane).
-  float acc_w2[OY::kRows][U] = {}, acc_w1[OA::kRows][U] = {}, acc_b1[U] = {};
-  float acc_b2[OY::kSplit ? 1 : OY::kRows] = {};
+  // Each sum is hierarchical: fp32 over at most kChunk points (a fresh
+  // accumulator), then those chunk sums in fp64 over the CTA's tiles, so no
+  // fp32 accumulator ever sums more than kChunk terms, at any grid
+  // (docs/parity.md: a serial fp32 sum over a CTA's share of 6 x 2400^2
+  // points drifted to 1.9e-3 on the projection's bias).
+  double acc_w2[OY::kRows][U] = {}, acc_w1[OA::kRows][U] = {}, acc_b1[U] = {};
+  double acc_b2[OY::kSplit ? 1 : OY::kRows] = {};
   const int y0 = OY::kSplit ? warp * OY::kRows : 0, a0 = OA::kSplit ? warp * OA::kRows : 0;
   const int64_t tiles = (points + kBwdPoints - 1) / kBwdPoints;
   __syncthreads();
@@ -276,107 +298,126 @@ __global__ void __launch_bounds__(kBwdThreads, bwd_per_sm(IN, KM))
     const float* g_col = s_g + U * lane;
     const float* dh_col = s_dh + U * lane;
     if constexpr (OY::kSplit || OA::kSplit) {
+#pragma unroll 1
+      for (int p0 = 0; p0 < kBwdPoints; p0 += kChunk) {
+        float t_w2[OY::kSplit ? OY::kRows : 1][U] = {}, t_w1[OA::kSplit ? OA::kRows : 1][U] = {};
 #pragma unroll 4
-      for (int p = 0; p < kBwdPoints; ++p) {
+        for (int p = p0; p < p0 + kChunk; ++p) {
+          if constexpr (OY::kSplit) {
+            float gu[U];
+            load_units<U>(gu, g_col + p * kHStride);
+            float y[OY::kRows];
+            load_operand<OY::kRows>(y, s_dy + p * OY::kStride + y0);
+#pragma unroll
+            for (int r = 0; r < OY::kRows; ++r) {
+#pragma unroll
+              for (int e = 0; e < U; ++e) t_w2[r][e] = fmaf(y[r], gu[e], t_w2[r][e]);
+            }
+          }
+          if constexpr (OA::kSplit) {
+            float du[U];
+            load_units<U>(du, dh_col + p * kHStride);
+            float a[OA::kRows];
+            load_operand<OA::kRows>(a, s_a + p * OA::kStride + a0);
+#pragma unroll
+            for (int r = 0; r < OA::kRows; ++r) {
+#pragma unroll
+              for (int e = 0; e < U; ++e) t_w1[r][e] = fmaf(a[r], du[e], t_w1[r][e]);
+            }
+          }
+        }
+        if constexpr (OY::kSplit) add_to(acc_w2, t_w2);
+        if constexpr (OA::kSplit) add_to(acc_w1, t_w1);
+      }
+    }
+    // Narrow operands, db1 and db2: every row at the warp's quarter of the
+    // points (kBwdPoints / kBwdWarps = kChunk of them).
+    static_assert(kBwdPoints / kBwdWarps <= kChunk, "a warp's narrow sums: one chunk a tile");
+    {
+      float t_b1[U] = {}, t_b2[OY::kSplit ? 1 : OY::kRows] = {};
+      float t_w2[OY::kSplit ? 1 : OY::kRows][U] = {}, t_w1[OA::kSplit ? 1 : OA::kRows][U] = {};
+#pragma unroll 4
+      for (int p = warp; p < kBwdPoints; p += kBwdWarps) {
+        float du[U];
+        load_units<U>(du, dh_col + p * kHStride);
+#pragma unroll
+        for (int e = 0; e < U; ++e) t_b1[e] += du[e];
         if constexpr (OY::kSplit) {
+          if (lane < OUT) t_b2[0] += s_dy[p * OY::kStride + lane];
+        } else {
           float gu[U];
           load_units<U>(gu, g_col + p * kHStride);
           float y[OY::kRows];
-          load_operand<OY::kRows>(y, s_dy + p * OY::kStride + y0);
+          load_operand<OY::kRows>(y, s_dy + p * OY::kStride);
 #pragma unroll
           for (int r = 0; r < OY::kRows; ++r) {
 #pragma unroll
-            for (int e = 0; e < U; ++e) acc_w2[r][e] = fmaf(y[r], gu[e], acc_w2[r][e]);
+            for (int e = 0; e < U; ++e) t_w2[r][e] = fmaf(y[r], gu[e], t_w2[r][e]);
+            t_b2[r] += y[r];
           }
         }
-        if constexpr (OA::kSplit) {
-          float du[U];
-          load_units<U>(du, dh_col + p * kHStride);
+        if constexpr (!OA::kSplit) {
           float a[OA::kRows];
-          load_operand<OA::kRows>(a, s_a + p * OA::kStride + a0);
+          load_operand<OA::kRows>(a, s_a + p * OA::kStride);
 #pragma unroll
           for (int r = 0; r < OA::kRows; ++r) {
 #pragma unroll
-            for (int e = 0; e < U; ++e) acc_w1[r][e] = fmaf(a[r], du[e], acc_w1[r][e]);
+            for (int e = 0; e < U; ++e) t_w1[r][e] = fmaf(a[r], du[e], t_w1[r][e]);
           }
         }
       }
+      add_to(acc_b1, t_b1);
+      add_to(acc_b2, t_b2);
+      if constexpr (!OY::kSplit) add_to(acc_w2, t_w2);
+      if constexpr (!OA::kSplit) add_to(acc_w1, t_w1);
     }
-    // Narrow operands, db1 and db2: every row at the warp's quarter of the points.
-#pragma unroll 4
-    for (int p = warp; p < kBwdPoints; p += kBwdWarps) {
-      float du[U];
-      load_units<U>(du, dh_col + p * kHStride);
+    __syncthreads();
+  }
+  // 3. The CTA's partial sums: the warps' fp64 sums added into one fp64 slot in
+  // warp order (deterministic; each entry a warp holds belongs to one of its
+  // lanes), stored once rounded to fp32 (the CTAs' partials are then added in
+  // fp64: rounding each of a few hundred partials once costs what a tree sum
+  // does, and keeps the workspace, which small grids spend most time on, fp32).
+  const int entries = L::entries(mid);
+  const int ob1 = mid * IN, ow2 = ob1 + mid, ob2 = ow2 + OUT * mid;
+  double* red = reinterpret_cast<double*>(s_g);
+  for (int e = tid; e < entries; e += kBwdThreads) red[e] = 0.0;
+  __syncthreads();
+  for (int w = 0; w < kBwdWarps; ++w) {
+    if (warp == w) {
 #pragma unroll
-      for (int e = 0; e < U; ++e) acc_b1[e] += du[e];
-      if constexpr (OY::kSplit) {
-        if (lane < OUT) acc_b2[0] += s_dy[p * OY::kStride + lane];
-      } else {
-        float gu[U];
-        load_units<U>(gu, g_col + p * kHStride);
-        float y[OY::kRows];
-        load_operand<OY::kRows>(y, s_dy + p * OY::kStride);
+      for (int e = 0; e < U; ++e) {
+        const int k = U * lane + e;
+        if (k >= mid) continue;
 #pragma unroll
-        for (int r = 0; r < OY::kRows; ++r) {
+        for (int r = 0; r < OA::kRows; ++r) red[k * IN + a0 + r] += acc_w1[r][e];
+        red[ob1 + k] += acc_b1[e];
 #pragma unroll
-          for (int e = 0; e < U; ++e) acc_w2[r][e] = fmaf(y[r], gu[e], acc_w2[r][e]);
-          acc_b2[r] += y[r];
-        }
+        for (int r = 0; r < OY::kRows; ++r) red[ow2 + (y0 + r) * mid + k] += acc_w2[r][e];
       }
-      if constexpr (!OA::kSplit) {
-        float a[OA::kRows];
-        load_operand<OA::kRows>(a, s_a + p * OA::kStride);
+      if constexpr (OY::kSplit) {
+        if (lane < OUT) red[ob2 + lane] += acc_b2[0];
+      } else if (lane == 0) {
 #pragma unroll
-        for (int r = 0; r < OA::kRows; ++r) {
-#pragma unroll
-          for (int e = 0; e < U; ++e) acc_w1[r][e] = fmaf(a[r], du[e], acc_w1[r][e]);
-        }
+        for (int r = 0; r < OY::kRows; ++r) red[ob2 + r] += acc_b2[r];
       }
     }
     __syncthreads();
   }
-  // 3. The CTA's partial sums: each warp's in its own slot (zeros where it
-  // has none), then the slots added in warp order (deterministic).
-  const int entries = L::entries(mid);
-  const int ob1 = mid * IN, ow2 = ob1 + mid, ob2 = ow2 + OUT * mid;
-  float* red = s_g;
-  for (int e = tid; e < kBwdWarps * entries; e += kBwdThreads) red[e] = 0.f;
-  __syncthreads();
-  float* mine = red + warp * entries;
-#pragma unroll
-  for (int e = 0; e < U; ++e) {
-    const int k = U * lane + e;
-    if (k >= mid) continue;
-#pragma unroll
-    for (int r = 0; r < OA::kRows; ++r) mine[k * IN + a0 + r] = acc_w1[r][e];
-    mine[ob1 + k] = acc_b1[e];
-#pragma unroll
-    for (int r = 0; r < OY::kRows; ++r) mine[ow2 + (y0 + r) * mid + k] = acc_w2[r][e];
-  }
-  if constexpr (OY::kSplit) {
-    if (lane < OUT) mine[ob2 + lane] = acc_b2[0];
-  } else if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < OY::kRows; ++r) mine[ob2 + r] = acc_b2[r];
-  }
-  __syncthreads();
   float* out = partial + int64_t{blockIdx.x} * entries;
-  for (int e = tid; e < entries; e += kBwdThreads) {
-    float s = red[e];
-#pragma unroll
-    for (int k = 1; k < kBwdWarps; ++k) s += red[k * entries + e];
-    out[e] = s;
-  }
+  for (int e = tid; e < entries; e += kBwdThreads) out[e] = static_cast<float>(red[e]);
 }
 
-// The weight gradients from `ctas` CTAs' partial sums, added in CTA order.
+// The weight gradients from `ctas` CTAs' partial sums, added in CTA order in
+// fp64 (deterministic), rounded once to fp32.
 __global__ void reduce_kernel(const float* __restrict__ partial, int ctas, int mid, int in, int out,
                               ChannelMlpGrads g) {
   const int entries = mid * (in + 1) + out * (mid + 1);
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= entries) return;
-  float s = 0.f;
-  for (int k = 0; k < ctas; ++k) s += partial[int64_t{k} * entries + e];
+  double acc = 0.0;
+  for (int k = 0; k < ctas; ++k) acc += partial[int64_t{k} * entries + e];
+  const float s = static_cast<float>(acc);
   const int ob1 = mid * in, ow2 = ob1 + mid, ob2 = ow2 + out * mid;
   if (e < ob1) {
     g.w1[e] = s;

@@ -6,9 +6,12 @@
 // whole register blocks and tiles), then each thread adds the products of its
 // kR x kR block of (output channel, input channel) pairs over its share of the
 // tile's points (the points are split over as many thread groups as the
-// blocks leave room for). After its last tile the CTA adds its groups' sums
-// in group order and writes one [Cout, Cin] partial; reduce_kernel adds the
-// partials in a fixed order into gw.
+// blocks leave room for), in a fresh fp32 accumulator per tile (at most
+// kTile terms), added to the thread's fp64 sums after the tile: no fp32
+// accumulator grows with the grid. After its last tile the CTA adds its
+// groups' sums in group order, in fp64, and writes one [Cout, Cin] partial
+// (rounded once to fp32); reduce_kernel adds the partials in a fixed order,
+// in fp64, into gw.
 #include "block_tail_tuning.cuh"
 #include "channel_wgrad.h"
 #include "common.cuh"
@@ -24,22 +27,21 @@ namespace detail::wgrad {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTile = 64;        // grid points per tile
-constexpr int kRow = kTile + 1;  // a staged row's stride (no bank conflicts across rows)
-constexpr int kR = 4;            // a thread's block: kR output x kR input channels
-constexpr int kCtasPerSm = 8;    // CTAs a multiprocessor at most: their loads overlap
-constexpr int kMinTiles = 2;     // tiles a CTA takes at least
+constexpr int kTile = 64;          // grid points per tile
+constexpr int kRow = kTile + 1;    // a staged row's stride (no bank conflicts across rows)
+constexpr int kR = 4;              // a thread's block: kR output x kR input channels
+constexpr int kCtasPerSm = 8;      // CTAs a multiprocessor at most: their loads overlap
+constexpr int kMinTiles = 2;       // tiles a CTA takes at least
 constexpr int kMaxEntries = 4096;  // padded Cout x Cin: one block per thread at most
 constexpr int kSmemBytes = 48 * 1024;
 
 __host__ __device__ constexpr int padded(int c) { return (c + kR - 1) / kR * kR; }
 
-// Bytes of shared memory a CTA uses: the staged tile, or the groups' sums.
+// Bytes of shared memory a CTA uses: the staged tile, or the CTA's fp64 sums.
 int smem_bytes(int cout, int cin) {
-  const int blocks = (padded(cout) / kR) * (padded(cin) / kR);
-  const int groups = std::max(1, kThreads / blocks);
   const int tile = (padded(cout) + padded(cin)) * kRow;
-  return static_cast<int>(sizeof(float)) * std::max(tile, groups * cout * cin);
+  return std::max(static_cast<int>(sizeof(float)) * tile,
+                  static_cast<int>(sizeof(double)) * cout * cin);
 }
 
 template <typename T>
@@ -48,7 +50,7 @@ __global__ void __launch_bounds__(kThreads)
                    const T* __restrict__ h, int64_t h_batch, int64_t h_channel, int64_t n,
                    int64_t tiles_per_entry, int64_t tiles, int cout, int cin,
                    float* __restrict__ partial) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   const int co_pad = padded(cout), ci_pad = padded(cin);
   const int rows = co_pad + ci_pad;
   const float* sy = smem;                  // [co_pad][kRow]: gy's rows
@@ -60,11 +62,11 @@ __global__ void __launch_bounds__(kThreads)
   const int blk = tid % blocks, grp = tid / blocks;
   const bool active = grp < groups;
   const int r0 = (blk / bi) * kR, c0 = (blk % bi) * kR;
-  float acc[kR][kR];
+  double acc[kR][kR];
 #pragma unroll
   for (int i = 0; i < kR; ++i) {
 #pragma unroll
-    for (int j = 0; j < kR; ++j) acc[i][j] = 0.f;
+    for (int j = 0; j < kR; ++j) acc[i][j] = 0.0;
   }
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int64_t b = t / tiles_per_entry;
@@ -85,6 +87,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     if (active) {
+      float t[kR][kR] = {};
       for (int p = grp; p < len; p += groups) {
         float a[kR], c[kR];
 #pragma unroll
@@ -95,30 +98,35 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int i = 0; i < kR; ++i) {
 #pragma unroll
-          for (int j = 0; j < kR; ++j) acc[i][j] = fmaf(a[i], c[j], acc[i][j]);
+          for (int j = 0; j < kR; ++j) t[i][j] = fmaf(a[i], c[j], t[i][j]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kR; ++i) {
+#pragma unroll
+        for (int j = 0; j < kR; ++j) acc[i][j] += t[i][j];
+      }
+    }
+  }
+  __syncthreads();  // the staged rows are done with: the CTA's sums go there
+  const int entries = cout * cin;
+  double* red = reinterpret_cast<double*>(smem);  // [cout * cin], the groups' added in order
+  for (int e = tid; e < entries; e += kThreads) red[e] = 0.0;
+  __syncthreads();
+  for (int g = 0; g < groups; ++g) {
+    if (active && grp == g) {
+#pragma unroll
+      for (int i = 0; i < kR; ++i) {
+#pragma unroll
+        for (int j = 0; j < kR; ++j) {
+          if (r0 + i < cout && c0 + j < cin) red[(r0 + i) * cin + c0 + j] += acc[i][j];
         }
       }
     }
+    __syncthreads();
   }
-  __syncthreads();  // the staged rows are done with: the groups' sums go there
-  const int entries = cout * cin;
-  float* red = smem;  // [groups][cout * cin]
-  if (active) {
-#pragma unroll
-    for (int i = 0; i < kR; ++i) {
-#pragma unroll
-      for (int j = 0; j < kR; ++j) {
-        if (r0 + i < cout && c0 + j < cin) red[grp * entries + (r0 + i) * cin + c0 + j] = acc[i][j];
-      }
-    }
-  }
-  __syncthreads();
   float* out = partial + int64_t{blockIdx.x} * entries;
-  for (int e = tid; e < entries; e += kThreads) {
-    float s = red[e];
-    for (int g = 1; g < groups; ++g) s += red[g * entries + e];
-    out[e] = s;
-  }
+  for (int e = tid; e < entries; e += kThreads) out[e] = static_cast<float>(red[e]);
 }
 
 // gw += the `ctas` partials: a block takes kReduceEntries entries, each
@@ -131,10 +139,10 @@ constexpr int kReduceLanes = 8;
 __global__ void __launch_bounds__(kReduceEntries* kReduceLanes)
     reduce_kernel(const float* __restrict__ partial, int64_t ctas, int entries,
                   float* __restrict__ gw) {
-  __shared__ float sums[kReduceLanes][kReduceEntries];
+  __shared__ double sums[kReduceLanes][kReduceEntries];
   const int i = threadIdx.x % kReduceEntries, lane = threadIdx.x / kReduceEntries;
   const int e = blockIdx.x * kReduceEntries + i;
-  float s = 0.f;
+  double s = 0.0;
   if (e < entries) {
 #pragma unroll 4
     for (int64_t k = lane; k < ctas; k += kReduceLanes) s += partial[k * entries + e];
@@ -142,10 +150,10 @@ __global__ void __launch_bounds__(kReduceEntries* kReduceLanes)
   sums[lane][i] = s;
   __syncthreads();
   if (lane == 0 && e < entries) {
-    float total = sums[0][i];
+    double total = sums[0][i];
 #pragma unroll
     for (int j = 1; j < kReduceLanes; ++j) total += sums[j][i];
-    gw[e] += total;
+    gw[e] = static_cast<float>(static_cast<double>(gw[e]) + total);
   }
 }
 

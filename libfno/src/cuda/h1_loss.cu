@@ -4,6 +4,9 @@
 // chunk's two sums (N's and M's terms, every point's function and derivative
 // terms together); finish_kernel, one CTA, adds each row's chunks in order,
 // writes c_r and reduces the rows' losses in a fixed order (deterministic).
+// Every sum is in fp64 (the terms are fp32): a thread's share of a chunk
+// grows with the grid (about 2000 points at 16384^2, batch 1), and the
+// relative loss's coefficient scales every gradient of the step.
 // Backward: one thread per point reads x and y two points either way along
 // each spatial dim (L1 and L2 serve the neighbours' reads).
 #include "h1_loss.h"
@@ -55,8 +58,8 @@ struct Axes {
 };
 
 // The sums of v and w over the CTA, in a fixed order; valid in thread 0.
-// `red` holds 2 * kWarps floats. Every thread of the CTA calls it.
-__device__ __forceinline__ void block_sum2(float& v, float& w, float* red) {
+// `red` holds 2 * kWarps values. Every thread of the CTA calls it.
+__device__ __forceinline__ void block_sum2(double& v, double& w, double* red) {
   for (int o = 16; o > 0; o >>= 1) {
     v += __shfl_down_sync(0xffffffffu, v, o);
     w += __shfl_down_sync(0xffffffffu, w, o);
@@ -74,7 +77,7 @@ __device__ __forceinline__ void block_sum2(float& v, float& w, float* red) {
 __global__ void __launch_bounds__(kThreads)
     partial_kernel(const float* __restrict__ x, const float* __restrict__ y, H1Grid g,
                    int chunk_len, float* __restrict__ ws) {
-  __shared__ float red[2 * kWarps];
+  __shared__ double red[2 * kWarps];
   const Axes a(g);
   const int k0 = 3 - g.dims;
   const int begin = static_cast<int>(blockIdx.x) * chunk_len;
@@ -82,12 +85,11 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t r = blockIdx.y; r < g.rows; r += gridDim.y) {
     const float* xr = x + r * a.npts;
     const float* yr = y + r * a.npts;
-    float num = 0.f, den = 0.f;
+    double num = 0.0, den = 0.0;
     for (int p = begin + static_cast<int>(threadIdx.x); p < end; p += kThreads) {
       const float yv = yr[p];
       const float e = xr[p] - yv;
-      num += e * e;
-      den += yv * yv;
+      float pn = e * e, pd = yv * yv;  // the point's terms, in fp32
       int i[3];
       coords(p, a.n, i);
 #pragma unroll
@@ -98,15 +100,17 @@ __global__ void __launch_bounds__(kThreads)
         const float dx = (xr[pp] - xr[pm]) * g.inv2h[k];
         const float dy = (yr[pp] - yr[pm]) * g.inv2h[k];
         const float d = dx - dy;
-        num += d * d;
-        den += dy * dy;
+        pn += d * d;
+        pd += dy * dy;
       }
+      num += pn;
+      den += pd;
     }
     block_sum2(num, den, red);
     if (threadIdx.x == 0) {
       float* out = ws + (r * gridDim.x + blockIdx.x) * 2;
-      out[0] = num;
-      out[1] = den;
+      out[0] = static_cast<float>(num);
+      out[1] = static_cast<float>(den);
     }
   }
 }
@@ -114,20 +118,22 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     finish_kernel(const float* __restrict__ ws, int64_t rows, int chunks, float eps, bool mean,
                   float* __restrict__ coef, float* __restrict__ loss) {
-  __shared__ float red[2 * kWarps];
-  float local = 0.f, unused = 0.f;
+  __shared__ double red[2 * kWarps];
+  double local = 0.0, unused = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += kThreads) {
-    float n = 0.f, m = 0.f;
+    double n = 0.0, m = 0.0;
     for (int c = 0; c < chunks; ++c) {
       n += ws[(r * chunks + c) * 2];
       m += ws[(r * chunks + c) * 2 + 1];
     }
-    const float sn = sqrtf(n), sm = sqrtf(m) + eps;
+    const double sn = sqrt(n), sm = sqrt(m) + eps;
     local += sn / sm;
-    coef[r] = n > 0.f ? 1.f / (sn * sm) : 0.f;
+    coef[r] = n > 0.0 ? static_cast<float>(1.0 / (sn * sm)) : 0.f;
   }
   block_sum2(local, unused, red);
-  if (threadIdx.x == 0) *loss = mean ? local * (1.f / static_cast<float>(rows)) : local;
+  if (threadIdx.x == 0) {
+    *loss = static_cast<float>(mean ? local / static_cast<double>(rows) : local);
+  }
 }
 
 // A CTA per (chunk, row), as partial_kernel's.
