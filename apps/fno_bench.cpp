@@ -7,9 +7,14 @@
 // ranks and the scaling efficiency against one GPU measured in the same run:
 //   torchrun --no-python --nproc-per-node 2 build/apps/fno_bench --resolutions 1024
 //
-// Exit codes: 0 done; 2 bad command line or config; 3 unwritable output; 4 the
-// benchmark failed; 5 several processes: a rank died or hung.
+// It writes only the files it is asked for (--json, --csv, --trace, the
+// timelines in --timeline-dir, auto's plans in --plan-cache), each atomically,
+// and checks where they go before any work.
+//
+// Exit codes: 0 done; 2 bad command line or config; 3 unwritable output (stdout
+// included); 4 the benchmark failed; 5 several processes: a rank died or hung.
 #include <fno/precision.h>
+#include <fno/serialize.h>
 #include <fno_offload/planner.h>
 #include <fno_train/bench.h>
 #include <fno_train/config.h>
@@ -18,16 +23,24 @@
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include "cli_error.h"
+#include "cli.h"
 
 namespace {
 
 const fno::cli::Fail fail("fno_bench");
+
+using fno::cli::flushed;
+using fno::cli::integer_in;
+using fno::cli::non_negative_integer;
+using fno::cli::positive_integer;
 
 }  // namespace
 
@@ -52,43 +65,46 @@ int main(int argc, char** argv) {
                  "grid sizes N (N x N for a 2D model, N x N x N for a 3D one, N x N x T with "
                  "--time-length)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->transform(positive_integer<int64_t>());
   int64_t time_length = -1;
   app.add_option("--time-length", time_length,
                  "a 3D model's last axis T: grids N x N x T (a space-time Navier-Stokes model; "
                  "default: its config's data.t_out, else N; 0: N)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batches", o.batches, "batch sizes")->delimiter(',')->check(CLI::PositiveNumber);
+      ->transform(non_negative_integer<int64_t>());
+  app.add_option("--batches", o.batches, "batch sizes")
+      ->delimiter(',')
+      ->transform(positive_integer<int64_t>());
   std::vector<std::string> policies;
   app.add_option("--policies", policies,
                  "offload policies: none, slim, all, blocks:K, recompute, recompute+offload, auto")
       ->delimiter(',');
   app.add_option("--warmup", o.warmup, "untimed steps per configuration")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(non_negative_integer<int64_t>());
   app.add_option("--steps", o.steps, "timed steps per configuration (median reported)")
-      ->check(CLI::PositiveNumber);
+      ->transform(positive_integer<int64_t>());
   app.add_option("--chunks", o.offload.chunks, "batch chunks per stage for the fixed policies")
-      ->check(CLI::PositiveNumber);
+      ->transform(positive_integer<int64_t>());
   app.add_option("--micro-batches", o.offload.micro_batches,
                  "run each step as this many micro-batches for the fixed policies")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->transform(integer_in<int64_t>(1, int64_t{1} << 20));
   app.add_option("--gpu-memory-limit", budget, "budget for auto, e.g. 8GiB (default: free memory)");
   app.add_option("--cap", cap,
                  "cap the allocator at this much memory (emulates a smaller GPU), e.g. 16GiB");
   app.add_flag("--find-largest", o.find_largest,
                "search the largest square grid each policy trains under --cap");
   app.add_option("--grid-step", o.grid_step, "granularity of that search")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--grid-max", o.grid_max, "upper end of that search")->check(CLI::PositiveNumber);
+      ->transform(positive_integer<int64_t>());
+  app.add_option("--grid-max", o.grid_max, "upper end of that search")
+      ->transform(positive_integer<int64_t>());
   app.add_option("--prefetch-depth", o.offload.prefetch_depth,
                  "stages prefetched ahead in backward")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(non_negative_integer<int64_t>());
   std::string inflight_mib = "auto";
   app.add_option("--max-inflight-mib", inflight_mib,
                  "device-to-host MiB in flight before forward waits (back-pressure), or auto: "
                  "1024, grown after steps whose forward waited (the fixed policies)");
   app.add_option("--min-bytes", o.offload.min_bytes, "saved tensors smaller than this stay")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(non_negative_integer<int64_t>());
   std::string compress = "none";
   app.add_option("--compress", compress,
                  "host storage of offloaded float32 activations: none (lossless) or bf16");
@@ -114,25 +130,61 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return flushed(fail, app.exit(e));
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
+  // Each value's own parse, its error prefixed with the option.
+  const auto parsed = [](const char* option, const auto& parse) {
+    try {
+      parse();
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(option) + ": " + e.what());
+    }
+  };
   try {
-    if (app.count("--policies") > 0) {
+    parsed("--policies", [&] {
+      if (app.count("--policies") == 0) return;
       o.policies.clear();
       for (const auto& p : policies) o.policies.push_back(fno::offload::parse_policy(p));
-    }
-    o.offload.compress = fno::offload::parse_compress(compress);
-    try {
-      o.offload.max_inflight_mib = fno::parse_inflight_mib(inflight_mib);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string("--max-inflight-mib: ") + e.what());
-    }
-    if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
-    if (!budget.empty()) o.offload.gpu_memory_limit = fno::offload::parse_bytes(budget);
+    });
+    parsed("--compress", [&] { o.offload.compress = fno::offload::parse_compress(compress); });
+    parsed("--max-inflight-mib",
+           [&] { o.offload.max_inflight_mib = fno::parse_inflight_mib(inflight_mib); });
+    parsed("--cap", [&] {
+      if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
+    });
+    parsed("--gpu-memory-limit", [&] {
+      if (!budget.empty()) o.offload.gpu_memory_limit = fno::offload::parse_bytes(budget);
+    });
   } catch (const std::invalid_argument& e) {
     return fail(2, e.what());
+  }
+  // Options that act only with another, and where the outputs go: refused
+  // before any work (and by --dry-run).
+  for (const char* option : {"--grid-step", "--grid-max"}) {
+    if (app.count(option) > 0 && !o.find_largest) {
+      return fail(2, std::string(option) + " applies to --find-largest only");
+    }
+  }
+  const bool has_auto = std::any_of(o.policies.begin(), o.policies.end(), [](const auto& p) {
+    return p.kind == fno::offload::Policy::Kind::kAuto;
+  });
+  if (app.count("--plan-cache") > 0 && !has_auto) {
+    return fail(2, "--plan-cache keeps the auto policy's plans, which --policies leaves out");
+  }
+  const std::vector<std::pair<std::string, std::string>> outputs{
+      {"--json", json_path}, {"--csv", csv_path}, {"--trace", o.trace_path}};
+  for (const auto& [option, path] : outputs) {
+    if (path.empty()) continue;
+    if (const auto why = fno::cli::unwritable_file(path); !why.empty()) {
+      return fail(2, option + ": " + why);
+    }
+  }
+  if (!o.timeline_dir.empty()) {
+    if (const auto why = fno::cli::unwritable_dir(o.timeline_dir); !why.empty()) {
+      return fail(2, "--timeline-dir: " + why);
+    }
   }
   if (!overrides.empty() && config_path.empty()) return fail(2, "--set needs --config FILE");
   try {
@@ -156,10 +208,15 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     return fail(2, std::string("--cuda-graphs: ") + e.what());
   }
+  try {
+    fno::check_bench_options(o);
+  } catch (const std::invalid_argument& e) {
+    return fail(2, e.what());
+  }
   if (dry_run) {
     try {
       std::cout << fno::describe_bench(o);
-      return 0;
+      return flushed(fail);
     } catch (const c10::Error& e) {
       return fail(2, e.what_without_backtrace());
     } catch (const std::exception& e) {
@@ -170,18 +227,19 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   try {
     const auto result = fno::run_bench(o);
-    if (result.rank != 0) return 0;  // rank 0 reports
+    if (result.rank != 0) return flushed(fail);  // rank 0 reports
     const auto json = result.to_json(command);
     std::cout << json;
-    if (!json_path.empty()) {
-      std::ofstream f(json_path);
-      if (!(f << json)) return fail(3, json_path + ": cannot write");
+    try {
+      if (!json_path.empty()) fno::write_file_atomic(json_path, json.data(), json.size());
+      if (!csv_path.empty()) {
+        const auto csv = result.to_csv();
+        fno::write_file_atomic(csv_path, csv.data(), csv.size());
+      }
+    } catch (const std::exception& e) {
+      return fail(3, e.what());
     }
-    if (!csv_path.empty()) {
-      std::ofstream f(csv_path);
-      if (!(f << result.to_csv())) return fail(3, csv_path + ": cannot write");
-    }
-    return 0;
+    return flushed(fail);
   } catch (const fno::dist::Error& e) {
     fail(5, e.what());
     std::fflush(stdout);

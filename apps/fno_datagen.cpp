@@ -5,10 +5,15 @@
 // (--problem poisson3d; fno_data/poisson3d_gen.h), or 2D Navier-Stokes as in
 // the FNO paper (--problem ns; fno_data/navier_stokes_gen.h).
 //
-// Exit codes: 0 done; 2 bad command line (with --resume also: other settings
-// than the kept samples', nothing to resume); 3 the run failed (output not
-// writable, solver failure, a Navier-Stokes run that blew up, damaged or
-// foreign files where --resume keeps its samples); 4 stopped at
+// Nothing is written over: an output file that exists is refused before any
+// work; --resume goes on only with the kept samples' settings, --initial's
+// contents included (its size and hash), and touches no file it did not write.
+//
+// Exit codes: 0 done; 2 bad command line (an output that exists; with --resume
+// also: other settings or another --initial than the kept samples'); 3 the run
+// failed (output not writable, stdout included, solver failure, a
+// Navier-Stokes run that blew up, damaged or foreign files where --resume
+// keeps its samples); 4 stopped at
 // --stop-after-samples; 130/143 stopped by SIGINT/SIGTERM. A run that stops for
 // any reason leaves no output file (temporary file + fsync + rename); with
 // --resume, the finished batches stay in OUT.partial/ and the same command
@@ -27,54 +32,22 @@
 #endif
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <functional>
-#include <limits>
 #include <string>
-#include <system_error>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "cli_error.h"
+#include "cli.h"
 
 namespace {
 
 const fno::cli::Fail fail("fno_datagen");
 
-/// A CLI11 transform for an integer option of type T: plain decimal digits (a
-/// leading '-' only for signed T) within T's range, leading zeros dropped.
-/// CLI11's own conversion (strtoull/strtoll with base 0) would read "010" as
-/// octal 8, "0x10" as 16, wrap "-1" to 2^64 - 1 for an unsigned option and
-/// saturate out-of-range values, so two different seeds could give one file.
-template <typename T>
-CLI::Validator decimal_integer() {
-  static_assert(std::is_integral_v<T>);
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        const bool negative = std::is_signed_v<T> && !text.empty() && text[0] == '-';
-        std::string digits = negative ? text.substr(1) : text;
-        const std::string refused =
-            "'" + text + "' is not a decimal integer" +
-            (std::is_signed_v<T>
-                 ? " (" + std::to_string(8 * sizeof(T)) + "-bit)"
-                 : " in [0, " + std::to_string(std::numeric_limits<T>::max()) + "]");
-        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
-          return refused;
-        }
-        digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
-        const std::string normal = negative ? "-" + digits : digits;
-        T value{};
-        const auto [end, ec] = std::from_chars(normal.data(), normal.data() + normal.size(), value);
-        if (ec != std::errc() || end != normal.data() + normal.size()) return refused;
-        text = normal;
-        return std::string();
-      },
-      "");
-}
+using fno::cli::flushed;
+using fno::cli::non_negative_integer;
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
@@ -239,31 +212,31 @@ int main(int argc, char** argv) {
                  "poisson3d, points of the periodic grid (>= 4); ns, points of the periodic "
                  "grid of the solve (even, >= 8; the paper: 256)")
       ->required()
-      ->transform(decimal_integer<int64_t>());
+      ->transform(non_negative_integer<int64_t>());
   app.add_option("--samples", samples, "number of samples in all")
       ->required()
-      ->transform(decimal_integer<int64_t>());
+      ->transform(non_negative_integer<int64_t>());
   app.add_option("--seed", seed, "seed; sample i depends only on (seed, i)")
       ->required()
-      ->transform(decimal_integer<uint64_t>());
+      ->transform(non_negative_integer<uint64_t>());
   app.add_option("--out", out,
                  "output file (.h5); with --test-samples, STEM_train.h5 and STEM_test.h5")
       ->required();
   app.add_option("--test-samples", test_samples,
                  "put the last N samples into STEM_test.h5, the others into STEM_train.h5 "
                  "(default 0: one file)")
-      ->transform(decimal_integer<int64_t>());
+      ->transform(non_negative_integer<int64_t>());
   app.add_option("--subsample", subsample,
                  "store every k-th node per side; darcy: k must divide resolution - 1 "
                  "(421 with k = 5, 3, 2 gives 85, 141, 211); poisson3d and ns: k must divide "
                  "resolution (ns, the paper: 256 with k = 4 gives 64)")
-      ->transform(decimal_integer<int64_t>());
+      ->transform(non_negative_integer<int64_t>());
   app.add_option("--batch", batch,
                  "samples solved together (default 1 on the CPU; on CUDA 32 for darcy, "
                  "2^24 / R^3 within [1, 32] for poisson3d, for ns as many as fit in the free GPU "
                  "memory, a power of 2, at most 256 and --samples); on the CPU the data do not "
                  "depend on it")
-      ->transform(decimal_integer<int64_t>());
+      ->transform(non_negative_integer<int64_t>());
   app.add_option("--device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
   app.add_option("--tolerance", tolerance,
                  "darcy: relative residual at which CG stops (default 1e-10)");
@@ -292,7 +265,7 @@ int main(int argc, char** argv) {
                "(the same bytes as one run) and remove OUT.partial/");
   app.add_option("--stop-after-samples", stop_after,
                  "with --resume: stop (exit 4) once at least K samples are kept (for tests)")
-      ->transform(decimal_integer<int64_t>());
+      ->transform(non_negative_integer<int64_t>());
   std::string worker_text;
   app.add_option("--worker", worker_text,
                  "K/N, with --resume: worker K (0 .. N-1) of N processes making one run together "
@@ -304,7 +277,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return flushed(fail, app.exit(e));
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
@@ -433,7 +406,7 @@ int main(int argc, char** argv) {
           static_cast<long long>(summary.samples), fno::data::datagen_partial_dir(out).c_str());
       std::printf("device %s\n", summary.device.c_str());
       std::printf("seconds %.2f\n", summary.seconds);
-      return 0;
+      return flushed(fail);
     }
     std::printf("device %s\n", summary.device.c_str());
     std::printf("samples %lld\n", static_cast<long long>(summary.samples));
@@ -450,7 +423,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(summary.max_iterations));
     }
     for (const auto& f : summary.files) std::printf("wrote %s\n", f.c_str());
-    return 0;
+    return flushed(fail);
   } catch (const fno::data::DatagenInterrupted& e) {
     bar.abandon();
     return fail(e.signal() == 0 ? 4 : 128 + e.signal(), e.what());

@@ -1,6 +1,8 @@
 // fno_smoke: builds the Darcy seed FNO and takes a few AdamW steps under the
 // H1 loss on random data, printing the parameter count, losses and timings.
-// A stand-in main job until fno_train lands.
+// A stand-in main job until fno_train lands. It writes nothing but stdout.
+//
+// Exit codes: 0 done; 1 the run failed; 2 bad command line; 3 stdout not written.
 #include <fno/fno.h>
 #include <fno/losses.h>
 #include <fno/optim.h>
@@ -14,7 +16,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli.h"
+
 int main(int argc, char** argv) {
+  using fno::cli::integer_in;
+  const fno::cli::Fail fail("fno_smoke");
   CLI::App app{"Smoke test of the FNO core: seed model, H1 loss, AdamW steps on random data."};
   std::string device_name = "auto";
   int64_t resolution = 16;
@@ -22,17 +28,23 @@ int main(int argc, char** argv) {
   int64_t steps = 5;
   app.add_option("--device", device_name, "cpu, cuda or auto")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--resolution", resolution, "grid size R (R x R)")->check(CLI::Range(4, 8192));
-  app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 4096));
-  app.add_option("--steps", steps, "optimizer steps")->check(CLI::Range(1, 100000));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--resolution", resolution, "grid size R (R x R)")
+      ->transform(integer_in<int64_t>(4, 8192));
+  app.add_option("--batch", batch, "batch size")->transform(integer_in<int64_t>(1, 4096));
+  app.add_option("--steps", steps, "optimizer steps")->transform(integer_in<int64_t>(1, 100000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return fno::cli::flushed(fail, app.exit(e));
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see --help)");
+  }
 
   try {
     torch::Device device(torch::kCPU);
     if (device_name == "cuda" || (device_name == "auto" && torch::cuda::is_available())) {
       if (!torch::cuda::is_available()) {
-        std::fprintf(stderr, "fno_smoke: --device cuda, but no CUDA device is visible\n");
-        return 2;
+        return fail(2, "--device cuda, but no CUDA device is visible");
       }
       device = torch::Device(torch::kCUDA);
     }
@@ -76,9 +88,7 @@ int main(int argc, char** argv) {
     std::printf("device %s  resolution %lld  batch %lld\n", device.str().c_str(),
                 static_cast<long long>(resolution), static_cast<long long>(batch));
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    std::fprintf(stderr, "fno_smoke: %s\n", msg.substr(0, msg.find('\n')).c_str());
-    return 1;
+    return fail(1, e.what());
   }
-  return 0;
+  return fno::cli::flushed(fail);
 }

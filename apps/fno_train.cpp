@@ -1,9 +1,16 @@
 // fno_train: trains an FNO from a YAML config (configs/README.md documents every key).
 //
-// Exit codes: 0 done; 2 bad command line or config; 3 bad data or an unwritable
-// output; 4 training stopped (non-finite loss, unusable checkpoint); 130/143
-// stopped by SIGINT/SIGTERM after writing a checkpoint; 5 several processes
-// (torchrun): a rank died or hung, the rendezvous failed, a port is in use.
+// Nothing is written over: a new run (and a dry run) refuses a directory that
+// holds a run (fno::run_file_in); --resume DIR writes only into DIR, after
+// checking that its data files are the run's (inputs.txt); --resume --dry-run
+// writes nothing.
+//
+// Exit codes: 0 done; 2 bad command line or config (also a directory that
+// holds a run, data files that are not the resumed run's); 3 bad data or an
+// unwritable output (stdout included); 4 training stopped (non-finite loss,
+// unusable checkpoint); 130/143 stopped by SIGINT/SIGTERM after writing a
+// checkpoint; 5 several processes (torchrun): a rank died or hung, the
+// rendezvous failed, a port is in use.
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
 #include <fno/precision.h>
@@ -19,7 +26,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "cli_error.h"
+#include "cli.h"
 
 namespace {
 
@@ -31,6 +38,8 @@ bool exists(const std::string& p) {
 }
 
 }  // namespace
+
+using fno::cli::flushed;
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -47,7 +56,8 @@ int main(int argc, char** argv) {
                  "(repeatable)");
   app.add_flag("--dry-run", dry_run,
                "validate the config and the data, build the model, write summary.json "
-               "(n_params) and config.yaml; train nothing");
+               "(n_params) and config.yaml into a directory that holds no run; train nothing "
+               "(with --resume: check the resume, write nothing)");
   app.add_option("--resume", resume_dir,
                  "continue the run in DIR from its last checkpoint, with DIR/config.yaml "
                  "(--set may extend training.epochs)");
@@ -66,7 +76,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return flushed(fail, app.exit(e));
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
@@ -100,7 +110,7 @@ int main(int argc, char** argv) {
   }
   if (print_schema) {
     std::cout << fno::config_schema_markdown();
-    return 0;
+    return flushed(fail);
   }
   if (!resume_dir.empty() && !config_path.empty()) {
     return fail(2, "--resume takes its config from DIR/config.yaml; drop --config");
@@ -114,19 +124,32 @@ int main(int argc, char** argv) {
     if (resume && !exists(cfg_file)) return fail(2, resume_dir + ": not a run directory (no config.yaml)");
     fno::RunConfig cfg = fno::load_config(cfg_file, overrides);
     const std::string run_dir = resume ? resume_dir : (out_dir.empty() ? cfg.output.dir : out_dir);
-    if (!resume && !dry_run && exists(run_dir + "/checkpoint_latest.pt")) {
-      return fail(2, run_dir + " already holds a run; continue it with --resume " + run_dir +
-                         " or choose another --out");
+    // A new run, or a dry run, writes over no run: only --resume continues one.
+    if (const std::string held = resume ? "" : fno::run_file_in(run_dir); !held.empty()) {
+      if (exists(run_dir + "/checkpoint_latest.pt")) {
+        return fail(2, run_dir + " already holds a run; continue it with --resume " + run_dir +
+                           (dry_run ? " (--dry-run checks it)" : "") + " or choose another --out");
+      }
+      return fail(2, run_dir + " already holds a run (" + held +
+                         ") with no checkpoint to resume from; choose another --out, or move "
+                         "it away");
     }
+    // A resume goes on with the run's data files only: checked before anything loads.
+    if (resume) fno::check_run_inputs(cfg, run_dir);
     fno::Trainer trainer(cfg, run_dir);
     std::fprintf(stderr, "fno_train: %s\n", trainer.describe().c_str());
     if (dry_run) {
-      const auto estimates = trainer.dry_run();
-      if (trainer.rank() != 0) return 0;  // rank 0 reports and writes
+      const auto estimates = trainer.dry_run(/*write=*/!resume);
+      if (trainer.rank() != 0) return flushed(fail);  // rank 0 reports and writes
       std::printf("n_params %lld\n", static_cast<long long>(trainer.n_params()));
       if (!estimates.empty()) std::printf("%s", estimates.c_str());
-      std::printf("wrote %s/summary.json\n", run_dir.c_str());
-      return 0;
+      if (resume) {
+        std::printf("wrote nothing (--resume %s --dry-run: its config and data check out)\n",
+                    run_dir.c_str());
+      } else {
+        std::printf("wrote %s/summary.json\n", run_dir.c_str());
+      }
+      return flushed(fail);
     }
     if (resume) {
       const auto epoch = trainer.resume();
@@ -134,10 +157,10 @@ int main(int argc, char** argv) {
                    static_cast<long long>(epoch));
     }
     const auto metrics = trainer.train();
-    if (trainer.rank() != 0) return 0;  // rank 0 reports and writes
+    if (trainer.rank() != 0) return flushed(fail);  // rank 0 reports and writes
     for (const auto& [k, v] : metrics) std::printf("%s %.6f\n", k.c_str(), v);
     std::printf("wrote %s\n", run_dir.c_str());
-    return 0;
+    return flushed(fail);
   } catch (const fno::dist::Error& e) {
     // Exit at once: the process group's teardown could wait on a dead peer.
     fail(5, e.what());

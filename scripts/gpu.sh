@@ -312,7 +312,9 @@ ns_train_one() {
     mkdir -p "$run" && tar -xzf "$carried" -C "$run" &&
       say "nstrain $name: resumes the carried run ($(tail -1 "$run/metrics.jsonl" | cut -c1-60))"
   fi
-  [ -f "$run/checkpoint_latest.pt" ] && args=(--resume "$run")
+  # A run with a checkpoint goes on; one stopped before its first checkpoint starts again
+  # (fno_train writes over no run directory: this script made it, and removes it).
+  if [ -f "$run/checkpoint_latest.pt" ]; then args=(--resume "$run"); else rm -rf "$run"; fi
   train_until "${NSTRAIN_DEADLINE:-555}" "nstrain $name" "$run" "$d" "${args[@]}"
   # NSTRAIN_CARRY=1: an unfinished run's latest checkpoint, config and metrics come back as
   # $OUT/carry_NAME.tgz (a file comes back up to 16 MiB: the FNO-2D's, about 11 MB, does; the

@@ -88,7 +88,7 @@ TEST_CASE("bad configs name the file, the line and the key") {
   check_error("model:\n  n_modes: [1, 2, 3, 4]\ndata:\n  train_file: t.pt\n",
               "model.n_modes: expected a list of 1 to 3 entries, got 4");
   check_error("data:\n  train_file: t.pt\n  batch_size: -3\n",
-              "cfg.yaml:3: data.batch_size: expected an integer >= 1, got -3");
+              "cfg.yaml:3: data.batch_size: expected an integer in [1, 1000000000], got -3");
   check_error("data:\n  train_file: t.pt\noptimizer:\n  lr: fast\n",
               "cfg.yaml:4: optimizer.lr: expected a number > 0, got 'fast'");
   check_error(
@@ -152,7 +152,7 @@ TEST_CASE("errors quoting user input stay on one line") {
 TEST_CASE("bad --set overrides are named as such") {
   check_error(kValid, "--set training.epochs: expected section.key=value", {"training.epochs"});
   check_error(kValid, "--set training.epoch=3: training.epoch: unknown key", {"training.epoch=3"});
-  check_error(kValid, "--set training.epochs=-1: training.epochs: expected an integer >= 1, got -1",
+  check_error(kValid, "--set training.epochs=-1: training.epochs: expected an integer in [1, 1000000000], got -1",
               {"training.epochs=-1"});
   check_error(kValid, "--set model.n_modes=[8, x]: model.n_modes: expected an integer",
               {"model.n_modes=[8, x]"});

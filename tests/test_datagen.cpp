@@ -10,6 +10,7 @@
 // split, subsampling, options, interrupts) and configs/poisson3d.yaml.
 #include <fno_data/darcy.h>
 #include <fno_data/darcy_gen.h>
+#include <fno_data/fingerprint.h>
 #include <fno_data/poisson3d_gen.h>
 #include <fno_train/config.h>
 
@@ -108,6 +109,45 @@ std::string fresh_dir(const std::string& name) {
 }
 
 }  // namespace
+
+TEST_CASE("file fingerprints: size and FNV-1a of every byte, as text and back") {
+  const std::string dir = fresh_dir("fingerprint");
+  fno::test::write_bytes(dir + "/empty", "");
+  fno::test::write_bytes(dir + "/a", "a");
+  std::string big(3 << 20, 'x');  // past one read buffer
+  fno::test::write_bytes(dir + "/big", big);
+  using fno::data::file_fingerprint;
+  CHECK(file_fingerprint(dir + "/empty").size == 0);
+  CHECK(file_fingerprint(dir + "/empty").hash == 0xcbf29ce484222325ULL);  // FNV-1a's basis
+  CHECK(file_fingerprint(dir + "/a").hash == 0xaf63dc4c8601ec8cULL);      // FNV-1a 64 of "a"
+  const auto f = file_fingerprint(dir + "/big");
+  CHECK(f.size == big.size());
+  big[big.size() / 2] = 'y';  // one byte in the middle: another hash
+  fno::test::write_bytes(dir + "/big", big);
+  CHECK(file_fingerprint(dir + "/big") != f);
+  CHECK(fno::data::to_string(f).find("3145728 bytes, fnv1a64 ") == 0);
+  fno::data::FileFingerprint back;
+  REQUIRE(fno::data::parse_fingerprint(fno::data::to_string(f), back));
+  CHECK(back == f);
+  CHECK(!fno::data::parse_fingerprint("12 bytes", back));
+  CHECK_THROWS_WITH_AS(file_fingerprint(dir + "/none"), doctest::Contains("none: cannot open"),
+                       std::runtime_error);
+}
+
+TEST_CASE("datagen: an output that exists is refused before any work, and kept") {
+  const std::string dir = fresh_dir("datagen_exists");
+  fno::test::write_bytes(dir + "/d_test.h5", "not ours");
+  const auto o = DarcyGenOptions().resolution(17).samples(4).test_samples(1).seed(1).device("cpu");
+  CHECK_THROWS_WITH_AS(fno::data::validate_darcy_options(DarcyGenOptions(o).out(dir + "/d.h5")),
+                       doctest::Contains("d_test.h5' exists; fno_datagen writes over no file"),
+                       c10::ValueError);
+  CHECK_THROWS_AS(generate_darcy(DarcyGenOptions(o).out(dir + "/d.h5")), c10::ValueError);
+  CHECK(read_bytes(dir + "/d_test.h5") == "not ours");
+  CHECK(!std::filesystem::exists(dir + "/d_train.h5"));
+  const auto p3 = Poisson3dGenOptions().resolution(8).samples(2).test_samples(1).device("cpu");
+  CHECK_THROWS_AS(generate_poisson3d(Poisson3dGenOptions(p3).out(dir + "/d.h5")), c10::ValueError);
+  CHECK(read_bytes(dir + "/d_test.h5") == "not ours");
+}
 
 TEST_CASE("datagen: grf_noise is seeded per sample and shares modes across resolutions") {
   const auto a = fno::data::grf_noise(7, 3, 9);

@@ -164,6 +164,8 @@ TEST_CASE("GPU Navier-Stokes files: the automatic batch; the same bytes with gra
     INFO("precision " << precision);
     const auto on = fno::test::out_path("gpu_ns_graph_" + precision + ".h5");
     const auto off = fno::test::out_path("gpu_ns_nograph_" + precision + ".h5");
+    std::filesystem::remove(on);  // the generators write over no file
+    std::filesystem::remove(off);
     const auto s_on = fno::data::generate_navier_stokes(
         fno::data::NavierStokesGenOptions(base).precision(precision).out(on));
     const auto s_off = fno::data::generate_navier_stokes(

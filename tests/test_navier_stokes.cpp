@@ -107,6 +107,14 @@ int64_t blow_up_step(const torch::Tensor& w0, double dt, int64_t steps_per_recor
   return 0;
 }
 
+/// out_path(name) with no file there (nor its _train/_test split): the
+/// generators write over no file, and the test folder outlives a run.
+std::string new_out(const std::string& name) {
+  const std::string path = out_path(name), stem = path.substr(0, path.size() - 3);
+  for (const auto& p : {path, stem + "_train.h5", stem + "_test.h5"}) std::filesystem::remove(p);
+  return path;
+}
+
 NavierStokesGenOptions small(const std::string& out) {
   return NavierStokesGenOptions()
       .resolution(16)
@@ -291,8 +299,7 @@ TEST_CASE("Navier-Stokes: a run that blows up names the step and writes no file"
     CHECK(blow_up_step(w0, 0.5, 1, exact - 1, precision) == 0);
   }
   // From a file: the same field blows up in generate_navier_stokes, and no file appears.
-  const auto init = out_path("ns_blowup_init.h5"), out = out_path("ns_blowup.h5");
-  std::filesystem::remove(out);
+  const auto init = out_path("ns_blowup_init.h5"), out = new_out("ns_blowup.h5");
   fno::data::write_hdf5(init, {{"w0", w0.to(torch::kFloat)}});
   CHECK_THROWS_AS(fno::data::generate_navier_stokes(NavierStokesGenOptions()
                                                         .resolution(r)
@@ -316,7 +323,7 @@ TEST_CASE("Navier-Stokes files: records at (r + 1) record_every, subsampled, wha
   const auto w0 = torch::cos(2 * kPi * x) * torch::cos(2 * kPi * y);
   const auto init = out_path("ns_init.h5");
   fno::data::write_hdf5(init, {{"w0", torch::stack({w0, 2 * w0}).to(torch::kFloat)}});
-  const auto out = out_path("ns_decay.h5");
+  const auto out = new_out("ns_decay.h5");
   fno::data::generate_navier_stokes(
       small(out).samples(2).forcing("none").initial(init).subsample(2).dt(1e-3));
   const auto u = fno::data::load_hdf5(out, fno::data::LoadOptions().x_key("u").y_key("u")).x;
@@ -332,11 +339,11 @@ TEST_CASE("Navier-Stokes files: records at (r + 1) record_every, subsampled, wha
     CHECK(rel(u[1][0].select(2, rec).to(torch::kDouble), exact) < 1e-6);
   }
   // The GRF's samples: the same bytes whatever the batch (CPU), and a test split.
-  const auto one = out_path("ns_b1.h5"), three = out_path("ns_b3.h5");
+  const auto one = new_out("ns_b1.h5"), three = new_out("ns_b3.h5");
   fno::data::generate_navier_stokes(small(one).batch_size(1));
   fno::data::generate_navier_stokes(small(three).batch_size(3));
   CHECK(read_bytes(one) == read_bytes(three));
-  const auto split = out_path("ns_split.h5");
+  const auto split = new_out("ns_split.h5");
   const auto summary = fno::data::generate_navier_stokes(small(split).test_samples(1));
   REQUIRE(summary.files.size() == 2);
   const auto all = fno::data::load_hdf5(one, fno::data::LoadOptions().x_key("u").y_key("u")).x;
@@ -345,7 +352,7 @@ TEST_CASE("Navier-Stokes files: records at (r + 1) record_every, subsampled, wha
   CHECK(torch::equal(test[0], all[2]));
   CHECK(summary.max_abs > 0);
   // float32: the same records within float32's rounding, and the files say so.
-  const auto single = out_path("ns_f32.h5");
+  const auto single = new_out("ns_f32.h5");
   fno::data::generate_navier_stokes(small(single).precision("float32"));
   const auto u32 = fno::data::load_hdf5(single, fno::data::LoadOptions().x_key("u").y_key("u")).x;
   CHECK(rel(u32.to(torch::kDouble), all.to(torch::kDouble)) < 1e-5);
@@ -377,6 +384,9 @@ TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
   refused(small(out).viscosity(0), "viscosity must be > 0, got 0");
   refused(small(out).viscosity(-1e-3), "viscosity must be > 0");
   refused(small(out).dt(0), "dt must be > 0");
+  // A dt so small that the steps of a sample pass 2^53 (they would overflow 64 bits).
+  refused(small(out).dt(1e-300),
+          "--dt 1e-300 makes t_final / dt = 3e+299 time steps per sample, over 2^53");
   refused(small(out).record_every(0.015), "record_every (0.015) must be a whole number of steps");
   refused(small(out).t_final(0.25), "t_final (0.25) must be a whole number of records");
   refused(small(out).resolution(15), "resolution must be even");
@@ -397,7 +407,7 @@ TEST_CASE("Navier-Stokes options: one-line errors naming the value") {
 }
 
 TEST_CASE("Navier-Stokes records as training pairs: space-time and recurrent") {
-  const auto out = out_path("ns_pairs.h5");
+  const auto out = new_out("ns_pairs.h5");
   fno::data::generate_navier_stokes(small(out).t_final(0.5));  // 3 samples, 16^2, 5 records
   const auto u = fno::data::load_ns_records(out, fno::data::NsLoadOptions().t_in(2).t_out(3));
   REQUIRE(u.sizes() == torch::IntArrayRef({3, 16, 16, 5}));

@@ -83,6 +83,9 @@ std::string read(const std::string& path) {
 std::string ns_files() {
   static const std::string stem = [] {
     const auto out = out_path("ns_train_tiny.h5");
+    for (const char* part : {"_train.h5", "_test.h5"}) {  // (the generators write over no file)
+      std::filesystem::remove(out_path(std::string("ns_train_tiny") + part));
+    }
     fno::data::generate_navier_stokes(fno::data::NavierStokesGenOptions()
                                           .resolution(16)
                                           .samples(32)

@@ -13,6 +13,8 @@
 #include <system_error>
 #include <utility>
 
+#include <unistd.h>
+
 namespace fno::data::gen {
 namespace {
 
@@ -108,6 +110,10 @@ void check_output_paths(const std::string& out, const std::vector<std::string>& 
   for (const auto& path : paths) {
     std::error_code ec;  // refused here, not by the rename after all the work
     TORCH_CHECK_VALUE(!std::filesystem::is_directory(path, ec), "out: '", path, "' is a directory");
+    // Nothing is written over: not a set made before, not a file of another program.
+    TORCH_CHECK_VALUE(!std::filesystem::exists(std::filesystem::symlink_status(path, ec)), "out: '",
+                      path, "' exists; fno_datagen writes over no file: move it away or choose ",
+                      "another --out");
   }
 }
 
@@ -122,6 +128,9 @@ void check_sample_counts(int64_t samples, int64_t test_samples) {
 void check_batch_out_device(int64_t batch_size, const std::string& out,
                             const std::vector<std::string>& paths, const std::string& device) {
   TORCH_CHECK_VALUE(batch_size >= 0, "batch_size must be >= 0 (0: automatic), got ", batch_size);
+  // (batch ends, start + batch, stay far inside 64 bits)
+  TORCH_CHECK_VALUE(batch_size <= kMaxSamples, "batch_size must be <= ", kMaxSamples, ", got ",
+                    batch_size);
   check_output_paths(out, paths);
   resolve_device(device);
 }
@@ -188,7 +197,12 @@ GenOutput::GenOutput(const std::vector<std::string>& paths, int64_t total, int64
   }
 }
 
-GenOutput::~GenOutput() = default;
+GenOutput::~GenOutput() {
+  // A resumable run that made the directory of kept samples and ends (an
+  // error, a stop) with none in it leaves nothing behind; rmdir keeps a
+  // directory that holds anything.
+  if (created_dir_ && resume_.workers == 1) ::rmdir(resume_.dir.c_str());
+}
 
 void GenOutput::open_writers() {
   for (const auto& part : parts_) {
@@ -289,15 +303,11 @@ void GenOutput::find_kept() {
   std::error_code ec;
   const auto status = fs::status(dir, ec);
   if (!fs::exists(status)) {
-    for (const auto& part : parts_) {
-      TORCH_CHECK_VALUE(!fs::exists(part.path, ec), "resume: nothing to resume: ",
-                        quoted(part.path), " exists and there is no ", quoted(dir),
-                        " (without --resume the run makes it again)");
-    }
     if (!fs::create_directory(dir, ec) && ec) {
       throw std::runtime_error(dir + ": cannot create the directory of kept samples: " +
                                ec.message());
     }
+    created_dir_ = true;
     return;
   }
   if (!fs::is_directory(status)) {
@@ -373,6 +383,22 @@ void GenOutput::find_kept() {
       std::string was = old.second;
       for (const auto& t : theirs) {
         if (t.first == key) was = t.second;
+      }
+      // "X_contents": the contents of the file of option X (its path, the
+      // setting X, is the same, or it would have differed first).
+      const std::string suffix = "_contents";
+      if (key.size() > suffix.size() &&
+          key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        const std::string option = key.substr(0, key.size() - suffix.size());
+        const std::string file = [&] {
+          for (const auto& m : resume_.settings) {
+            if (m.first == option) return m.second;
+          }
+          return std::string();
+        }();
+        TORCH_CHECK_VALUE(false, "resume: --", option, " ", quoted(file), " changed since the ",
+                          "samples kept in ", quoted(dir), " were made (then ", was, "; now ",
+                          mine.second, "); restore it, or remove ", quoted(dir), " to start again");
       }
       TORCH_CHECK_VALUE(false, "resume: the samples kept in ", quoted(dir), " were made with ",
                         key, " ", was.empty() ? "(none)" : was, ", this run has ", key, " ",

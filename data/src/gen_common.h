@@ -58,7 +58,8 @@ torch::Device resolve_device(const std::string& name);
 /// when test_samples > 0.
 std::vector<std::string> output_paths(const std::string& out, int64_t test_samples);
 
-/// Throws c10::ValueError when out is empty or one of `paths` is a directory.
+/// Throws c10::ValueError when out is empty or one of `paths` exists (a
+/// directory, or a file: no generator writes over one).
 void check_output_paths(const std::string& out, const std::vector<std::string>& paths);
 
 /// The checks every generator makes, in its order: the sample counts first
@@ -193,6 +194,7 @@ class GenOutput {
   std::vector<std::pair<std::string, std::vector<int64_t>>> datasets_;  // sample shapes
   int64_t total_ = 0;
   Resume resume_;
+  bool created_dir_ = false;  // find_kept made resume_.dir (removed again if left empty)
   int64_t kept_ = 0;
   std::vector<Shard> shards_;
   std::vector<std::map<std::string, double>> max_;  // per part

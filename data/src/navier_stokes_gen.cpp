@@ -8,6 +8,7 @@
 
 #include <fno/env_switch.h>
 #include <fno_data/darcy.h>
+#include <fno_data/fingerprint.h>
 
 #include "gen_common.h"
 
@@ -45,6 +46,8 @@ constexpr int kGeneratorVersion = 3;
 constexpr int64_t kMaxResolution = 4096;
 /// At most this many records (the datasets' chunks hold one sample each).
 constexpr int64_t kMaxRecords = 100000;
+/// At most this many time steps a sample (2^53: exact in a double, far inside 64 bits).
+constexpr double kMaxSteps = 9007199254740992.0;
 
 const std::vector<int64_t> kDims{1, 2};
 
@@ -463,6 +466,14 @@ void check_options(const NavierStokesGenOptions& o) {
   TORCH_CHECK_VALUE(std::round(o.t_final() / o.record_every()) <= kMaxRecords, "t_final / ",
                     "record_every must be at most ", kMaxRecords, " records, got ",
                     std::round(o.t_final() / o.record_every()));
+  {
+    // The time steps of a sample, t_final / dt, counted in 64 bits (and exact
+    // in a double): a tiny dt would overflow them.
+    const double steps =
+        std::round(o.record_every() / o.dt()) * std::round(o.t_final() / o.record_every());
+    TORCH_CHECK_VALUE(steps <= kMaxSteps, "--dt ", o.dt(), " makes t_final / dt = ", steps,
+                      " time steps per sample, over 2^53: a larger --dt or a smaller --t-final");
+  }
   TORCH_CHECK_VALUE(o.forcing() == "paper" || o.forcing() == "none", "forcing must be paper or ",
                     "none, got '", o.forcing(), "'");
   TORCH_CHECK_VALUE(o.precision() == "float64" || o.precision() == "float32",
@@ -515,6 +526,11 @@ int64_t cuda_auto_batch(const NavierStokesGenOptions& o, const torch::Device& de
 DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
                                        const DarcyGenHooks& hooks) {
   check_options(o);
+  // A resumable run pins the initial file's contents, not only its path: a
+  // file changed between runs would mix two sets of initial fields.
+  const std::string initial_contents = o.initial().empty() ? "none"
+                                       : hooks.resume ? to_string(file_fingerprint(o.initial()))
+                                                      : "unpinned";
   // (read once: load_initial checks it as validate_navier_stokes_options does)
   const torch::Tensor initial = o.initial().empty() ? torch::Tensor() : load_initial(o);
   torch::NoGradGuard no_grad;
@@ -534,18 +550,19 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       o.batch_size() > 0 ? o.batch_size()
                          : (device.is_cuda() ? cuda_auto_batch(o, device, records, precision) : 1);
   using gen::format_number;
-  const auto settings = gen::resume_settings(
-      {"ns", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
-       batch_size},
-      {{"viscosity", format_number(o.viscosity())},
-       {"dt", format_number(o.dt())},
-       {"t_final", format_number(o.t_final())},
-       {"record_every", format_number(o.record_every())},
-       {"forcing", o.forcing()},
-       {"initial", o.initial().empty() ? "grf" : o.initial()},
-       {"alpha", format_number(o.alpha())},
-       {"tau", format_number(o.tau())},
-       {"precision", o.precision()}});
+  const auto settings =
+      gen::resume_settings({"ns", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k,
+                            device.is_cuda(), batch_size},
+                           {{"viscosity", format_number(o.viscosity())},
+                            {"dt", format_number(o.dt())},
+                            {"t_final", format_number(o.t_final())},
+                            {"record_every", format_number(o.record_every())},
+                            {"forcing", o.forcing()},
+                            {"initial", o.initial().empty() ? "grf" : o.initial()},
+                            {"initial_contents", initial_contents},
+                            {"alpha", format_number(o.alpha())},
+                            {"tau", format_number(o.tau())},
+                            {"precision", o.precision()}});
   gen::GenOutput output(
       navier_stokes_output_paths(o), total, o.test_samples(),
       {{"a", {stored, stored}}, {"u", {stored, stored, records}}},

@@ -98,7 +98,8 @@ int64_t parse_bytes(const std::string& text) {
   else
     throw bad("unknown unit '" + unit + "'");
   const double bytes = value * scale;
-  if (!std::isfinite(bytes) || bytes <= 0 || bytes > 9.0e18) throw bad("must be > 0");
+  if (!(bytes > 0)) throw bad("must be > 0");
+  if (!std::isfinite(bytes) || bytes > 9.0e18) throw bad("must be at most 9e18 bytes (8 EiB)");
   return static_cast<int64_t>(bytes);
 }
 

@@ -51,7 +51,7 @@ dry_run --config "$small" --set training.cuda_graphs=on && has "cuda graphs on" 
 expect 2 "--cuda-graphs: unknown cuda_graphs setting 'maybe' (expected auto, on or off)" -- --cuda-graphs maybe --dry-run
 
 expect 2 "--set needs --config" -- --set model.hidden_channels=8 --dry-run
-expect 2 "unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run
+expect 2 "--policies: unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run
 
 # A bad config: fno_bench's one line is fno_train's, word for word, with the same exit code.
 printf 'model: [1, 2\n' > "$work/malformed.yaml"
@@ -75,5 +75,35 @@ same_error "expected section.key=value" -- --config "$small" --set model.hidden_
 same_error "model.hidden_channels: expected an integer >= 1, got 'wide'" -- --config "$small" --set model.hidden_channels=wide
 same_error "model.n_modes: expected an integer >= 1, got -2" -- --config "$small" --set "model.n_modes=[8, -2]"
 same_error "model.domain_padding: needs 0, 1 or 2 entries" -- --config "$small" --set "model.domain_padding=[0.1, 0.1, 0.1]"
+
+# Impossible combinations and unwritable outputs fail first: under --dry-run,
+# and without it before the device (this machine may have none: exit 2, not 4).
+for dry in --dry-run ""; do
+  expect 2 "--find-largest needs --cap (the memory to fit)" -- --find-largest $dry
+  expect 2 "--grid-step 512 is larger than --grid-max 256: the search has no grid to try" -- \
+    --find-largest --cap 8GiB --grid-step 512 --grid-max 256 $dry
+  expect 2 "--grid-step applies to --find-largest only" -- --grid-step 64 $dry
+  expect 2 "--grid-max applies to --find-largest only" -- --grid-max 1024 $dry
+  expect 2 "--plan-cache keeps the auto policy's plans, which --policies leaves out" -- --policies none,all --plan-cache "$work" $dry
+  expect 2 "--json: '$work/no/such' is not a directory" -- --json "$work/no/such/r.json" $dry
+  expect 2 "--csv: '$work' is a directory" -- --csv "$work" $dry
+  expect 2 "--trace: '$work/nodir' is not a directory" -- --trace "$work/nodir/t.json" $dry
+  expect 2 "--timeline-dir: '$work/nodir' is not a directory" -- --timeline-dir "$work/nodir" $dry
+  # Derived counts: a grid whose activations pass 2^53 elements.
+  expect 2 "--resolutions 4294967296 with --batches 8: an activation of .* elements, over 2^53: smaller grids or batches" -- \
+    --resolutions 4294967296 $dry
+  expect 2 "--grid-max 1000000000 with --batches 8: an activation of .* elements, over 2^53" -- \
+    --find-largest --cap 8GiB --grid-max 1000000000 $dry
+  expect 2 "--resolutions 4096 with --batches 100000000: an activation of .* elements, over 2^53" -- \
+    --config "$small" --set "model.n_modes=[4, 4, 4]" --resolutions 4096 --batches 100000000 $dry
+done
+# Each memory size names its option.
+expect 2 "--cap: bad memory size '12XB'" -- --cap 12XB --dry-run
+expect 2 "--gpu-memory-limit: bad memory size '0': must be > 0" -- --gpu-memory-limit 0 --dry-run
+expect 2 "--cap: bad memory size '99999999TiB': must be at most 9e18 bytes (8 EiB)" -- --cap 99999999TiB --dry-run
+expect 2 "--max-inflight-mib: expected auto or a whole number of MiB" -- --max-inflight-mib lots --dry-run
+expect 2 "--compress: " -- --compress zip --dry-run
+[ -z "$(ls "$work" | grep -v '^out$\|^err$\|^help$\|^train_dry$\|^train_err$\|\.yaml$')" ] && ok ||
+  bad "refused commands left files: $(ls "$work")"
 
 finish "fno_bench CLI"

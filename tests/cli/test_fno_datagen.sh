@@ -22,10 +22,11 @@ expect 2 "subsample 5 does not divide resolution - 1 = 63" -- "${base[@]}" --sub
 expect 2 "test_samples must be in \[0, samples - 1\]" -- "${base[@]}" --test-samples 4 --out "$work/d.h5"
 expect 2 "device 'tpu'" -- --resolution 64 --samples 4 --seed 1 --device tpu --out "$work/d.h5"
 expect 2 "progress" -- "${base[@]}" --progress fancy --out "$work/d.h5"
-expect 2 "seed: '-1' is not a decimal integer" -- --resolution 64 --samples 4 --seed -1 --out "$work/d.h5"
-expect 2 "seed: '99999999999999999999' is not a decimal integer" -- --resolution 64 --samples 4 --seed 99999999999999999999 --out "$work/d.h5"
-expect 2 "seed: '0x10' is not a decimal integer" -- --resolution 64 --samples 4 --seed 0x10 --out "$work/d.h5"
+expect 2 "--seed: must be a non-negative integer, got '-1'" -- --resolution 64 --samples 4 --seed -1 --out "$work/d.h5"
+expect 2 "--seed: must be a non-negative integer (at most 2^64 - 1), got '99999999999999999999'" -- --resolution 64 --samples 4 --seed 99999999999999999999 --out "$work/d.h5"
+expect 2 "--seed: must be a non-negative integer, got '0x10'" -- --resolution 64 --samples 4 --seed 0x10 --out "$work/d.h5"
 expect 2 "samples must be <= 1000000000, got 4503599627370496" -- --resolution 64 --samples 4503599627370496 --seed 1 --out "$work/d.h5"
+expect 2 "batch_size must be <= 1000000000, got 9223372036854775807" -- "${base[@]}" --batch 9223372036854775807 --out "$work/d.h5"
 expect 2 "out: '$work' is a directory" -- "${base[@]}" --out "$work"
 expect 3 "cannot create a temporary file" -- "${base[@]}" --out "$work/no/such/dir/d.h5"
 p3=(--problem poisson3d --samples 4 --seed 1 --device cpu --progress none)
@@ -58,9 +59,20 @@ rm -f "$work/ten.h5"
 if "$bin" "${base[@]}" --out "$work/d.h5" > "$work/out" 2> "$work/err" &&
    grep -q "wrote $work/d.h5" "$work/out" && [ -s "$work/d.h5" ]; then ok; else bad "64x64 run: $(cat "$work/err")"; fi
 "$bin" "${base[@]}" --out "$work/d2.h5" > /dev/null 2>&1 || bad "second 64x64 run"
-# The command line is an attribute: rerun with the same one into another directory.
+# Nothing is written over: a second run into d.h5 is refused before any work, the file kept;
+# so is a split whose test file alone exists.
+before=$(md5sum < "$work/d.h5")
+expect 2 "out: '$work/d.h5' exists; fno_datagen writes over no file: move it away or choose another --out" -- "${base[@]}" --out "$work/d.h5"
+[ "$(md5sum < "$work/d.h5")" = "$before" ] && ok || bad "a refused run changed d.h5"
+: > "$work/split_test.h5"
+expect 2 "out: '$work/split_test.h5' exists" -- "${base[@]}" --test-samples 1 --out "$work/split.h5"
+[ ! -e "$work/split_train.h5" ] && [ ! -s "$work/split_test.h5" ] && ok || bad "a refused split wrote files"
+expect 2 "out: '$work/split_test.h5' exists" -- "${base[@]}" --test-samples 1 --out "$work/split.h5" --resume
+[ ! -e "$work/split.h5.partial" ] && ok || bad "a refused --resume made split.h5.partial"
+rm -f "$work/split_test.h5"
+# The command line is an attribute: the same one in another directory gives the same bytes.
 mkdir -p "$work/again" && (cd "$work/again" && "$bin" "${base[@]}" --out d.h5 > /dev/null 2>&1) &&
-  (cd "$work" && "$bin" "${base[@]}" --out d.h5 > /dev/null 2>&1) &&
+  rm -f "$work/d.h5" && (cd "$work" && "$bin" "${base[@]}" --out d.h5 > /dev/null 2>&1) &&
   cmp -s "$work/d.h5" "$work/again/d.h5" && ok || bad "same seed and command: files differ"
 
 # SIGINT and SIGTERM while solving: exit 130/143, no output, no temporary file.
@@ -241,6 +253,7 @@ expect 3 "r.h5.partial: holds 'notes.txt', which fno_datagen --resume did not wr
 rm r.h5.partial/notes.txt
 head -c 3000 "$work/keep.h5" > r.h5.partial/samples_0000000000_0000000001.h5
 expect 3 "r.h5.partial/samples_0000000000_0000000001.h5: " -- "${nsr[@]}" --out r.h5 --resume
+rm r.h5.partial/samples_0000000000_0000000001.h5
 "$bin" "${base[@]}" --out r.h5.partial/samples_0000000000_0000000001.h5 > /dev/null 2>&1
 expect 3 "samples_0000000000_0000000001.h5: not a batch kept by fno_datagen --resume" -- "${nsr[@]}" --out r.h5 --resume
 cp "$work/keep.h5" r.h5.partial/samples_0000000000_0000000001.h5
@@ -260,10 +273,58 @@ expect 2 "--worker 2/2: expected K/N with 0 <= K < N, e.g. 0/2" -- "${nsr[@]}" -
 expect 2 "--worker needs --resume" -- "${nsr[@]}" --out r.h5 --worker 0/2
 rm -rf r.h5.partial
 : > r_train.h5
-expect 2 "resume: nothing to resume: 'r_train.h5' exists and there is no 'r.h5.partial' (without --resume the run makes it again)" -- "${nsr[@]}" --out r.h5 --resume
+expect 2 "out: 'r_train.h5' exists; fno_datagen writes over no file" -- "${nsr[@]}" --out r.h5 --resume
 [ ! -s r_train.h5 ] && [ ! -e r.h5.partial ] && ok || bad "--resume with an output and nothing kept changed files: $(ls -A)"
+rm r_train.h5
 echo notadir > r.h5.partial
 expect 3 "r.h5.partial: not a directory of samples kept by fno_datagen --resume" -- "${nsr[@]}" --out r.h5 --resume
 cd - > /dev/null
+
+# Derived counts are checked before any work: a dt so small that t_final / dt
+# passes 2^53 steps is one line naming --dt, exit 2, and nothing written
+# (with --resume, no OUT.partial/ either).
+rm -rf "$work/tiny" && mkdir -p "$work/tiny"
+for extra in "" --resume; do
+  (cd "$work/tiny" && "$bin" "${nsr0[@]/0.01/1e-300}" --samples 5 --out r.h5 $extra > out 2> err)
+  rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(wc -l < "$work/tiny/err")" -eq 1 ] &&
+     grep -q "^fno_datagen: --dt 1e-300 makes t_final / dt = 3e+299 time steps per sample, over 2^53: a larger --dt or a smaller --t-final$" "$work/tiny/err" &&
+     [ -z "$(ls "$work/tiny" | grep -v '^out$\|^err$')" ]; then ok
+  else bad "--dt 1e-300 $extra: exit $rc: $(cat "$work/tiny/err"; ls "$work/tiny")"; fi
+done
+
+# --resume pins --initial's contents, not only its path: the same file with
+# other fields (same shape) is refused in one line naming the option and the
+# file, the kept samples untouched; restored, the run ends with one run's bytes.
+if "$py" -c 'import h5py' 2> /dev/null; then
+  rm -rf "$work/init" && mkdir -p "$work/init/one" "$work/init/res"
+  "$py" - "$work/init" << 'EOF' || bad "making the initial files"
+import sys, h5py, numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(0)
+for name in ("w0_a.h5", "w0_b.h5"):
+    with h5py.File(d + "/" + name, "w") as f:
+        f["w0"] = rng.standard_normal((5, 16, 16)).astype(np.float32)
+EOF
+  ini=("${nsr[@]}" --batch 1)
+  cp "$work/init/w0_a.h5" "$work/init/one/w0.h5"
+  (cd "$work/init/one" && "$bin" "${ini[@]}" --initial w0.h5 --out r.h5 > /dev/null 2>&1) || bad "--initial: one run"
+  cp "$work/init/w0_a.h5" "$work/init/res/w0.h5"
+  cd "$work/init/res"
+  "$bin" "${ini[@]}" --initial w0.h5 --out r.h5 --resume --stop-after-samples 2 > /dev/null 2>&1
+  [ $? -eq 4 ] && ok || bad "--initial: the first part"
+  kept=$(cd r.h5.partial && md5sum samples_* | md5sum)
+  cp "$work/init/w0_b.h5" w0.h5
+  expect 2 "^fno_datagen: resume: --initial 'w0.h5' changed since the samples kept in 'r.h5.partial' were made (then [0-9]* bytes, fnv1a64 [0-9a-f]*; now [0-9]* bytes, fnv1a64 [0-9a-f]*); restore it, or remove 'r.h5.partial' to start again$" -- \
+    "${ini[@]}" --initial w0.h5 --out r.h5 --resume
+  [ "$(cd r.h5.partial && md5sum samples_* | md5sum)" = "$kept" ] && [ ! -e r_train.h5 ] && ok ||
+    bad "a refused --initial changed the kept samples or wrote files"
+  expect 2 "were made with initial w0.h5, this run has initial ../w0_b.h5" -- "${ini[@]}" --initial ../w0_b.h5 --out r.h5 --resume
+  cp "$work/init/w0_a.h5" w0.h5
+  if "$bin" "${ini[@]}" --initial w0.h5 --out r.h5 --resume > /dev/null 2> err &&
+     cmp -s r_train.h5 ../one/r_train.h5 && cmp -s r_test.h5 ../one/r_test.h5; then ok
+  else bad "--initial restored: $(cat err)"; fi
+  cd - > /dev/null
+fi
 
 finish "fno_datagen CLI"

@@ -24,7 +24,7 @@ expect 2 "malformed.yaml:.*malformed YAML" -- --config "$work/malformed.yaml"
 expect 2 "empty.yaml: empty config" -- --config "$work/empty.yaml"
 expect 2 "unknown.yaml:3: model.colour: unknown key" -- --config "$work/unknown.yaml"
 expect 2 "expected section.key=value" -- --config "$small" --set training.epochs
-expect 2 "training.epochs: expected an integer >= 1, got 0" -- --config "$small" --set training.epochs=0
+expect 2 "training.epochs: expected an integer in \[1, 1000000000\], got 0" -- --config "$small" --set training.epochs=0
 expect 2 "model.n_modes: expected an integer >= 1, got -2" -- --config "$small" --set "model.n_modes=[8, -2]"
 expect 2 "unknown value 'warp'" -- --config "$small" --set scheduler.name=warp
 expect 3 "garbage.pt: neither a torch.save" -- --config "$small" --set "data.train_file=$work/garbage.pt" --out "$work/r0"
@@ -44,6 +44,57 @@ else bad "dry run: $(cat "$work/err")"; fi
 # Uninterrupted reference run, then a second run into the same directory is refused.
 "$bin" --config "$small" --out "$work/full" > /dev/null 2> "$work/full.err" || bad "reference run failed: $(tail -1 "$work/full.err")"
 expect 2 "already holds a run" -- --config "$small" --out "$work/full"
+
+# A dry run writes over no run: --out on a finished run is refused, its files
+# untouched; --resume RUN --dry-run checks the resume and writes nothing; a dry
+# run's own directory takes another dry run, then a run.
+sums() { (cd "$1" && md5sum config.yaml summary.json metrics.jsonl checkpoint_latest.pt 2> /dev/null); }
+before=$(sums "$work/full")
+expect 2 "$work/full already holds a run; continue it with --resume $work/full (--dry-run checks it) or choose another --out" -- \
+  --config "$small" --dry-run --out "$work/full"
+if "$bin" --resume "$work/full" --dry-run > "$work/out" 2> "$work/err" &&
+   grep -q "^wrote nothing (--resume $work/full --dry-run: its config and data check out)$" "$work/out"; then ok
+else bad "--resume --dry-run: $(cat "$work/err")"; fi
+[ "$(sums "$work/full")" = "$before" ] && ok || bad "a dry run changed the finished run's files"
+"$bin" --config "$small" --dry-run --out "$work/dry2" > /dev/null 2>&1 &&
+  "$bin" --config "$small" --dry-run --out "$work/dry2" > /dev/null 2>&1 &&
+  "$bin" --config "$small" --set training.epochs=1 --out "$work/dry2" > /dev/null 2> "$work/err" &&
+  [ -s "$work/dry2/checkpoint_latest.pt" ] && ok || bad "a dry run's directory: $(cat "$work/err")"
+# A run stopped before its first checkpoint is a run too: refused, not replaced.
+mkdir -p "$work/early" && cp "$work/full/config.yaml" "$work/early/"
+expect 2 "$work/early already holds a run (config.yaml) with no checkpoint to resume from; choose another --out, or move it away" -- \
+  --config "$small" --out "$work/early"
+cmp -s "$work/full/config.yaml" "$work/early/config.yaml" && ok || bad "a refused run changed config.yaml"
+
+# A resume goes on with the run's data only: a data file changed in place (same
+# path, other contents) or another file is refused before anything loads, in
+# one line naming the key and the file; restored, the resume goes on.
+mkdir -p "$work/in" && cp "$src/data/darcy/darcy_train_16.pt" "$work/in/train.pt"
+pin=(--set "data.train_file=$work/in/train.pt" --set training.epochs=2)
+"$bin" --config "$small" "${pin[@]}" --out "$work/pinned" > /dev/null 2> "$work/err" || bad "pinned run: $(tail -1 "$work/err")"
+grep -q "^data.train_file	$work/in/train.pt	[0-9]* bytes, fnv1a64 [0-9a-f]*$" "$work/pinned/inputs.txt" && ok ||
+  bad "inputs.txt: $(cat "$work/pinned/inputs.txt")"
+before=$(sums "$work/pinned")
+cp "$src/data/darcy/darcy_test_16.pt" "$work/in/train.pt"
+expect 2 "^fno_train: resume: data.train_file '$work/in/train.pt' changed since the run $work/pinned began (then [0-9]* bytes, fnv1a64 [0-9a-f]*; now [0-9]* bytes, fnv1a64 [0-9a-f]*); restore it, or start a new run$" -- \
+  --resume "$work/pinned" --set training.epochs=3
+expect 2 "data.train_file '$work/in/train.pt' changed since" -- --resume "$work/pinned" --dry-run
+expect 2 "resume: data.train_file is '$src/data/darcy/darcy_train_16.pt', the run $work/pinned began with '$work/in/train.pt'" -- \
+  --resume "$work/pinned" --set "data.train_file=$src/data/darcy/darcy_train_16.pt" --set training.epochs=3
+[ "$(sums "$work/pinned")" = "$before" ] && ok || bad "a refused resume changed the run's files"
+cp "$src/data/darcy/darcy_train_16.pt" "$work/in/train.pt"
+"$bin" --resume "$work/pinned" --set training.epochs=3 > /dev/null 2> "$work/err" &&
+  [ "$(wc -l < "$work/pinned/metrics.jsonl")" -eq 3 ] && ok || bad "resume with the data restored: $(tail -1 "$work/err")"
+
+# Derived counts: a batch size or epoch count past the keys' bounds, or a model
+# whose spectral weights pass 2^53, is one line naming the key, exit 2, nothing written.
+expect 2 "data.batch_size: expected an integer in \[1, 1000000000\], got 9223372036854775807" -- \
+  --config "$small" --set data.batch_size=9223372036854775807 --out "$work/big1"
+expect 2 "offload.max_prefetch_mib: expected an integer in \[1, 1073741824\], got 17592186044416" -- \
+  --config "$small" --set offload.max_prefetch_mib=17592186044416 --out "$work/big2"
+expect 2 "model.n_modes: hidden_channels^2 x the modes' product is 1e+20 spectral weights per block, over 2^53: fewer modes or channels" -- \
+  --config "$small" --set model.hidden_channels=100000 --set "model.n_modes=[100000, 100000]" --out "$work/big3"
+[ ! -e "$work/big1" ] && [ ! -e "$work/big2" ] && [ ! -e "$work/big3" ] && ok || bad "a refused config wrote a run directory"
 
 # kill -9 partway (after a random number of epochs, at a random moment within
 # one, once a checkpoint exists), resume, compare with an uninterrupted run of

@@ -3,6 +3,7 @@
 #include <fno/losses.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
+#include <fno/serialize.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
 #include <fno_train/graphed_step.h>
@@ -294,13 +295,12 @@ struct Runner {
     std::replace(name.begin(), name.end(), '+', '_');
     const auto path = o.timeline_dir + "/timeline_" + name + "_" + std::to_string(res) + "_b" +
                       std::to_string(batch) + ".csv";
-    std::ofstream f(path);
-    if (!f) throw std::runtime_error(path + ": cannot open for writing");
-    f << offload::timeline_csv(step.last_stats().timeline,
-                               "GPU memory of one training step; policy " + policy + ", " +
-                                   std::to_string(res) + "x" + std::to_string(res) + ", batch " +
-                                   std::to_string(batch) + ", " +
-                                   at::cuda::getCurrentDeviceProperties()->name);
+    const std::string csv = offload::timeline_csv(
+        step.last_stats().timeline, "GPU memory of one training step; policy " + policy + ", " +
+                                        std::to_string(res) + "x" + std::to_string(res) +
+                                        ", batch " + std::to_string(batch) + ", " +
+                                        at::cuda::getCurrentDeviceProperties()->name);
+    write_file_atomic(path, csv.data(), csv.size());
   }
 };
 
@@ -418,7 +418,54 @@ std::string describe_bench(const BenchOptions& o) {
   return s.str();
 }
 
+void check_bench_options(const BenchOptions& o) {
+  using std::to_string;
+  const auto refuse = [](const std::string& why) { throw std::invalid_argument(why); };
+  if (o.find_largest) {
+    if (o.memory_cap <= 0) refuse("--find-largest needs --cap (the memory to fit)");
+    if (const auto env = dist::launch_env(); env && env->world_size > 1) {
+      refuse("--find-largest runs on one GPU (not under torchrun)");
+    }
+    if (o.grid_step > o.grid_max) {
+      refuse("--grid-step " + to_string(o.grid_step) + " is larger than --grid-max " +
+             to_string(o.grid_max) + ": the search has no grid to try");
+    }
+  }
+  // The widest activation of each grid, in elements: batch x channels x grid
+  // points, counted in doubles (they cannot overflow) against 2^53.
+  const auto& m = o.model;
+  const double channels =
+      std::max<double>({static_cast<double>(m.in_channels()), static_cast<double>(m.out_channels()),
+                        static_cast<double>(m.hidden_channels()),
+                        static_cast<double>(m.hidden_channels()) * m.lifting_channel_ratio(),
+                        static_cast<double>(m.hidden_channels()) * m.projection_channel_ratio()});
+  const size_t dims = m.n_modes().size();
+  std::vector<int64_t> grids = o.resolutions;
+  if (o.find_largest) grids.push_back(o.grid_max);
+  for (const int64_t n : grids) {
+    for (const int64_t b : o.batches) {
+      double points = 1;
+      for (size_t d = 0; d < dims; ++d) {
+        points *= static_cast<double>(d == 2 && o.time_length > 0 ? o.time_length : n);
+      }
+      const double elements = static_cast<double>(b) * channels * points;
+      if (elements > 9007199254740992.0) {
+        std::ostringstream why;
+        why << (o.find_largest && n == o.grid_max ? "--grid-max " : "--resolutions ") << n
+            << " with --batches " << b << ": an activation of " << elements
+            << " elements, over 2^53: smaller grids or batches";
+        refuse(why.str());
+      }
+    }
+  }
+}
+
 BenchResult run_bench(const BenchOptions& o) {
+  try {
+    check_bench_options(o);
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK(false, "fno_bench: ", e.what());
+  }
   TORCH_CHECK(torch::cuda::is_available(), "fno_bench needs a CUDA device");
   // Under torchrun: one rank per GPU (LOCAL_RANK), NCCL between them.
   std::shared_ptr<dist::Group> group;
@@ -426,15 +473,12 @@ BenchResult run_bench(const BenchOptions& o) {
     TORCH_CHECK(env->local_rank < static_cast<int64_t>(torch::cuda::device_count()),
                 "fno_bench: LOCAL_RANK ", env->local_rank, " has no GPU (",
                 torch::cuda::device_count(), " visible)");
-    TORCH_CHECK(!o.find_largest, "fno_bench: --find-largest runs on one GPU (not under torchrun)");
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(env->local_rank));
     dist::GroupOptions go;
     go.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout_s * 1000));
     group = dist::Group::create(
         *env, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env->local_rank)), go);
   }
-  TORCH_CHECK(!o.find_largest || o.memory_cap > 0,
-              "fno_bench: --find-largest needs --cap (the memory to fit)");
   BenchResult result;
   result.device = at::cuda::getCurrentDeviceProperties()->name;
   result.grid_dims = o.model.n_modes().size();

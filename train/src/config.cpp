@@ -188,6 +188,10 @@ E choice(const std::vector<E>& values, const std::string& text) {
 enum class Kind { kInt, kFloat, kBool, kString, kIntList, kFloatList, kStringList, kTests };
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// Bounds that keep the counts derived from a key inside 64 bits: steps of an
+// epoch and of a run (batch sizes, epochs), bytes of MiB.
+constexpr double kMaxCount = 1e9;
+constexpr double kMaxMib = 1073741824;  // 2^30 MiB, as offload.max_inflight_mib
 
 // One key of the schema.
 struct Entry {
@@ -211,7 +215,7 @@ const std::vector<Entry>& test_entries() {
       {"file", Kind::kString, "''", "data file of the set (.pt, .h5, .mat), relative to the config file"},
       {"name", Kind::kString, "''", "metric prefix (\"32\" gives 32_l2); default: the grid size"},
       {"n_samples", Kind::kInt, "-1", "first n samples (-1: all)", -1},
-      {"batch_size", Kind::kInt, "32", "evaluation batch size", 1},
+      {"batch_size", Kind::kInt, "32", "evaluation batch size", 1, kMaxCount},
   };
   return kEntries;
 }
@@ -236,7 +240,7 @@ const std::vector<Entry>& schema() {
       // data
       {"data.train_file", Kind::kString, "''", "training data file (.pt, .h5, .mat), relative to the config file"},
       {"data.n_train", Kind::kInt, "1000", "first n training samples (-1: all)", -1},
-      {"data.batch_size", Kind::kInt, "32", "training batch size", 1},
+      {"data.batch_size", Kind::kInt, "32", "training batch size", 1, kMaxCount},
       {"data.shuffle", Kind::kBool, "true", "reshuffle the training set each epoch (seeded by training.seed)"},
       {"data.subsample", Kind::kInt, "1", "keep every k-th grid point of every set", 1},
       {"data.x_key", Kind::kString, "''", "name of the input array ('' = x in .pt, coeff in HDF5)"},
@@ -265,7 +269,7 @@ const std::vector<Entry>& schema() {
       {"scheduler.factor", Kind::kFloat, "0.5", "plateau: decay factor when the training loss stalls", 0, 1, true, true},
       {"scheduler.patience", Kind::kInt, "5", "plateau: epochs without improvement before decaying", 0},
       // training
-      {"training.epochs", Kind::kInt, "20", "number of epochs", 1},
+      {"training.epochs", Kind::kInt, "20", "number of epochs", 1, kMaxCount},
       {"training.loss", Kind::kString, "h1", "training loss (relative, summed over the batch)", -kInf, kInf, false, false, names(kLosses)},
       {"training.loss_on", Kind::kString, "normalized", "with data.encode_output, what the training loss compares: normalized (the normalized output and truth, as neuraloperator's Trainer) or decoded (both decoded, as the FNO paper's scripts)", -kInf, kInf, false, false, names(kLossSpaces)},
       {"training.eval_losses", Kind::kStringList, "[h1, l2]", "evaluation metrics (mean per-sample relative error)", -kInf, kInf, false, false, names(kLosses), 1, 2},
@@ -289,7 +293,7 @@ const std::vector<Entry>& schema() {
       {"offload.min_bytes", Kind::kInt, "1048576", "saved tensors smaller than this stay on the GPU", 0},
       {"offload.prefetch_depth", Kind::kInt, "1", "backward prefetches this many stages ahead", 0},
       {"offload.max_inflight_mib", Kind::kString, "auto", "device-to-host MiB in flight before forward waits (the back-pressure window, held in GPU memory), or auto: the fixed policies start at 1024 and, after a step whose forward waited on the link, grow it by what the link drained meanwhile, within offload.gpu_memory_limit or 90% of the GPU memory; auto policy plans keep 1024"},
-      {"offload.max_prefetch_mib", Kind::kInt, "3072", "prefetched, not yet used MiB at most", 1},
+      {"offload.max_prefetch_mib", Kind::kInt, "3072", "prefetched, not yet used MiB at most", 1, kMaxMib},
       {"offload.host_memory_limit", Kind::kString, "''", "pinned host memory at most, e.g. 64GiB ('': no limit); beyond it activations stay on the GPU"},
       {"offload.timeline", Kind::kBool, "true", "write memory_timeline.csv: the GPU memory of one training step"},
       {"offload.compress", Kind::kString, "none", "host storage of offloaded float32 activations: none (lossless) or bf16 (half the PCIe bytes; rounded to bfloat16)"},
@@ -334,6 +338,7 @@ std::string scalar_text(const YAML::Node& n) {
 
 std::string range_text(const Entry& e) {
   std::ostringstream s;
+  s.precision(17);  // bounds as written: 1000000000, not 1e+09
   const bool lo = std::isfinite(e.min), hi = std::isfinite(e.max);
   if (lo && hi) {
     s << " in " << (e.min_open ? "(" : "[") << e.min << ", " << e.max << (e.max_open ? ")" : "]");
@@ -647,6 +652,17 @@ FNOOptions read_model(const Resolved& r) {
     r.fail("model.single_gelu",
            "needs model.use_channel_mlp: false (it sets the GELUs between "
            "blocks without channel MLPs)");
+  }
+  // The spectral weights of a block, hidden^2 x the modes, counted in doubles
+  // (they cannot overflow): past 2^53 no size is counted exactly, nor allocated.
+  double weights =
+      static_cast<double>(model.hidden_channels()) * static_cast<double>(model.hidden_channels());
+  for (const int64_t m : model.n_modes()) weights *= static_cast<double>(m);
+  if (weights > 9007199254740992.0) {
+    std::ostringstream why;
+    why << "hidden_channels^2 x the modes' product is " << weights
+        << " spectral weights per block, over 2^53: fewer modes or channels";
+    r.fail("model.n_modes", why.str());
   }
   const auto pad = model.domain_padding();
   if (!pad.empty() && pad.size() != 1 && pad.size() != model.n_modes().size()) {

@@ -5,6 +5,7 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
+#include <fno_data/fingerprint.h>
 #include <fno_data/navier_stokes.h>
 #include <fno_train/background_writer.h>
 #include <fno_train/distributed.h>
@@ -569,6 +570,94 @@ TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
 
 }  // namespace
 
+namespace {
+
+constexpr const char* kInputsFile = "inputs.txt";
+
+/// The data files a run reads, by config key: (key, path).
+std::vector<std::pair<std::string, std::string>> input_files(const RunConfig& cfg) {
+  std::vector<std::pair<std::string, std::string>> files{{"data.train_file", cfg.data.train_file}};
+  for (size_t i = 0; i < cfg.data.tests.size(); ++i) {
+    files.emplace_back("data.test[" + std::to_string(i) + "].file", cfg.data.tests[i].file);
+  }
+  return files;
+}
+
+/// inputs.txt: one line per data file, "KEY<tab>PATH<tab>FINGERPRINT".
+std::string inputs_text(const RunConfig& cfg) {
+  std::string text;
+  for (const auto& [key, path] : input_files(cfg)) {
+    text += key + "\t" + path + "\t" + data::to_string(data::file_fingerprint(path)) + "\n";
+  }
+  return text;
+}
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+}  // namespace
+
+std::string run_file_in(const std::string& dir) {
+  for (const char* name :
+       {"checkpoint_latest.pt", "checkpoint_previous.pt", "checkpoint_best.pt", "metrics.jsonl",
+        "model.pt", "predictions.h5", kInputsFile, "telemetry.jsonl", "memory_timeline.csv"}) {
+    if (file_exists(dir + "/" + name)) return name;
+  }
+  // A dry run writes config.yaml and a summary.json that says so.
+  std::ifstream summary(dir + "/summary.json");
+  const std::string text((std::istreambuf_iterator<char>(summary)),
+                         std::istreambuf_iterator<char>());
+  if (summary.is_open() && text.find("\"dry_run\": true") == std::string::npos) {
+    return "summary.json";
+  }
+  if (!summary.is_open() && file_exists(dir + "/config.yaml")) return "config.yaml";
+  return "";
+}
+
+void check_run_inputs(const RunConfig& cfg, const std::string& run_dir) {
+  const std::string inputs = run_dir + "/" + kInputsFile;
+  std::ifstream in(inputs);
+  if (!in) return;                                                   // a run from before inputs.txt
+  std::map<std::string, std::pair<std::string, std::string>> began;  // key -> (path, fingerprint)
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find('\t'), b = line.find('\t', a == std::string::npos ? a : a + 1);
+    if (a == std::string::npos || b == std::string::npos) {
+      throw ConfigError(inputs + ": damaged line '" + line +
+                        "'; restore it, or remove it to resume without the check");
+    }
+    began[line.substr(0, a)] = {line.substr(a + 1, b - a - 1), line.substr(b + 1)};
+  }
+  const auto now = input_files(cfg);
+  for (const auto& [key, path] : now) {
+    const auto it = began.find(key);
+    if (it == began.end()) {
+      throw ConfigError("resume: " + key + " " + in_quotes(path) + " is not a file of the run " +
+                        run_dir + "; resume with the run's data, or start a new run");
+    }
+    if (it->second.first != path) {
+      throw ConfigError("resume: " + key + " is " + in_quotes(path) + ", the run " + run_dir +
+                        " began with " + in_quotes(it->second.first) +
+                        "; resume with the run's data, or start a new run");
+    }
+    const std::string fingerprint = data::to_string(data::file_fingerprint(path));
+    if (fingerprint != it->second.second) {
+      throw ConfigError("resume: " + key + " " + in_quotes(path) + " changed since the run " +
+                        run_dir + " began (then " + it->second.second + "; now " + fingerprint +
+                        "); restore it, or start a new run");
+    }
+  }
+  if (began.size() != now.size()) {
+    for (const auto& [key, file] : began) {
+      bool found = false;
+      for (const auto& n : now) found = found || n.first == key;
+      if (!found) {
+        throw ConfigError("resume: the run " + run_dir + " began with " + key + " " +
+                          in_quotes(file.first) +
+                          ", this config has none; resume with the run's data");
+      }
+    }
+  }
+}
+
 int64_t Trainer::resume() {
   auto& s = *s_;
   // The latest checkpoint, or the one before it when the latest is missing or
@@ -664,9 +753,10 @@ int64_t Trainer::resume() {
   return s.start_epoch;
 }
 
-std::string Trainer::dry_run() {
+std::string Trainer::dry_run(bool write) {
   auto& s = *s_;
-  if (s.main()) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+  const bool writes = write && s.main();
+  if (writes) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
   std::string estimates;
   if (s.device.is_cuda() && !s.recurrent()) {  // (a rollout trains under policy none only)
     const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.train_x.size(0));
@@ -674,14 +764,14 @@ std::string Trainer::dry_run() {
     estimates =
         "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
         estimate_policies(s.model, x, offload_settings(s.cfg.offload, PlanCacheText::kConfigKey));
-    if (s.main()) write_text_atomic(s.path("offload_estimates.txt"), estimates);
+    if (writes) write_text_atomic(s.path("offload_estimates.txt"), estimates);
   }
   JsonObject o;
   o.integer("n_params", n_params())
       .str("device", s.device.str())
       .str("train_shape", c10::str(s.train_x.sizes()))
       .raw("dry_run", "true");
-  if (s.main()) write_text_atomic(s.path("summary.json"), o.text() + "\n");
+  if (writes) write_text_atomic(s.path("summary.json"), o.text() + "\n");
   return estimates;
 }
 
@@ -1042,6 +1132,7 @@ void TrainingRun::after_step(int64_t epoch, Clock::time_point step_t0, bool reco
         .num("host_ms", std::chrono::duration<double, std::milli>(Clock::now() - step_t0).count())
         .raw("offload", s_.step->last_stats().to_json());
     telemetry_ << t.text() << "\n";
+    if (!telemetry_) throw std::runtime_error(s_.path("telemetry.jsonl") + ": write failed");
   }
   if (record) {
     write_text_atomic(
@@ -1258,6 +1349,7 @@ void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
   if (s_.main()) {
     metrics_log_ << line.text() << "\n";
     metrics_log_.flush();
+    if (!metrics_log_) throw std::runtime_error(s_.path("metrics.jsonl") + ": write failed");
   }
 }
 
@@ -1354,7 +1446,12 @@ void TrainingRun::write_outputs(const std::map<std::string, double>& metrics,
 std::map<std::string, double> Trainer::train() {
   auto& s = *s_;
   const auto wall0 = Clock::now();
-  if (s.main()) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+  if (s.main()) {
+    write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
+    // The data files, pinned for --resume (a run from before inputs.txt is pinned from here on).
+    if (!file_exists(s.path(kInputsFile)))
+      write_text_atomic(s.path(kInputsFile), inputs_text(s.cfg));
+  }
   TrainingRun run(s);
   StopSignals stop_signals;
   run.open_logs();

@@ -116,6 +116,12 @@ struct BenchResult {
   std::string to_csv() const;
 };
 
+/// Checks what can be checked before the device: --find-largest's --cap, its
+/// grid search (--grid-step within --grid-max, one process), and that every
+/// grid's activations count within 2^53 elements. Throws std::invalid_argument
+/// naming the options. run_bench checks the same first.
+void check_bench_options(const BenchOptions& options);
+
 /// Runs the sweep on the current CUDA device; progress lines go to stderr.
 BenchResult run_bench(const BenchOptions& options);
 

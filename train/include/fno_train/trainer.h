@@ -20,6 +20,9 @@
 //                        (t_ms, allocated, reserved, phase, event)
 //   offload_plan.txt     with --offload auto: the chosen plan and its key (model,
 //                        input, budget, device); --resume reuses it
+//   inputs.txt           each data file the run reads (data.train_file,
+//                        data.test[i].file): its path, size and hash;
+//                        --resume refuses files that differ
 // Checkpoints are torch.save files (the model's keys as in Python, under
 // "model."), written atomically.
 #pragma once
@@ -50,6 +53,19 @@ class Interrupted : public std::runtime_error {
   int signal_;
 };
 
+/// The first file of `dir` that shows a run trained there (a checkpoint,
+/// metrics.jsonl, config.yaml beside no dry run's summary.json, ...), or ""
+/// when it holds none: no directory, or one that holds only a dry run's
+/// files or files of no run. fno_train writes over no such directory but
+/// the run it resumes.
+std::string run_file_in(const std::string& dir);
+
+/// Throws ConfigError when a data file of `cfg` (its path, or its contents:
+/// size and hash) is not the one `run_dir`/inputs.txt records: resuming would
+/// mix two data sets. A run without inputs.txt (older) passes. fno_train
+/// calls it before --resume loads anything.
+void check_run_inputs(const RunConfig& cfg, const std::string& run_dir);
+
 class Trainer {
  public:
   /// Loads and validates the data, builds the model, optimizer and scheduler.
@@ -61,13 +77,16 @@ class Trainer {
 
   /// Restores the latest checkpoint of run_dir, or the previous one when the
   /// latest is missing or damaged; returns the last complete epoch it holds.
-  /// Throws TrainingError when there is no usable checkpoint.
+  /// Throws TrainingError when there is no usable checkpoint. The caller
+  /// checks the data files first (check_run_inputs).
   int64_t resume();
 
-  /// Writes config.yaml and summary.json (n_params, data shapes); trains nothing.
-  /// On a GPU, returns (and writes to offload_estimates.txt) the estimated peak
-  /// memory of each offload policy for one training batch; else "".
-  std::string dry_run();
+  /// Validates the config, the data and the model; trains nothing. With
+  /// `write`, writes config.yaml and summary.json (n_params, data shapes,
+  /// "dry_run": true). On a GPU, returns (and with `write` writes to
+  /// offload_estimates.txt) the estimated peak memory of each offload policy
+  /// for one training batch; else "".
+  std::string dry_run(bool write = true);
 
   /// Trains up to config.epochs and writes the outputs; returns the last metrics.
   /// On SIGINT/SIGTERM it finishes the current step, writes a checkpoint and
