@@ -139,17 +139,34 @@ struct Path {
   std::string policy = "none";
   int64_t budget = 0;
   bool fused = true;
+  fno::Precision precision = fno::Precision::kFP32;
   std::string name() const {
     std::string s = policy == "none" ? "whole grid" : policy;
     if (budget > 0) s += " under " + std::to_string(budget >> 20) + " MiB";
+    if (precision != fno::Precision::kFP32) s += ", " + fno::to_string(precision);
     return s + (fused ? ", fused kernels" : ", LibTorch path");
   }
 };
 
+// One step in the path's precision (bf16 and fp16: activations in that type,
+// the fp16 loss scaled by 2^16 as its scaler would, and the gradients unscaled).
 Grads fp32_step(fno::FNO& model, const Problem& p, const Loss& loss, const Path& path,
                 std::string* plan = nullptr) {
   const fno::FusedKernelsGuard fused(path.fused);
   free_cache();
+  if (path.precision != fno::Precision::kFP32) {
+    const fno::MatmulPrecisionGuard matmul(path.precision);
+    const double scale = path.precision == fno::Precision::kFP16 ? 65536.0 : 1.0;
+    model->options.compute_dtype(fno::compute_dtype(path.precision));
+    auto g = fno::test::run(model, [&] {
+      auto l = loss(model->forward(p.x), p.y) * scale;
+      l.backward();
+      return l.detach() / scale;
+    });
+    model->options.compute_dtype(torch::kFloat);
+    for (auto& [name, t] : g.grads) t = t / scale;
+    return g;
+  }
   if (path.policy == "none") {
     return fno::test::run(model, [&] {
       auto l = loss(model->forward(p.x), p.y);
@@ -221,6 +238,14 @@ TEST_CASE("parity: fp32 gradients against float64, 2048^2, batch 8, whole grid")
     // (the LibTorch path's whole-grid step needs more than 80 GB here: recompute)
     if (!fused) path.policy = "recompute";
     report(grid_text(p), path, fp32_step(model, p, loss, path), f64, 1e-4);
+  }
+  // bf16 and fp16 (the fused kernels), within docs/precision.md's tolerances
+  // for a step's worst gradient: 1e-2 and 8e-4.
+  for (const auto precision : {fno::Precision::kBF16, fno::Precision::kFP16}) {
+    Path path;
+    path.precision = precision;
+    report(grid_text(p), path, fp32_step(model, p, loss, path), f64,
+           precision == fno::Precision::kBF16 ? 1e-2 : 8e-4);
   }
 }
 
