@@ -77,6 +77,7 @@ expect 2 "--samples: COUNT must be >= 1" -- --model "$run" --input "$test32" --s
 expect 2 "--precision: " -- --model "$run" --input "$test32" --precision fp8 --out "$work/e.h5"
 expect 2 "--gpu-memory-limit: " -- --model "$run" --input "$test32" --gpu-memory-limit lots --out "$work/e.h5"
 expect 2 "asks past the 50 samples" -- --model "$run" --input "$test32" --samples 50: --out "$work/e.h5"
+expect 2 "--samples 45:10 asks past the 50 samples" -- --model "$run" --input "$test32" --samples 45:10 --out "$work/e.h5"
 expect 3 "nowhere: not a run directory (no config.yaml)" -- --model "$work/nowhere" --input "$test32" --out "$work/e.h5"
 expect 3 "garbage.pt: neither a torch.save" -- --model "$run" --input "$work/garbage.pt" --out "$work/e.h5"
 expect 3 "darcy_test_32.pt: no entry 'truth'" -- --model "$run" --input "$test32" --y-key truth --out "$work/e.h5"

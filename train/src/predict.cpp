@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <iostream>
 #include <optional>
 #include <sstream>
 
@@ -330,9 +331,23 @@ PredictResult predict(const PredictOptions& o) {
     lo.y_key(lo.x_key());
   }
   if (o.count > 0) lo.n_samples(o.first + o.count);
-  data::FieldPairs pairs = data::load_darcy(o.input, lo);
+  // The loaders warn on std::cerr when a file holds fewer samples than asked;
+  // that case is an error here, said in one line, so their warnings are held
+  // back and passed on only when the range fits.
+  std::ostringstream warnings;
+  data::FieldPairs pairs;
+  {
+    struct Redirect {
+      std::streambuf* old;
+      explicit Redirect(std::streambuf* to) : old(std::cerr.rdbuf(to)) {}
+      ~Redirect() { std::cerr.rdbuf(old); }
+    } redirect(warnings.rdbuf());
+    pairs = data::load_darcy(o.input, lo);
+  }
   const int64_t held = pairs.x.size(0);
-  if (o.first >= held || (o.count > 0 && o.first + o.count > held)) {
+  const bool past = o.first >= held || (o.count > 0 && o.first + o.count > held);
+  if (!past) std::cerr << warnings.str();
+  if (past) {
     throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
                             (o.count > 0 ? std::to_string(o.count) : std::string()) +
                             " asks past the " + std::to_string(held) + " samples it holds");
