@@ -8,12 +8,14 @@
 #include <fno_data/darcy.h>
 #include <fno_train/config.h>
 #include <fno_train/predict.h>
+#include <fno_train/trainer.h>
 
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "golden.h"
@@ -133,6 +135,52 @@ TEST_CASE("predict at another grid equals the whole-grid forward, decoded, whole
     for (const auto& a : fno::data::read_hdf5_attributes(o.out)) has_plan |= a.name == "plan";
     CHECK(has_plan);
   }
+}
+
+TEST_CASE("predict on a trained run equals the run's own predictions.h5 and metrics") {
+  // A real run of the trainer (its normalizers fitted on the training set,
+  // written to normalizers.pt), evaluated zero-shot at 32x32.
+  const std::string dir = out_path("predict_trained");
+  std::filesystem::remove_all(dir);
+  auto cfg = fno::parse_config(small_yaml(8, "channel") + R"(training:
+  epochs: 1
+output:
+  progress: none
+)",
+                               "trained", {"data.n_train=32", "data.batch_size=16"});
+  cfg.data.tests.clear();
+  fno::TestSetConfig t32;
+  t32.file = kTest32;
+  t32.n_samples = 12;
+  t32.batch_size = 8;
+  cfg.data.tests.push_back(t32);
+  cfg.data.n_predictions = 4;
+  std::map<std::string, double> metrics;
+  {
+    fno::Trainer trainer(cfg, dir);
+    metrics = trainer.train();
+  }
+  REQUIRE(std::filesystem::exists(dir + "/normalizers.pt"));
+  fno::PredictOptions o;
+  o.run_dir = dir;
+  o.input = kTest32;
+  o.y_key = "y";
+  o.count = 12;
+  o.device = "cpu";
+  o.out = out_path("predict_trained.h5");
+  std::filesystem::remove(o.out);
+  std::filesystem::remove(fno::predict_summary_path(o.out));
+  const auto r = fno::predict(o);
+  CHECK(r.normalizers == dir + "/normalizers.pt");
+  CHECK(r.mean_l2 == doctest::Approx(metrics.at("32_l2")).epsilon(1e-5));
+  CHECK(r.mean_h1 == doctest::Approx(metrics.at("32_h1")).epsilon(1e-5));
+  const auto got =
+      fno::data::load_hdf5(o.out, fno::data::LoadOptions().x_key("pred").y_key("pred")).x;
+  // predictions.h5's 32/pred is [4, 1, 32, 32]: the loader reads it as a 3D grid.
+  const auto ref = fno::data::load_hdf5(dir + "/predictions.h5",
+                                        fno::data::LoadOptions().x_key("32/pred").y_key("32/pred"))
+                       .x.reshape({4, 1, 32, 32});
+  CHECK(rel_max(got.narrow(0, 0, 4), ref) <= 1e-5);
 }
 
 TEST_CASE("predict refuses bad runs and inputs with one line and leaves no output") {
