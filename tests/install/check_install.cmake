@@ -38,3 +38,4 @@ run_installed("n_params 1192801"
   ${bin}/fno_train --config ${PROJECT_DIR}/configs/darcy.yaml --dry-run --out ${WORK_DIR}/dry_run)
 run_installed("n_params 1192801" ${bin}/fno_bench --config ${PROJECT_DIR}/configs/darcy.yaml --dry-run)
 run_installed("--subsample" ${bin}/fno_datagen --help)
+run_installed("--gpu-memory-limit" ${bin}/fno_predict --help)

@@ -559,6 +559,22 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, 
   return d;
 }
 
+// normalizers.pt: norm.in.* and norm.out.* of the fitted normalizers and
+// norm.pointwise (1: data.normalization pointwise), on the CPU; empty when none is fitted.
+TensorDict normalizers_dict(const Trainer::State& s) {
+  TensorDict d;
+  for (const auto* norm : {&s.in_norm, &s.out_norm}) {
+    if (!norm->fitted()) continue;
+    for (const auto& [k, v] : norm->state(norm == &s.in_norm ? "norm.in." : "norm.out."))
+      d.insert(k, v.detach().cpu().clone());
+  }
+  if (!d.is_empty()) {
+    const bool pointwise = s.cfg.data.normalization == data::NormalizerMode::kPointwise;
+    d.insert("norm.pointwise", torch::tensor(pointwise ? 1 : 0, torch::kInt64));
+  }
+  return d;
+}
+
 TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
   TensorDict out;
   for (const auto& item : d) {
@@ -1428,10 +1444,14 @@ void TrainingRun::write_outputs(const std::map<std::string, double>& metrics,
   // The model alone, as a plain state dict: torch.load + neuraloperator's
   // FNO.load_state_dict read it in Python.
   auto model = std::make_shared<TensorSnapshot>(snapshot_tensors(state_dict(*s_.model)));
-  writer_.submit([preds, model, predictions_h5 = s_.path("predictions.h5"),
-                  model_pt = s_.path("model.pt")] {
+  // The normalizers beside it (model.pt stays a plain state dict): with
+  // model.pt and config.yaml, all that fno_predict needs.
+  auto norms = std::make_shared<TensorDict>(normalizers_dict(s_));
+  writer_.submit([preds, model, norms, predictions_h5 = s_.path("predictions.h5"),
+                  model_pt = s_.path("model.pt"), norms_pt = s_.path("normalizers.pt")] {
     if (!preds->sets.empty()) data::write_hdf5(predictions_h5, preds->sets, preds->attrs);
     model->wait();
+    if (!norms->is_empty()) save_tensor_dict(*norms, norms_pt);
     save_tensor_dict(model->tensors, model_pt);
   });
   writer_.wait();

@@ -14,6 +14,8 @@
 //   checkpoint_previous.pt the one before it, for when the latest is damaged
 //   checkpoint_best.pt   the same, at the best value of the first eval metric
 //   model.pt             the final model as a plain state dict (loads in Python)
+//   normalizers.pt       beside it, when the run normalizes: norm.in.*/norm.out.*
+//                        (mean, std) and norm.pointwise; what fno_predict needs too
 //   telemetry.jsonl      with offloading: one line per step (ms, bytes moved, GB/s,
 //                        waits, peak GPU memory)
 //   memory_timeline.csv  on a GPU: allocator samples of one training step

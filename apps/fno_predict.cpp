@@ -1,0 +1,119 @@
+// fno_predict: applies a trained FNO (a fno_train run directory) to new inputs,
+// at any grid, and writes the predictions as HDF5 (docs/predict.md).
+//
+// Exit codes: 0 done; 2 bad command line (an --out that exists, a bad value);
+// 3 bad model, input or output file (one line naming it; no output is left).
+#include <fno_offload/planner.h>
+#include <fno_train/config.h>
+#include <fno_train/predict.h>
+
+#include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "cli.h"
+
+namespace {
+
+const fno::cli::Fail fail("fno_predict");
+
+// "FIRST:COUNT" or "FIRST:" (to the end); std::invalid_argument naming the text.
+void parse_samples(const std::string& text, int64_t& first, int64_t& count) {
+  const auto colon = text.find(':');
+  auto number = [&](const std::string& s) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (s.empty() || used != s.size() || v < 0) {
+      throw std::invalid_argument("expected FIRST:COUNT or FIRST: (whole numbers), got '" + text +
+                                  "'");
+    }
+    return static_cast<int64_t>(v);
+  };
+  if (colon == std::string::npos) number("");
+  first = number(text.substr(0, colon));
+  const std::string rest = text.substr(colon + 1);
+  count = rest.empty() ? -1 : number(rest);
+  if (count == 0) throw std::invalid_argument("COUNT must be >= 1, got '" + text + "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Applies a trained FNO (a fno_train run directory) to the inputs of a data file, at\n"
+      "any grid, and writes the decoded predictions to an HDF5 file (dataset 'pred';\n"
+      "given the truth, per-sample relative errors 'l2' and 'h1' and OUT.summary.json)."};
+  fno::PredictOptions o;
+  std::string samples, gpu_memory_limit;
+  app.add_option("--model", o.run_dir, "the training run's directory (config.yaml, model.pt)")
+      ->required();
+  app.add_option("--checkpoint", o.checkpoint,
+                 "weights to use instead of RUN_DIR/model.pt (a checkpoint_*.pt or a state dict)");
+  app.add_option("--input", o.input, "the inputs: a .pt or HDF5 (.h5, .mat v7.3) file")->required();
+  app.add_option("--x-key", o.x_key,
+                 "the input array's name (default: the run's data.x_key; x in .pt, coeff in HDF5)");
+  app.add_option("--y-key", o.y_key,
+                 "the truth's name (y in .pt, sol in HDF5); given, the errors are computed; "
+                 "without it no truth is read");
+  app.add_option("--samples", samples, "FIRST:COUNT, or FIRST: for the rest (default: all)");
+  app.add_option("--out", o.out, "the output HDF5 file; never overwritten without --overwrite")
+      ->required();
+  app.add_flag("--overwrite", o.overwrite, "replace an existing --out (and its summary)");
+  app.add_option("--batch-size", o.batch_size,
+                 "samples per forward batch (default: the run's first test set's)");
+  app.add_option("--gpu-memory-limit", gpu_memory_limit,
+                 "GPU memory the forward may take, e.g. 8GiB (micro-batches or tiles)");
+  app.add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (default: the run's)");
+  app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->default_val("auto");
+  app.add_option("--tile-rows", o.tile_rows,
+                 "run in tiles of this many rows of the first spatial dim (default: the plan's)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see --help)");
+  }
+  try {
+    if (!samples.empty()) parse_samples(samples, o.first, o.count);
+  } catch (const std::invalid_argument& e) {
+    return fail(2, std::string("--samples: ") + e.what());
+  }
+  if (!gpu_memory_limit.empty()) {
+    try {
+      o.gpu_memory_limit = fno::offload::parse_bytes(gpu_memory_limit);
+    } catch (const std::invalid_argument& e) {
+      return fail(2, std::string("--gpu-memory-limit: ") + e.what());
+    }
+  }
+  if (!o.precision.empty()) {
+    try {
+      fno::parse_precision(o.precision);
+    } catch (const std::invalid_argument& e) {
+      return fail(2, std::string("--precision: ") + e.what());
+    }
+  }
+  try {
+    const auto r = fno::predict(o);
+    std::fprintf(stderr, "fno_predict: plan: %s\n", r.plan.c_str());
+    if (!r.l2.empty()) std::printf("mean_l2 %.6f\nmean_h1 %.6f\n", r.mean_l2, r.mean_h1);
+    std::printf("wrote %s\n", r.out.c_str());
+    if (!r.summary.empty()) std::printf("wrote %s\n", r.summary.c_str());
+    return fno::cli::flushed(fail);
+  } catch (const fno::PredictUsageError& e) {
+    return fail(2, e.what());
+  } catch (const fno::ConfigError& e) {
+    return fail(3, e.what());
+  } catch (const c10::Error& e) {
+    return fail(3, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return fail(3, e.what());
+  }
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# fno_predict from the outside: a tiny fno_train run on the CPU, then its model
+# applied zero-shot to the shipped 32x32 test set (trained at 16x16): the
+# per-sample errors' mean equals fno_train's 32_l2 and 32_h1 (the same
+# normalizers, now from normalizers.pt), the range and x-only reads, an
+# existing --out refused, and bad inputs: one line, exit code, no file left.
+#   test_fno_predict.sh FNO_PREDICT FNO_TRAIN SOURCE_DIR WORK_DIR
+set -u
+bin=$1 train=$2 src=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+test32=$src/data/darcy/darcy_test_32.pt
+test16=$src/data/darcy/darcy_test_16.pt
+run=$work/run
+
+# A summary.json value: "key": number.
+value() { grep -o "\"$2\": [-0-9.e+]*" "$1" | head -1 | sed 's/.*: //'; }
+# |a - b| <= tol * |b|
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(a != "" && b != "" && d <= t * m) }'; }
+
+"$train" --config "$src/configs/darcy.yaml" --out "$run" --set training.epochs=1 \
+  --set data.n_train=64 --set device.name=cpu --set output.progress=none > "$work/train.log" 2>&1 ||
+  { cat "$work/train.log"; bad "fno_train failed"; finish; exit 1; }
+[ -f "$run/normalizers.pt" ] && [ -f "$run/model.pt" ] && ok || bad "the run lacks normalizers.pt or model.pt"
+
+"$bin" --help > "$work/help" 2>&1 && grep -q -- "--gpu-memory-limit" "$work/help" && ok || bad "--help"
+
+# Zero-shot at 32x32: the mean of the per-sample errors is fno_train's metric.
+if "$bin" --model "$run" --input "$test32" --y-key y --out "$work/p32.h5" --device cpu \
+    > "$work/p32.log" 2> "$work/p32.err"; then
+  ok
+  grep -q "plan: cpu, fp32, 50 sample(s) at 32x32: whole grid" "$work/p32.err" && ok ||
+    bad "no plan line: $(cat "$work/p32.err")"
+  [ -f "$work/p32.h5" ] && [ -f "$work/p32.summary.json" ] && ok || bad "p32.h5 or its summary missing"
+  for m in l2 h1; do
+    want=$(value "$run/summary.json" "32_$m") got=$(value "$work/p32.summary.json" "mean_$m")
+    close "$got" "$want" 1e-5 && ok || bad "mean_$m $got differs from fno_train's 32_$m $want"
+  done
+  grep -q '"n_samples": 50' "$work/p32.summary.json" && ok || bad "n_samples in the summary"
+else
+  bad "fno_predict at 32x32 failed: $(cat "$work/p32.err")"
+fi
+
+# The training grid too, with a range; and x alone (no truth, no summary).
+"$bin" --model "$run" --input "$test16" --y-key y --samples 10:5 --batch-size 2 \
+  --out "$work/p16.h5" --device cpu > /dev/null 2> "$work/p16.err" &&
+  grep -q '"n_samples": 5' "$work/p16.summary.json" && grep -q '"first": 10' "$work/p16.summary.json" &&
+  ok || bad "--samples 10:5: $(cat "$work/p16.err")"
+"$bin" --model "$run" --input "$test32" --samples 48: --out "$work/x_only.h5" > /dev/null 2> "$work/x.err" &&
+  [ -f "$work/x_only.h5" ] && [ ! -e "$work/x_only.summary.json" ] && ok || bad "x only: $(cat "$work/x.err")"
+# A named checkpoint: its own norm.* keys; the same errors.
+"$bin" --model "$run" --checkpoint "$run/checkpoint_latest.pt" --input "$test32" --y-key y \
+  --out "$work/ckpt.h5" > /dev/null 2> "$work/ckpt.err" &&
+  close "$(value "$work/ckpt.summary.json" mean_l2)" "$(value "$run/summary.json" 32_l2)" 1e-5 &&
+  ok || bad "--checkpoint: $(cat "$work/ckpt.err")"
+# An older run (no normalizers.pt): the latest checkpoint's norm.* keys.
+cp -r "$run" "$work/old" && rm "$work/old/normalizers.pt"
+"$bin" --model "$work/old" --input "$test32" --y-key y --out "$work/old.h5" > /dev/null 2> "$work/old.err" &&
+  close "$(value "$work/old.summary.json" mean_l2)" "$(value "$run/summary.json" 32_l2)" 1e-5 &&
+  ok || bad "a run without normalizers.pt: $(cat "$work/old.err")"
+
+# An existing --out is refused (exit 2), and replaced with --overwrite.
+before=$(cksum < "$work/p32.h5")
+expect 2 "p32.h5 exists; choose another --out or pass --overwrite" -- \
+  --model "$run" --input "$test32" --out "$work/p32.h5"
+[ "$(cksum < "$work/p32.h5")" = "$before" ] && ok || bad "the refused --out changed"
+"$bin" --model "$run" --input "$test32" --y-key y --samples 0:3 --out "$work/p32.h5" --overwrite \
+  > /dev/null 2>&1 && grep -q '"n_samples": 3' "$work/p32.summary.json" && ok || bad "--overwrite"
+
+# Bad command lines and inputs: one line, the exit code, no output file.
+printf 'garbage bytes, not a tensor file' > "$work/garbage.pt"
+mkdir -p "$work/wrong_model" && cp "$run/model.pt" "$run/normalizers.pt" "$work/wrong_model/" &&
+  sed 's/hidden_channels: 32/hidden_channels: 16/' "$run/config.yaml" > "$work/wrong_model/config.yaml"
+expect 2 "required" -- --model "$run" --out "$work/e.h5"
+expect 2 "--samples: expected FIRST:COUNT" -- --model "$run" --input "$test32" --samples x --out "$work/e.h5"
+expect 2 "--samples: COUNT must be >= 1" -- --model "$run" --input "$test32" --samples 3:0 --out "$work/e.h5"
+expect 2 "--precision: " -- --model "$run" --input "$test32" --precision fp8 --out "$work/e.h5"
+expect 2 "--gpu-memory-limit: " -- --model "$run" --input "$test32" --gpu-memory-limit lots --out "$work/e.h5"
+expect 2 "asks past the 50 samples" -- --model "$run" --input "$test32" --samples 50: --out "$work/e.h5"
+expect 2 "--samples 45:10 asks past the 50 samples" -- --model "$run" --input "$test32" --samples 45:10 --out "$work/e.h5"
+expect 3 "nowhere: not a run directory (no config.yaml)" -- --model "$work/nowhere" --input "$test32" --out "$work/e.h5"
+expect 3 "garbage.pt: neither a torch.save" -- --model "$run" --input "$work/garbage.pt" --out "$work/e.h5"
+expect 3 "darcy_test_32.pt: no entry 'truth'" -- --model "$run" --input "$test32" --y-key truth --out "$work/e.h5"
+expect 3 "model.pt does not match .*config.yaml's model" -- --model "$work/wrong_model" --input "$test32" --out "$work/e.h5"
+expect 3 "missing.pt: no such file" -- --model "$run" --checkpoint "$work/missing.pt" --input "$test32" --out "$work/e.h5"
+expect 3 "e.h5" -- --model "$run" --input "$test32" --out "$work/no/such/dir/e.h5"
+[ -z "$(find "$work" -maxdepth 1 -name 'e.*')" ] && ok || bad "an error left $(find "$work" -maxdepth 1 -name 'e.*')"
+
+finish fno_predict_cli

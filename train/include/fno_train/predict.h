@@ -1,0 +1,88 @@
+// Prediction: a trained FNO applied to new inputs at any grid (fno_predict).
+//
+// predict() reads a run directory (its resolved config.yaml and model.pt, or a
+// named checkpoint), builds the model, applies the run's normalizers as
+// training does, reads inputs with the data loaders (HDF5 or neuraloperator
+// .pt; a range of samples; the truth optional), runs the forward batch by
+// batch under one plan, and writes the decoded predictions with
+// data::Hdf5SampleWriter (a temporary file renamed at the end; the settings as
+// root attributes). Given the truth it adds each sample's relative L2 and H1
+// errors to the output and writes a summary beside it (atomically).
+//
+// The plan: on the CPU, or without a GPU memory limit, the whole grid in
+// batches of batch_size; with a limit on a GPU, the largest micro-batch whose
+// estimated forward fits, else tiles of rows (fno/tiled.h) with block inputs on
+// the GPU or remade, else a refusal naming the floor. It is said in one line
+// (PredictResult::plan).
+//
+// Every error is std::runtime_error with a one-line message naming the file,
+// key or value; PredictUsageError marks the ones of the command line (an
+// existing output, a bad range). No output file is left behind by an error.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fno {
+
+/// An error of the request itself (an output that exists, a bad sample range,
+/// a value out of range), as opposed to bad model or input files.
+class PredictUsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct PredictOptions {
+  /// The training run's directory: config.yaml, model.pt, normalizers.pt or checkpoints.
+  std::string run_dir;
+  /// The weights: "" takes run_dir/model.pt; else a state dict (model.pt-like)
+  /// or a checkpoint (its model.* keys, and its norm.* keys when present).
+  std::string checkpoint;
+  /// The input file (.pt, .h5, .mat v7.3).
+  std::string input;
+  /// The input array's name; "": the run's data.x_key, else the loader's default.
+  std::string x_key;
+  /// The truth's name; "": no truth is read (no errors, no summary).
+  std::string y_key;
+  /// The samples [first, first + count); count -1: to the end of the file.
+  int64_t first = 0;
+  int64_t count = -1;
+  /// The output HDF5 file; its summary goes to <out without .h5>.summary.json.
+  std::string out;
+  /// Replace an existing output (and summary) instead of refusing.
+  bool overwrite = false;
+  /// Samples per forward batch; 0: the run's first test set's batch size.
+  int64_t batch_size = 0;
+  /// GPU bytes the forward may take (0: no limit; the whole grid, batch_size at once).
+  int64_t gpu_memory_limit = 0;
+  /// "fp32", "tf32", "bf16", "fp16"; "": the run's training.precision.
+  std::string precision;
+  /// "auto" (CUDA when there is one), "cpu", "cuda", "cuda:N".
+  std::string device = "auto";
+  /// Force tiles of this many rows of the first spatial dim (0: the plan decides).
+  /// For tests and measurements; block inputs stay on the device.
+  int64_t tile_rows = 0;
+};
+
+struct PredictResult {
+  int64_t n_samples = 0;
+  std::vector<int64_t> grid;  // the input's spatial sizes
+  /// One line: device, precision, whole grid or tiles, micro-batch, budget.
+  std::string plan;
+  /// Where the normalizers came from ("normalizers.pt", "checkpoint_latest.pt", ...; "" none).
+  std::string normalizers;
+  /// Per-sample relative errors of the decoded prediction (empty without truth).
+  std::vector<double> l2, h1;
+  double mean_l2 = 0, mean_h1 = 0;
+  std::string out, summary;  // the files written (summary "" without truth)
+};
+
+/// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".
+std::string predict_summary_path(const std::string& out);
+
+/// Runs the prediction; see the header comment. Throws on any error (nothing written).
+PredictResult predict(const PredictOptions& options);
+
+}  // namespace fno

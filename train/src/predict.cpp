@@ -1,0 +1,494 @@
+#include <fno_train/predict.h>
+
+#include <fno/fno.h>
+#include <fno/precision.h>
+#include <fno/serialize.h>
+#include <fno/tiled.h>
+#include <fno_data/darcy.h>
+#include <fno_offload/planner.h>
+#include <fno_train/config.h>
+#include <fno_train/offload_step.h>
+#include <fno_train/tiled_plan.h>
+#include <fno_train/train_step.h>
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "json.h"
+#include "tiled_runner.h"
+
+namespace fno {
+
+namespace {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string grid_text(at::IntArrayRef sizes) {
+  std::string s;
+  for (const auto v : sizes) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+torch::Device pick_device(const std::string& name) {
+  if (name == "cpu") return torch::kCPU;
+  if (name == "auto")
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
+  if (name.rfind("cuda", 0) != 0) {
+    throw PredictUsageError("--device: expected auto, cpu, cuda or cuda:N, got '" + name + "'");
+  }
+  if (!torch::cuda::is_available()) {
+    throw PredictUsageError("--device: '" + name + "' asked for, but no CUDA device is visible");
+  }
+  torch::Device d(name);
+  if (d.index() < 0) d = torch::Device(torch::kCUDA, 0);
+  if (d.index() >= static_cast<int>(torch::cuda::device_count())) {
+    throw PredictUsageError("--device: '" + name + "', but only " +
+                            std::to_string(torch::cuda::device_count()) +
+                            " CUDA device(s) are visible");
+  }
+  return d;
+}
+
+TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
+  TensorDict out;
+  for (const auto& item : d) {
+    if (item.key().rfind(prefix, 0) == 0)
+      out.insert(item.key().substr(prefix.size()), item.value());
+  }
+  return out;
+}
+
+bool has_prefix(const TensorDict& d, const std::string& prefix) {
+  for (const auto& item : d) {
+    if (item.key().rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// The run's normalizers: from the weights' own checkpoint when it holds them,
+// else normalizers.pt (written beside model.pt since issue 49), else the
+// latest checkpoint (older runs). Returns the source's name ("" when the run
+// normalizes nothing).
+std::string load_normalizers(const RunConfig& cfg, const std::string& run_dir,
+                             const TensorDict& weights_file, const std::string& weights_path,
+                             data::UnitGaussianNormalizer& in, data::UnitGaussianNormalizer& out) {
+  const bool need_in = cfg.data.encode_input, need_out = cfg.data.encode_output;
+  if (!need_in && !need_out) return "";
+  std::optional<TensorDict> found;
+  std::string source;
+  if (has_prefix(weights_file, "norm.")) {
+    found = weights_file;
+    source = weights_path;
+  } else {
+    for (const std::string name : {"normalizers.pt", "checkpoint_latest.pt"}) {
+      const std::string path = run_dir + "/" + name;
+      if (!exists(path)) continue;
+      found = load_tensor_dict(path);
+      source = path;
+      break;
+    }
+  }
+  if (!found) {
+    throw std::runtime_error(run_dir + ": the run normalizes its " +
+                             std::string(need_in ? "inputs" : "outputs") +
+                             " (data.encode_*), but neither normalizers.pt nor "
+                             "checkpoint_latest.pt is there to say how");
+  }
+  auto take = [&](const std::string& prefix, data::UnitGaussianNormalizer& norm) {
+    const auto* mean = found->find(prefix + "mean");
+    const auto* sd = found->find(prefix + "std");
+    if (mean == nullptr || sd == nullptr) {
+      throw std::runtime_error(source + ": no " + prefix + "mean/std, which " + run_dir +
+                               "/config.yaml's data.encode_* needs");
+    }
+    norm = data::UnitGaussianNormalizer(cfg.data.normalization);
+    norm.set_state(mean->to(torch::kFloat), sd->to(torch::kFloat));
+  };
+  if (need_in) take("norm.in.", in);
+  if (need_out) take("norm.out.", out);
+  return source;
+}
+
+// A pointwise normalizer holds one statistic per grid point of the training
+// grid: it has no value at another grid's points.
+void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char* which,
+                           at::IntArrayRef grid, const std::string& input) {
+  if (!norm.fitted() || norm.mode() != data::NormalizerMode::kPointwise) return;
+  const auto fitted = norm.mean().sizes().slice(2);
+  if (fitted != grid) {
+    throw std::runtime_error(
+        input + ": the run's " + which +
+        " normalizer is pointwise (data.normalization) and was fitted at " + grid_text(fitted) +
+        "; it cannot apply at " + grid_text(grid) +
+        " (predict at the training grid, or train with channel normalization)");
+  }
+}
+
+// The forward's plan: whole grid in micro-batches of `micro` samples, or tiles.
+struct Plan {
+  int64_t micro = 1;
+  std::optional<TiledChoice> tiled;
+  std::string text;
+};
+
+// Estimated GPU bytes of a whole-grid forward without gradients for `b`
+// samples: the weights, the input and output, and a few hidden-size tensors
+// at once (the lifting's wider one, a block's input, its spectral and skip
+// outputs, the channel MLP's).
+int64_t whole_grid_bytes(FNO model, at::IntArrayRef x_shape, int64_t b, int64_t elem) {
+  int64_t weights = 0;
+  for (const auto& p : model->parameters()) weights += p.numel() * p.element_size();
+  int64_t points = 1;
+  for (size_t i = 2; i < x_shape.size(); ++i) points *= x_shape[i];
+  const auto& o = model->options;
+  const int64_t hidden = b * points * o.hidden_channels() * elem;
+  const int64_t io = b * points * (o.in_channels() + o.out_channels()) * 4;
+  return weights + 8 * hidden + 2 * io;
+}
+
+Plan choose_plan(FNO model, at::IntArrayRef x_shape, int64_t batch, const PredictOptions& o,
+                 const torch::Device& device, int64_t elem) {
+  Plan plan;
+  std::vector<int64_t> one(x_shape.begin(), x_shape.end());
+  one[0] = 1;
+  auto tiles = [&](TiledPlan tp, int64_t micro) {
+    TiledChoice c;
+    c.plan = std::move(tp);
+    c.micro_batches = micro;
+    return c;
+  };
+  if (o.tile_rows > 0) {
+    if (const auto why = tiled_unsupported(model); !why.empty()) {
+      throw PredictUsageError("--tile-rows: this model cannot run in tiles: " + why);
+    }
+    TiledPlan tp;
+    tp.tile_rows = o.tile_rows;
+    tp.inputs.assign(static_cast<size_t>(model->options.n_layers()), TilePlace::kDevice);
+    plan.micro = batch;
+    plan.tiled = tiles(tp, 1);
+    plan.text = "tiles of " + std::to_string(o.tile_rows) + " rows (forced), block inputs on the " +
+                std::string(device.is_cuda() ? "GPU" : "CPU") + ", batches of " +
+                std::to_string(batch);
+    return plan;
+  }
+  if (o.gpu_memory_limit <= 0 || !device.is_cuda()) {
+    plan.micro = batch;
+    plan.text = "whole grid, batches of " + std::to_string(batch) +
+                (o.gpu_memory_limit > 0 ? " (no GPU: --gpu-memory-limit does not apply)"
+                                        : " (no memory limit)");
+    return plan;
+  }
+  const int64_t budget = o.gpu_memory_limit;
+  for (int64_t b = batch; b >= 1; b = b / 2) {
+    const int64_t need = whole_grid_bytes(model, x_shape, b, elem);
+    if (need <= budget) {
+      plan.micro = b;
+      plan.text = "whole grid, micro-batches of " + std::to_string(b) + " (estimated " +
+                  offload::format_bytes(need) + " of " + offload::format_bytes(budget) + ")";
+      return plan;
+    }
+  }
+  // One sample is over the budget: tiles, from the training planner's
+  // estimates (which count a backward as well, so they are on the safe side),
+  // without pinned host stores (block inputs on the GPU or remade).
+  if (const auto why = tiled_unsupported(model); !why.empty()) {
+    throw std::runtime_error("--gpu-memory-limit " + offload::format_bytes(budget) +
+                             ": one sample's whole-grid forward needs about " +
+                             offload::format_bytes(whole_grid_bytes(model, x_shape, 1, elem)) +
+                             ", and this model cannot run in tiles (" + why + ")");
+  }
+  TiledContext ctx;
+  for (const auto& p : model->parameters()) ctx.base_bytes += p.numel() * p.element_size();
+  for (const auto& c : tiled_candidates(model, one, budget, /*host_limit=*/1, ctx, 16)) {
+    bool host = c.plan.gradient == TilePlace::kHost;
+    for (const auto place : c.plan.inputs) host = host || place == TilePlace::kHost;
+    if (host) continue;
+    plan.micro = 1;
+    plan.tiled = c;
+    plan.text = "tiles, one sample at a time: " + c.to_string() + " (estimated " +
+                offload::format_bytes(c.peak_bytes) + " of " + offload::format_bytes(budget) + ")";
+    return plan;
+  }
+  const auto least = least_memory_tiled(model, one, ctx);
+  throw std::runtime_error("--gpu-memory-limit " + offload::format_bytes(budget) +
+                           " is under the floor: tiles of one sample need about " +
+                           offload::format_bytes(least.peak_bytes) + " (estimated)");
+}
+
+std::string json_array(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json::number(v[i]);
+  return s + "]";
+}
+
+data::Attribute text_attr(const std::string& name, const std::string& text) {
+  data::Attribute a;
+  a.name = name;
+  a.text = text;
+  return a;
+}
+
+data::Attribute number_attr(const std::string& name, double v) {
+  data::Attribute a;
+  a.name = name;
+  a.number = v;
+  a.is_number = true;
+  return a;
+}
+
+}  // namespace
+
+std::string predict_summary_path(const std::string& out) {
+  const auto slash = out.find_last_of('/');
+  const auto dot = out.find_last_of('.');
+  const bool ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  return (ext ? out.substr(0, dot) : out) + ".summary.json";
+}
+
+PredictResult predict(const PredictOptions& o) {
+  PredictResult r;
+  // The request.
+  if (o.run_dir.empty()) throw PredictUsageError("--model RUN_DIR is required");
+  if (o.input.empty()) throw PredictUsageError("--input FILE is required");
+  if (o.out.empty()) throw PredictUsageError("--out FILE.h5 is required");
+  if (o.first < 0)
+    throw PredictUsageError("--samples: FIRST must be >= 0, got " + std::to_string(o.first));
+  if (o.count == 0 || o.count < -1) {
+    throw PredictUsageError("--samples: COUNT must be >= 1, got " + std::to_string(o.count));
+  }
+  if (o.batch_size < 0) {
+    throw PredictUsageError("--batch-size must be >= 1, got " + std::to_string(o.batch_size));
+  }
+  if (o.tile_rows < 0) {
+    throw PredictUsageError("--tile-rows must be >= 1, got " + std::to_string(o.tile_rows));
+  }
+  const std::string summary_path = predict_summary_path(o.out);
+  if (!o.overwrite) {
+    for (const auto& path : {o.out, summary_path}) {
+      if (exists(path)) {
+        throw PredictUsageError(path + " exists; choose another --out or pass --overwrite");
+      }
+    }
+  }
+  if (o.out == o.input) throw PredictUsageError(o.out + ": --out is the --input file");
+
+  // The run.
+  const std::string cfg_path = o.run_dir + "/config.yaml";
+  if (!exists(cfg_path)) {
+    throw std::runtime_error(o.run_dir + ": not a run directory (no config.yaml)");
+  }
+  RunConfig cfg = load_config(cfg_path);
+  if (cfg.data.problem != DataProblem::kDarcy) {
+    throw std::runtime_error(cfg_path + ": data.problem " + to_string(cfg.data.problem) +
+                             ": predicting Navier-Stokes rollouts is not done yet");
+  }
+  const Precision precision =
+      o.precision.empty() ? cfg.training.precision : parse_precision(o.precision);
+  const torch::Device device = pick_device(o.device);
+  MatmulPrecisionGuard matmul(precision);
+
+  // The weights.
+  const std::string weights_path = o.checkpoint.empty() ? o.run_dir + "/model.pt" : o.checkpoint;
+  if (!exists(weights_path)) {
+    throw std::runtime_error(weights_path + ": no such file" +
+                             (o.checkpoint.empty() ? " (the run has not finished; name a "
+                                                     "checkpoint with --checkpoint)"
+                                                   : ""));
+  }
+  const TensorDict weights_file = load_tensor_dict(weights_path);
+  const bool is_checkpoint = has_prefix(weights_file, "model.");
+  FNO model(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
+  try {
+    load_state_dict(*model, is_checkpoint ? with_prefix(weights_file, "model.") : weights_file);
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    throw std::runtime_error(weights_path + " does not match " + cfg_path +
+                             "'s model: " + msg.substr(0, msg.find('\n')));
+  }
+  model->to(device);
+  model->eval();
+  data::UnitGaussianNormalizer in_norm, out_norm;
+  r.normalizers = load_normalizers(cfg, o.run_dir, weights_file, weights_path, in_norm, out_norm);
+
+  // The inputs (and the truth): the loaders read x alone when y_key names x.
+  const bool truth = !o.y_key.empty();
+  data::LoadOptions lo;
+  lo.x_key(o.x_key.empty() ? cfg.data.x_key : o.x_key);
+  lo.y_key(truth ? o.y_key : lo.x_key());
+  if (!truth && lo.x_key().empty()) {
+    lo.x_key(data::detect_format(o.input) == data::FileFormat::kHdf5 ? "coeff" : "x");
+    lo.y_key(lo.x_key());
+  }
+  if (o.count > 0) lo.n_samples(o.first + o.count);
+  // The loaders warn on std::cerr when a file holds fewer samples than asked;
+  // that case is an error here, said in one line, so their warnings are held
+  // back and passed on only when the range fits.
+  std::ostringstream warnings;
+  data::FieldPairs pairs;
+  {
+    struct Redirect {
+      std::streambuf* old;
+      explicit Redirect(std::streambuf* to) : old(std::cerr.rdbuf(to)) {}
+      ~Redirect() { std::cerr.rdbuf(old); }
+    } redirect(warnings.rdbuf());
+    pairs = data::load_darcy(o.input, lo);
+  }
+  const int64_t held = pairs.x.size(0);
+  const bool past = o.first >= held || (o.count > 0 && o.first + o.count > held);
+  if (!past) std::cerr << warnings.str();
+  if (past) {
+    throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
+                            (o.count > 0 ? std::to_string(o.count) : std::string()) +
+                            " asks past the " + std::to_string(held) + " samples it holds");
+  }
+  const int64_t n = o.count > 0 ? o.count : held - o.first;
+  auto x = pairs.x.narrow(0, o.first, n);
+  auto y = truth ? pairs.y.narrow(0, o.first, n) : torch::Tensor();
+  pairs = {};
+  const auto& mo = cfg.model;
+  const int64_t n_dim = static_cast<int64_t>(mo.n_modes().size());
+  const std::string xk = lo.x_key().empty() ? "x" : lo.x_key();
+  if (x.dim() - 2 != n_dim) {
+    throw std::runtime_error(o.input + ": '" + xk + "' has " + std::to_string(x.dim() - 2) +
+                             " spatial dims; the model (" + cfg_path + ") has " +
+                             std::to_string(n_dim));
+  }
+  if (x.size(1) != mo.in_channels() || (truth && y.size(1) != mo.out_channels())) {
+    throw std::runtime_error(o.input + ": '" + xk + "' gives " + std::to_string(x.size(1)) +
+                             " input channel(s); the model takes " +
+                             std::to_string(mo.in_channels()) + " in and gives " +
+                             std::to_string(mo.out_channels()) + " out");
+  }
+  const auto grid = x.sizes().slice(2);
+  for (int64_t i = 0; i < n_dim; ++i) {
+    // n_modes counts both signs of a dim's frequencies: a smaller grid would
+    // drop some of the trained spectrum.
+    if (grid[i] < mo.n_modes()[i]) {
+      throw std::runtime_error(o.input + ": grid " + grid_text(grid) +
+                               " is smaller than the model's n_modes (" + grid_text(mo.n_modes()) +
+                               " modes, half of each sign)");
+    }
+  }
+  check_normalizer_grid(in_norm, "input", grid, o.input);
+  check_normalizer_grid(out_norm, "output", grid, o.input);
+  r.n_samples = n;
+  r.grid.assign(grid.begin(), grid.end());
+
+  // The plan and the one forward path: OffloadedStep::forward (the one the
+  // trainer's evaluation takes) for whole-grid micro-batches, the tiled runner
+  // for tiles.
+  const int64_t batch = std::min<int64_t>(
+      n, o.batch_size > 0
+             ? o.batch_size
+             : (cfg.data.tests.empty() ? cfg.data.batch_size : cfg.data.tests.front().batch_size));
+  const int64_t elem = c10::elementSize(compute_dtype(precision));
+  const Plan plan = choose_plan(model, x.sizes(), batch, o, device, elem);
+  r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
+           " sample(s) at " + grid_text(grid) + ": " + plan.text;
+  OffloadedStep step(model, OffloadSettings{});
+  std::unique_ptr<TiledRunner> tiled;
+  if (plan.tiled) tiled = std::make_unique<TiledRunner>(model, nullptr);
+  in_norm.to(device);
+  out_norm.to(device);
+  auto forward = [&](const torch::Tensor& xb) {
+    torch::NoGradGuard no_grad;
+    auto in = in_norm.fitted() ? in_norm.transform(xb) : xb;
+    auto out = tiled ? tiled->forward(*plan.tiled, in) : step.forward(in);
+    out = out.to(torch::kFloat);
+    return out_norm.fitted() ? out_norm.inverse_transform(out) : out;
+  };
+
+  // The output: the prediction (N, *S) for one output channel, else (N, C, *S).
+  std::vector<int64_t> pred_shape{n};
+  if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
+  pred_shape.insert(pred_shape.end(), grid.begin(), grid.end());
+  std::vector<std::pair<std::string, std::vector<int64_t>>> sets{{"pred", pred_shape}};
+  if (truth) {
+    sets.push_back({"l2", {n, 1}});
+    sets.push_back({"h1", {n, 1}});
+  }
+  data::Hdf5SampleWriter writer(o.out, sets);
+  const auto l2 = relative_loss(LossName::kL2, n_dim);
+  const auto h1 = relative_loss(LossName::kH1, n_dim);
+  for (int64_t first = 0; first < n; first += plan.micro) {
+    const int64_t b = std::min(plan.micro, n - first);
+    const auto out = forward(x.narrow(0, first, b).to(device));
+    writer.write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
+    if (truth) {
+      const auto yb = y.narrow(0, first, b).to(device);
+      std::vector<torch::Tensor> e2, e1;
+      for (int64_t i = 0; i < b; ++i) {
+        e2.push_back(l2(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
+        e1.push_back(h1(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
+      }
+      const auto v2 = torch::cat(e2).cpu(), v1 = torch::cat(e1).cpu();
+      writer.write("l2", first, v2.view({b, 1}));
+      writer.write("h1", first, v1.view({b, 1}));
+      for (int64_t i = 0; i < b; ++i) {
+        r.l2.push_back(v2[i].item<double>());
+        r.h1.push_back(v1[i].item<double>());
+      }
+    }
+  }
+  for (const double v : r.l2) r.mean_l2 += v / static_cast<double>(n);
+  for (const double v : r.h1) r.mean_h1 += v / static_cast<double>(n);
+
+  std::vector<data::Attribute> attrs{
+      text_attr("model", o.run_dir),
+      text_attr("weights", weights_path),
+      text_attr("normalizers", r.normalizers),
+      text_attr("input", o.input),
+      text_attr("x_key", xk),
+      text_attr("y_key", o.y_key),
+      number_attr("first", static_cast<double>(o.first)),
+      number_attr("count", static_cast<double>(n)),
+      text_attr("precision", to_string(precision)),
+      text_attr("device", device.str()),
+      text_attr("plan", r.plan),
+      number_attr("gpu_memory_limit", static_cast<double>(o.gpu_memory_limit)),
+      text_attr("config", cfg.resolved_yaml)};
+  if (truth) {
+    attrs.push_back(number_attr("mean_l2", r.mean_l2));
+    attrs.push_back(number_attr("mean_h1", r.mean_h1));
+  }
+  // The summary is written (atomically) once the output is renamed into place.
+  std::string summary_text;
+  if (truth) {
+    json::Object s;
+    s.str("model", o.run_dir)
+        .str("weights", weights_path)
+        .str("input", o.input)
+        .str("output", o.out)
+        .integer("first", o.first)
+        .integer("n_samples", n)
+        .str("grid", grid_text(grid))
+        .str("precision", to_string(precision))
+        .str("plan", r.plan)
+        .num("mean_l2", r.mean_l2)
+        .num("mean_h1", r.mean_h1)
+        .raw("l2", json_array(r.l2))
+        .raw("h1", json_array(r.h1));
+    summary_text = s.text() + "\n";
+  }
+  writer.commit(attrs);
+  r.out = o.out;
+  if (!truth && o.overwrite) std::remove(summary_path.c_str());  // not this output's
+  if (truth) {
+    write_file_atomic(summary_path, summary_text.data(), summary_text.size());
+    r.summary = summary_path;
+  }
+  return r;
+}
+
+}  // namespace fno
