@@ -67,13 +67,15 @@ int main(int argc, char** argv) {
       ->required();
   app.add_flag("--overwrite", o.overwrite, "replace an existing --out (and its summary)");
   app.add_option("--batch-size", o.batch_size,
-                 "samples per forward batch (default: the run's first test set's)");
+                 "samples per forward batch (default: the run's first test set's)")
+      ->transform(fno::cli::positive_integer<int64_t>());
   app.add_option("--gpu-memory-limit", gpu_memory_limit,
                  "GPU memory the forward may take, e.g. 8GiB (micro-batches or tiles)");
   app.add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (default: the run's)");
   app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->default_val("auto");
   app.add_option("--tile-rows", o.tile_rows,
-                 "run in tiles of this many rows of the first spatial dim (default: the plan's)");
+                 "run in tiles of this many rows of the first spatial dim (default: the plan's)")
+      ->transform(fno::cli::positive_integer<int64_t>());
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
