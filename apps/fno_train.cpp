@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
     }
     fno::Trainer trainer(cfg, run_dir);
     std::fprintf(stderr, "fno_train: %s\n", trainer.describe().c_str());
+    if (trainer.rank() == 0) {
+      for (const auto& note : cfg.notes) std::fprintf(stderr, "fno_train: %s\n", note.c_str());
+    }
     if (dry_run) {
       const auto estimates = trainer.dry_run();
       if (trainer.rank() != 0) return 0;  // rank 0 reports and writes
@@ -130,8 +133,16 @@ int main(int argc, char** argv) {
     }
     if (resume) {
       const auto epoch = trainer.resume();
-      std::fprintf(stderr, "fno_train: resuming %s after epoch %lld\n", run_dir.c_str(),
-                   static_cast<long long>(epoch));
+      const auto epochs = trainer.config().training.epochs;
+      if (epoch >= epochs) {
+        std::fprintf(stderr,
+                     "fno_train: %s has finished its %lld epochs: nothing left to train (train "
+                     "longer with --set training.epochs=N); evaluating the final model\n",
+                     run_dir.c_str(), static_cast<long long>(epoch));
+      } else {
+        std::fprintf(stderr, "fno_train: resuming %s after epoch %lld of %lld\n", run_dir.c_str(),
+                     static_cast<long long>(epoch), static_cast<long long>(epochs));
+      }
     }
     const auto metrics = trainer.train();
     if (trainer.rank() != 0) return 0;  // rank 0 reports and writes

@@ -76,4 +76,10 @@ same_error "model.hidden_channels: expected an integer >= 1, got 'wide'" -- --co
 same_error "model.n_modes: expected an integer >= 1, got -2" -- --config "$small" --set "model.n_modes=[8, -2]"
 same_error "model.domain_padding: needs 0, 1 or 2 entries" -- --config "$small" --set "model.domain_padding=[0.1, 0.1, 0.1]"
 
+# Without a GPU, a real run: one line, the program named once.
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  expect 4 "^fno_bench: no CUDA device is visible; the benchmarks run on a GPU machine" -- --resolutions 16 --steps 1
+  ! grep -q "fno_bench: fno_bench" "$work/err" && ok || bad "the program named twice: $(cat "$work/err")"
+fi
+
 finish "fno_bench CLI"

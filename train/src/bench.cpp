@@ -419,14 +419,16 @@ std::string describe_bench(const BenchOptions& o) {
 }
 
 BenchResult run_bench(const BenchOptions& o) {
-  TORCH_CHECK(torch::cuda::is_available(), "fno_bench needs a CUDA device");
+  // (The messages name no program: the program's error line puts its name first.)
+  TORCH_CHECK(torch::cuda::is_available(),
+              "no CUDA device is visible; the benchmarks run on a GPU machine (fno_train trains on "
+              "the CPU)");
   // Under torchrun: one rank per GPU (LOCAL_RANK), NCCL between them.
   std::shared_ptr<dist::Group> group;
   if (const auto env = dist::launch_env(); env && env->world_size > 1) {
-    TORCH_CHECK(env->local_rank < static_cast<int64_t>(torch::cuda::device_count()),
-                "fno_bench: LOCAL_RANK ", env->local_rank, " has no GPU (",
-                torch::cuda::device_count(), " visible)");
-    TORCH_CHECK(!o.find_largest, "fno_bench: --find-largest runs on one GPU (not under torchrun)");
+    TORCH_CHECK(env->local_rank < static_cast<int64_t>(torch::cuda::device_count()), "LOCAL_RANK ",
+                env->local_rank, " has no GPU (", torch::cuda::device_count(), " visible)");
+    TORCH_CHECK(!o.find_largest, "--find-largest runs on one GPU (not under torchrun)");
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(env->local_rank));
     dist::GroupOptions go;
     go.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout_s * 1000));
@@ -434,7 +436,7 @@ BenchResult run_bench(const BenchOptions& o) {
         *env, torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env->local_rank)), go);
   }
   TORCH_CHECK(!o.find_largest || o.memory_cap > 0,
-              "fno_bench: --find-largest needs --cap (the memory to fit)");
+              "--find-largest needs --cap (the memory to fit)");
   BenchResult result;
   result.device = at::cuda::getCurrentDeviceProperties()->name;
   result.grid_dims = o.model.n_modes().size();
