@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
       ->expected(0, 1)
       ->default_str("all");
   app.add_option("--gpu-memory-limit", gpu_memory_limit,
-                 "GPU memory budget for --offload auto, e.g. 16GiB; sets offload.gpu_memory_limit");
+                 "GPU memory budget for --offload auto, e.g. 16GiB (2^30 bytes each) or 16GB "
+                 "(10^9 each); sets offload.gpu_memory_limit");
   std::string precision;
   app.add_option("--precision", precision,
                  "compute precision: fp32, tf32, bf16 or fp16; sets training.precision");
