@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
       ->expected(0, 1)
       ->default_str("all");
   app.add_option("--gpu-memory-limit", gpu_memory_limit,
-                 "GPU memory budget for --offload auto, e.g. 16GiB; sets offload.gpu_memory_limit");
+                 "GPU memory budget for --offload auto, e.g. 16GiB (2^30 bytes each) or 16GB "
+                 "(10^9 each); sets offload.gpu_memory_limit");
   std::string precision;
   app.add_option("--precision", precision,
                  "compute precision: fp32, tf32, bf16 or fp16; sets training.precision");
@@ -138,6 +139,9 @@ int main(int argc, char** argv) {
     if (resume) fno::check_run_inputs(cfg, run_dir);
     fno::Trainer trainer(cfg, run_dir);
     std::fprintf(stderr, "fno_train: %s\n", trainer.describe().c_str());
+    if (trainer.rank() == 0) {
+      for (const auto& note : cfg.notes) std::fprintf(stderr, "fno_train: %s\n", note.c_str());
+    }
     if (dry_run) {
       const auto estimates = trainer.dry_run(/*write=*/!resume);
       if (trainer.rank() != 0) return flushed(fail);  // rank 0 reports and writes
@@ -153,8 +157,16 @@ int main(int argc, char** argv) {
     }
     if (resume) {
       const auto epoch = trainer.resume();
-      std::fprintf(stderr, "fno_train: resuming %s after epoch %lld\n", run_dir.c_str(),
-                   static_cast<long long>(epoch));
+      const auto epochs = trainer.config().training.epochs;
+      if (epoch >= epochs) {
+        std::fprintf(stderr,
+                     "fno_train: %s has finished its %lld epochs: nothing left to train (train "
+                     "longer with --set training.epochs=N); evaluating the final model\n",
+                     run_dir.c_str(), static_cast<long long>(epoch));
+      } else {
+        std::fprintf(stderr, "fno_train: resuming %s after epoch %lld of %lld\n", run_dir.c_str(),
+                     static_cast<long long>(epoch), static_cast<long long>(epochs));
+      }
     }
     const auto metrics = trainer.train();
     if (trainer.rank() != 0) return flushed(fail);  // rank 0 reports and writes

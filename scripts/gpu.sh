@@ -140,7 +140,7 @@ say() { echo "$*" | tee -a "$summary"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 py=$(command -v python3)
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFNO_BUILD_TESTS=ON \
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFNO_BUILD_TESTS=ON -DFNO_CUDA_KERNELS=ON \
     -DCMAKE_PREFIX_PATH="$("$py" -c 'import torch;print(torch.utils.cmake_prefix_path)')" \
     -DFNO_PYTHON="$py" --log-level=WARNING > "$out/configure.log" 2>&1 ||
     { cat "$out/configure.log"; exit 1; }

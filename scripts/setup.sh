@@ -2,11 +2,15 @@
 # Installs what the project needs on a fresh Debian/Ubuntu machine, then
 # configures and builds it. Safe to re-run: each step skips what is done.
 #
-#   scripts/setup.sh            # -> build/ (Release, Ninja)
+#   scripts/setup.sh            # -> build/ (Release, Ninja), every target
 #
 # Environment:
-#   FNO_BUILD_DIR  build directory (default: build)
-#   FNO_PYTHON     a python3 that has torch 2.11 (skips the project venv)
+#   FNO_BUILD_DIR      build directory (default: build)
+#   FNO_PYTHON         a python3 that has torch 2.11 (skips the project venv)
+#   FNO_BUILD_TARGETS  build only these targets (space-separated; scripts/run.sh: fno_train)
+#   FNO_CUDA_KERNELS   AUTO (default: compile the fused CUDA kernels only where a GPU
+#                      is visible), ON (whenever nvcc is there; scripts/test.sh) or OFF;
+#                      a value other than the build directory's reconfigures it
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -55,11 +59,23 @@ py=$(command -v "$py" || true)
 [ -n "$py" ] && has_torch "$py" || { echo "setup: ${FNO_PYTHON:-python3} has no torch 2.11" >&2; exit 1; }
 torch_cmake=$("$py" -c 'import torch;print(torch.utils.cmake_prefix_path)')
 
-# 3. Configure (once) and build.
+# 3. Configure (once, or again for another FNO_CUDA_KERNELS) and build.
+kernels=()
+[ -n "${FNO_CUDA_KERNELS:-}" ] && kernels=(-DFNO_CUDA_KERNELS="$FNO_CUDA_KERNELS")
 if [ ! -f "$build/build.ninja" ]; then
   log "configuring $build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$torch_cmake" -DFNO_PYTHON="$py" --log-level=WARNING
+    -DCMAKE_PREFIX_PATH="$torch_cmake" -DFNO_PYTHON="$py" "${kernels[@]}" --log-level=WARNING
+elif [ -n "${FNO_CUDA_KERNELS:-}" ] &&
+     ! grep -qx "FNO_CUDA_KERNELS:STRING=$FNO_CUDA_KERNELS" "$build/CMakeCache.txt"; then
+  log "reconfiguring $build with FNO_CUDA_KERNELS=$FNO_CUDA_KERNELS"
+  cmake -S "$root" -B "$build" "${kernels[@]}" --log-level=WARNING
 fi
-log "building"
-cmake --build "$build"
+read -r -a targets <<< "${FNO_BUILD_TARGETS:-}"
+if ((${#targets[@]})); then
+  log "building ${targets[*]}"
+  cmake --build "$build" --target "${targets[@]}"
+else
+  log "building"
+  cmake --build "$build"
+fi

@@ -4,6 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -48,7 +51,7 @@ TEST_CASE("the seed config resolves to the Darcy example's settings") {
   CHECK(cfg.data.n_train == 1000);
   CHECK(cfg.data.batch_size == 32);
   REQUIRE(cfg.data.tests.size() == 2);
-  CHECK(cfg.data.tests[0].n_samples == 100);
+  CHECK(cfg.data.tests[0].n_samples == 50);  // what darcy_test_16.pt holds
   CHECK(cfg.data.tests[1].n_samples == 50);
   CHECK(cfg.optimizer.lr == doctest::Approx(8e-3));
   CHECK(cfg.optimizer.weight_decay == doctest::Approx(1e-4));
@@ -158,6 +161,137 @@ TEST_CASE("bad --set overrides are named as such") {
               {"model.n_modes=[8, x]"});
 }
 
+TEST_CASE("an unknown key suggests the nearest known one") {
+  check_error(kValid,
+              "--set training.epoch=3: training.epoch: unknown key (did you mean training.epochs?)",
+              {"training.epoch=3"});
+  check_error("training:\n  epoch: 3\ndata:\n  train_file: t.pt\n",
+              "cfg.yaml:2: training.epoch: unknown key (did you mean training.epochs?)");
+  check_error("model:\n  hidden_channel: 32\ndata:\n  train_file: t.pt\n",
+              "model.hidden_channel: unknown key (did you mean model.hidden_channels?)");
+  // A key of another section.
+  check_error(kValid, "training.batch_size: unknown key (did you mean data.batch_size?)",
+              {"training.batch_size=4"});
+  check_error("trainig:\n  epochs: 3\n", "trainig: unknown section (did you mean training?");
+  check_error("data:\n  train_file: t.pt\n  test:\n    - {file: a.pt, n_sample: 3}\n",
+              "data.test[0].n_sample: unknown key (did you mean n_samples?");
+  // Nothing near: no suggestion.
+  try {
+    fno::parse_config(kValid, "cfg.yaml", {"model.colour=red"});
+    FAIL("no error");
+  } catch (const fno::ConfigError& e) {
+    CHECK(std::string(e.what()) == "--set model.colour=red: model.colour: unknown key");
+  }
+}
+
+TEST_CASE(
+    "relative paths: the config's against its folder, --set's against the current directory") {
+  const std::string dir = std::string(FNO_TEST_OUT_DIR) + "/config_paths";
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  const std::string file = dir + "/cfg.yaml";
+  std::ofstream(file) << kValid;
+  char cwd[4096];
+  REQUIRE(::getcwd(cwd, sizeof(cwd)) != nullptr);
+  const auto from_file = fno::load_config(file);
+  CHECK(from_file.data.train_file == dir + "/train.pt");
+  REQUIRE(from_file.data.tests.size() == 1);
+  CHECK(from_file.data.tests[0].file == dir + "/test16.pt");
+  const auto from_set = fno::load_config(
+      file,
+      {"data.train_file=mine/train.h5", "data.test=[{file: mine/test.h5}, {file: /abs/t.h5}]"});
+  CHECK(from_set.data.train_file == std::string(cwd) + "/mine/train.h5");
+  REQUIRE(from_set.data.tests.size() == 2);
+  CHECK(from_set.data.tests[0].file == std::string(cwd) + "/mine/test.h5");
+  CHECK(from_set.data.tests[1].file == "/abs/t.h5");
+  CHECK(from_set.resolved_yaml.find(std::string(cwd) + "/mine/train.h5") != std::string::npos);
+}
+
+namespace {
+
+bool has_note(const fno::RunConfig& c, const std::string& text) {
+  for (const auto& n : c.notes) {
+    if (n.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("notes: a training file set on the command line beside the file's test sets") {
+  const auto own = fno::parse_config(kValid, "cfg.yaml", {"data.train_file=mine.h5"});
+  REQUIRE(own.notes.size() == 1);
+  CHECK(own.notes[0] ==
+        "data.train_file is set on the command line, but the test sets are still cfg.yaml's "
+        "(test16.pt); set data.test too, e.g. --set 'data.test=[{file: test.h5}]', or --set "
+        "data.test=[] for none");
+  CHECK(fno::parse_config(kValid, "cfg.yaml").notes.empty());
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"data.train_file=mine.h5", "data.test=[]"})
+            .notes.empty());
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"data.train_file=a.h5", "data.test=[{file: b.h5}]"})
+            .notes.empty());
+}
+
+TEST_CASE("options the offload policy ignores, and byte sizes, are each said in one line") {
+  const auto none = fno::parse_config(
+      kValid, "cfg.yaml",
+      {"offload.gpu_memory_limit=4GB", "offload.compress=bf16", "offload.chunks=2"});
+  CHECK(
+      has_note(none, "offload.compress: ignored by offload.policy none (it moves no activations"));
+  CHECK(has_note(none, "offload.gpu_memory_limit: offload.policy none plans nothing against it"));
+  CHECK(has_note(none,
+                 "offload.gpu_memory_limit: '4GB' is 4000000000 bytes = 3.73 GiB (GB = 10^9 bytes, "
+                 "GiB = 2^30)"));
+  CHECK(none.notes.size() == 3);
+  for (const auto& n : none.notes) CHECK(n.find('\n') == std::string::npos);
+  const auto gib = fno::parse_config(kValid, "cfg.yaml",
+                                     {"offload.policy=auto", "offload.gpu_memory_limit=4GiB"});
+  REQUIRE(gib.notes.size() == 1);
+  CHECK(
+      gib.notes[0] ==
+      "offload.gpu_memory_limit: '4GiB' is 4294967296 bytes = 4 GiB (GB = 10^9 bytes, GiB = 2^30)");
+  CHECK(gib.offload.gpu_memory_limit == (int64_t{4} << 30));
+  const auto auto_chunks =
+      fno::parse_config(kValid, "cfg.yaml", {"offload.policy=auto", "offload.chunks=4"});
+  CHECK(has_note(auto_chunks, "offload.chunks: ignored by offload.policy auto (it picks its own)"));
+  // Defaults, and what the policy uses, say nothing.
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.policy=all", "offload.compress=bf16"})
+            .notes.empty());
+}
+
+TEST_CASE("a stage index past the model's stages is an error") {
+  // 4 blocks (the default) + lifting + projection: 6 stages.
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.policy=blocks:6"}).offload.policy.blocks ==
+        6);
+  check_error(kValid,
+              "offload.policy: 'blocks:9' names 9 stages, but the model has 6 (the lifting, "
+              "model.n_layers 4 blocks, the projection); use K <= 6",
+              {"offload.policy=blocks:9"});
+  check_error(kValid, "'blocks:5' names 5 stages, but the model has 4",
+              {"offload.policy=blocks:5", "model.n_layers=2"});
+}
+
+TEST_CASE("record_setting changes one key of the resolved YAML") {
+  auto cfg = fno::parse_config(kValid, "cfg.yaml", {"offload.policy=all"});
+  const auto before = cfg.resolved_yaml;
+  CHECK(before.find("\n  policy: all\n") != std::string::npos);
+  fno::record_setting(cfg, "offload.policy", "none");
+  CHECK(cfg.resolved_yaml.find("\n  policy: all\n") == std::string::npos);
+  CHECK(cfg.resolved_yaml.find("\n  policy: none\n") != std::string::npos);
+  CHECK(cfg.resolved_yaml.size() == before.size() + 1);
+  // The result parses to the same config with the new value.
+  const auto again = fno::parse_config(cfg.resolved_yaml, "config.yaml");
+  CHECK(again.offload.policy.text == "none");
+  CHECK(again.training.epochs == 3);
+}
+
+TEST_CASE("data layouts: the Navier-Stokes records have their own") {
+  check_error(kValid, "data.x_layout: not used with data.problem ns",
+              {"data.problem=ns", "data.x_layout=channels_last", "model.n_modes=[8, 8, 8]"});
+  check_error(kValid, "data.y_layout: unknown value 'rows'", {"data.y_layout=rows"});
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"data.x_layout=channels_first"}).data.x_layout ==
+        fno::data::Layout::kChannelsFirst);
+}
+
 TEST_CASE("a missing file or a directory as the config is a clear error") {
   CHECK_THROWS_WITH_AS(fno::load_config("/nonexistent/cfg.yaml"),
                        doctest::Contains("/nonexistent/cfg.yaml: cannot read the config file"),
@@ -216,7 +350,8 @@ std::string dump(const fno::RunConfig& c) {
     << d.subsample << " x_key=" << d.x_key << " y_key=" << d.y_key << ' ' << d.encode_input << ' '
     << d.encode_output << ' ' << d.n_predictions << ' ' << static_cast<int>(d.problem) << ' '
     << static_cast<int>(d.ns_mode) << ' ' << d.t_in << ' ' << d.t_out << ' '
-    << static_cast<int>(d.normalization) << '\n';
+    << static_cast<int>(d.normalization) << ' ' << static_cast<int>(d.x_layout) << ' '
+    << static_cast<int>(d.y_layout) << '\n';
   for (const auto& t : d.tests) {
     s << "test " << t.file << " name=" << t.name << ' ' << t.n_samples << ' ' << t.batch_size
       << '\n';
@@ -233,7 +368,9 @@ std::string dump(const fno::RunConfig& c) {
     << static_cast<int>(t.precision) << ' ' << static_cast<int>(t.cuda_graphs) << ' '
     << t.max_grad_norm << " eval ";
   for (const auto l : t.eval_losses) s << static_cast<int>(l) << ',';
-  s << '\n' << c.device.name << ' ' << c.output.dir << ' ' << static_cast<int>(c.output.progress);
+  s << '\n'
+    << c.device.name << ' ' << c.output.dir << ' ' << static_cast<int>(c.output.progress) << ' '
+    << c.output.progress_every;
   const auto& f = c.offload;
   s << '\n'
     << f.policy.text << ' ' << static_cast<int>(f.policy.kind) << ' ' << f.policy.blocks << ' '
@@ -273,6 +410,10 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"data.subsample", "2"},
       {"data.x_key", "a"},
       {"data.y_key", "b"},
+      {"data.x_layout", "channels_first"},
+      {"data.x_layout", "channels_last"},
+      {"data.y_layout", "channels_first"},
+      {"data.y_layout", "channels_last"},
       {"data.encode_input", "true"},
       {"data.encode_output", "false"},
       {"data.normalization", "pointwise"},
@@ -324,6 +465,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"offload.plan_cache", "none"},
       {"output.dir", "elsewhere"},
       {"output.progress", "plain"},
+      {"output.progress_every", "2"},
       // Each key of a data.test entry (kValid's set is {file: test16.pt}).
       {"data.test[].file", "[{file: other.pt}]"},
       {"data.test[].name", "[{file: test16.pt, name: x}]"},

@@ -58,6 +58,28 @@ TEST_CASE("format detection by content, whatever the extension") {
   check_error([&] { fno::data::detect_format(garbage); }, garbage, "neither a torch.save");
 }
 
+TEST_CASE(".pt files with channel layouts: (N, C, *S) and (N, *S, C) read as C channels") {
+  using fno::data::Layout;
+  torch::manual_seed(5);
+  fno::TensorDict d;
+  const auto x = torch::randn({4, 3, 8, 6});
+  const auto y = torch::randn({4, 8, 6, 2});
+  d.insert("x", x);
+  d.insert("y", y);
+  const auto p = out_path("channels.pt");
+  fno::save_tensor_dict(d, p);
+  const auto got = fno::data::load_darcy(p, fno::data::LoadOptions()
+                                                .x_layout(Layout::kChannelsFirst)
+                                                .y_layout(Layout::kChannelsLast)
+                                                .subsample(2));
+  CHECK((got.x.sizes() == torch::IntArrayRef{4, 3, 4, 3}));
+  CHECK(torch::equal(got.x, x.slice(2, 0, 8, 2).slice(3, 0, 6, 2)));
+  CHECK(torch::equal(got.y, y.permute({0, 3, 1, 2}).slice(2, 0, 8, 2).slice(3, 0, 6, 2)));
+  // As grids: x is a 3D grid of rank 4 and y's shape differs.
+  check_error([&] { fno::data::load_darcy(p); }, p,
+              "'x' has shape (4, 3, 8, 6) but 'y' has (4, 8, 6, 2)");
+}
+
 TEST_CASE("bad .pt data files get one-line errors naming the file") {
   auto save = [](const std::string& name, const fno::TensorDict& d) {
     const auto p = out_path(name);
@@ -88,6 +110,9 @@ TEST_CASE("bad .pt data files get one-line errors naming the file") {
   missing.insert("a", torch::ones({4, 8, 8}));
   const auto p4 = save("missing.pt", missing);
   check_error([&] { fno::data::load_darcy(p4); }, p4, "no entry 'x' (found: a)");
+  check_error(
+      [&] { fno::data::load_darcy(p4, fno::data::LoadOptions().x_key_setting("data.x_key")); }, p4,
+      "no entry 'x' (found: a); set data.x_key to its name");
 
   fno::TensorDict empty;
   empty.insert("x", torch::ones({0, 8, 8}));

@@ -206,6 +206,51 @@ TEST_CASE("hdf5: write_hdf5 then load_hdf5 round-trips coeff/sol, with n_samples
   CHECK(open_hdf5_objects() == 0);
 }
 
+TEST_CASE(
+    "hdf5: channel layouts read (N, C, *S) and (N, *S, C) as C channels, subsampling the grid "
+    "alone") {
+  using fno::data::Layout;
+  torch::manual_seed(21);
+  const auto coeff = torch::randn({5, 3, 12, 10});  // channels first: 3 fields per sample
+  const auto sol = torch::randn({5, 12, 10, 2});    // channels last: e.g. 2 records in time
+  const auto path = out_path("darcy_channels.h5");
+  write_hdf5(path, {{"coeff", coeff}, {"sol", sol}});
+  const auto layouts =
+      LoadOptions().x_layout(Layout::kChannelsFirst).y_layout(Layout::kChannelsLast);
+  const auto sol_first = sol.permute({0, 3, 1, 2});
+  auto got = load_hdf5(path, layouts);
+  CHECK((got.x.sizes() == torch::IntArrayRef{5, 3, 12, 10}));
+  CHECK((got.y.sizes() == torch::IntArrayRef{5, 2, 12, 10}));
+  CHECK(got.y.is_contiguous());
+  CHECK(torch::equal(got.x, coeff));
+  CHECK(torch::equal(got.y, sol_first));
+  // n_samples and subsample: every 3rd point of the grid, every channel.
+  const auto grid3 = [](const torch::Tensor& t) {
+    return t.slice(0, 0, 2).slice(2, 0, t.size(2), 3).slice(3, 0, t.size(3), 3);
+  };
+  got = load_hdf5(path, LoadOptions(layouts).n_samples(2).subsample(3));
+  CHECK((got.x.sizes() == torch::IntArrayRef{2, 3, 4, 4}));
+  CHECK(torch::equal(got.x, grid3(coeff)));
+  CHECK(torch::equal(got.y, grid3(sol_first)));
+  // MATLAB v7.3 (dims reversed in the file): the same arrays.
+  const auto mat = out_path("darcy_channels.mat");
+  write_matlab_file(mat, {{"coeff", coeff}, {"sol", sol}});
+  got = load_hdf5(mat, LoadOptions(layouts).n_samples(2).subsample(3));
+  CHECK(torch::equal(got.x, grid3(coeff)));
+  CHECK(torch::equal(got.y, grid3(sol_first)));
+  // Read as grids, the arrays disagree; the wrong layout for a 2D grid is named.
+  check_one_line_error(path,
+                       "dataset 'coeff' has shape (5, 3, 12, 10) but 'sol' has (5, 12, 10, 2)");
+  const auto flat = out_path("darcy_channels_flat.h5");
+  write_hdf5(flat, {{"coeff", torch::randn({2, 6, 6})}, {"sol", torch::randn({2, 6, 6})}});
+  check_one_line_error(
+      flat, "dataset 'coeff' has rank 3, expected 4 (N, C, R1, R2) or 5 (N, C, R1, R2, R3)",
+      LoadOptions().x_layout(Layout::kChannelsFirst));
+  // A missing array names the setting that names it.
+  check_one_line_error(path, "no dataset 'input' (found: coeff, sol); set data.x_key to its name",
+                       LoadOptions().x_key("input").x_key_setting("data.x_key"));
+}
+
 TEST_CASE("hdf5: custom keys, with '/' making groups") {
   torch::manual_seed(12);
   const auto a = torch::rand({3, 8, 6});

@@ -283,6 +283,88 @@ TEST_CASE("a non-finite loss stops the run with a clear error and keeps the last
   }
 }
 
+TEST_CASE("a multi-channel HDF5 input trains: (N, C, R, R) as C channels of a 2D grid") {
+  // Two input fields per sample (channels first) and one output with its
+  // channel last; the output depends on both inputs.
+  torch::manual_seed(3);
+  const int64_t n = 48, r = 16;
+  const auto a = torch::rand({n, 1, r, r});
+  const auto b = torch::rand({n, 1, r, r});
+  const auto coeff = torch::cat({a, b}, 1);                    // (N, 2, R, R)
+  const auto sol = (a * b + 0.5 * a).squeeze(1).unsqueeze(3);  // (N, R, R, 1)
+  const auto file = out_path("two_channels.h5");
+  fno::data::write_hdf5(file, {{"coeff", coeff}, {"sol", sol}});
+  const std::string yaml = R"(model:
+  n_modes: [8, 8]
+  in_channels: 2
+  hidden_channels: 8
+  n_layers: 2
+data:
+  train_file: )" + file + R"(
+  x_layout: channels_first
+  y_layout: channels_last
+  n_train: 32
+  batch_size: 8
+  test:
+    - {file: )" + file + R"(, name: own, n_samples: 16}
+training:
+  epochs: 10
+device:
+  name: cpu
+output:
+  progress: none
+)";
+  const auto dir = fresh_dir("run_two_channels");
+  fno::Trainer trainer(fno::parse_config(yaml, "two.yaml"), dir);
+  const auto metrics = trainer.train();
+  REQUIRE(metrics.count("own_l2") == 1);
+  CHECK(metrics.at("own_l2") > 0.0);
+  // It learns: the last epoch's error below the first's.
+  const auto log = read(dir + "/metrics.jsonl");
+  const std::regex l2(R"("own_l2": ([0-9.e+-]+))");
+  std::vector<double> errors;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), l2); it != std::sregex_iterator();
+       ++it) {
+    errors.push_back(std::stod((*it)[1]));
+  }
+  REQUIRE(errors.size() == 10);
+  CHECK(errors.back() < 0.96 * errors.front());
+  CHECK((read_h5(dir + "/predictions.h5", "own/x").sizes() == torch::IntArrayRef{4, 2, 16, 16}));
+  CHECK((read_h5(dir + "/predictions.h5", "own/pred").sizes() == torch::IntArrayRef{4, 1, 16, 16}));
+  // Read as grids, the arrays disagree: the error names the settings.
+  CHECK_THROWS_WITH(
+      fno::Trainer(fno::parse_config(yaml, "two.yaml", {"data.x_layout=grid"}), dir + "_grid"),
+      doctest::Contains("set its layout (data.x_layout/y_layout)"));
+  // Both (N, 2, R, R) read as grids: a 3D grid, which the 2D model names.
+  const auto both = out_path("two_channels_both.h5");
+  fno::data::write_hdf5(both, {{"coeff", coeff}, {"sol", coeff}});
+  CHECK_THROWS_WITH(fno::Trainer(fno::parse_config(yaml, "two.yaml",
+                                                   {"data.x_layout=grid", "data.y_layout=grid",
+                                                    "data.train_file=" + both, "data.test=[]"}),
+                                 dir + "_both"),
+                    doctest::Contains("set data.x_layout: channels_first"));
+  // The wrong channel count names the key to set.
+  CHECK_THROWS_WITH(
+      fno::Trainer(fno::parse_config(yaml, "two.yaml", {"model.in_channels=1"}), dir + "_one"),
+      doctest::Contains("(set model.in_channels to 2)"));
+}
+
+TEST_CASE("an offload policy without a CUDA device: the policy that ran is the one recorded") {
+  const auto dir = fresh_dir("run_offload_cpu");
+  fno::Trainer trainer(fno::parse_config(kSmall, "small.yaml", {"offload.policy=all"}), dir);
+  CHECK(trainer.config().offload.policy.text == "none");
+  CHECK(trainer.describe().find("offload") == std::string::npos);
+  trainer.dry_run();
+  const auto yaml = read(dir + "/config.yaml");
+  CHECK(yaml.find("\n  policy: none\n") != std::string::npos);
+  fno::Trainer recompute(
+      fno::parse_config(kSmall, "small.yaml", {"offload.policy=recompute+offload"}), dir + "_r");
+  CHECK(recompute.config().offload.policy.text == "recompute");
+  fno::Trainer kept(fno::parse_config(kSmall, "small.yaml", {"offload.policy=recompute"}),
+                    dir + "_k");
+  CHECK(kept.config().offload.policy.text == "recompute");
+}
+
 TEST_CASE("dry run writes n_params and the resolved config, and trains nothing") {
   const auto dir = fresh_dir("run_dry");
   fno::Trainer trainer(fno::parse_config(kSmall, "small.yaml"), dir);

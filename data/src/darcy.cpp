@@ -32,6 +32,42 @@ std::string shape_string(torch::IntArrayRef s) {
 
 }  // namespace
 
+std::string to_string(Layout layout) {
+  switch (layout) {
+    case Layout::kGrid:
+      return "grid";
+    case Layout::kChannelsFirst:
+      return "channels_first";
+    case Layout::kChannelsLast:
+      return "channels_last";
+  }
+  return "?";
+}
+
+torch::Tensor to_channels(const torch::Tensor& array, Layout layout) {
+  switch (layout) {
+    case Layout::kGrid:
+      return array.unsqueeze(1);
+    case Layout::kChannelsFirst:
+      return array;
+    case Layout::kChannelsLast:
+      return array.movedim(-1, 1);
+  }
+  return array;
+}
+
+std::string layout_ranks(Layout layout) {
+  switch (layout) {
+    case Layout::kGrid:
+      return "3 (N, R1, R2) or 4 (N, R1, R2, R3)";
+    case Layout::kChannelsFirst:
+      return "4 (N, C, R1, R2) or 5 (N, C, R1, R2, R3)";
+    case Layout::kChannelsLast:
+      return "4 (N, R1, R2, C) or 5 (N, R1, R2, R3, C)";
+  }
+  return "?";
+}
+
 FileFormat detect_format(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
@@ -72,7 +108,7 @@ FieldPairs load_torch_file(const std::string& path, const LoadOptions& options) 
   const c10::IValue value = fno::read_torch_file(path);
   if (!value.isGenericDict()) fail(path, "expected a dict {x, y} of tensors");
   const auto dict = value.toGenericDict();
-  auto get = [&](const std::string& key) {
+  auto get = [&](const std::string& key, const std::string& setting) {
     std::string found;
     for (const auto& item : dict) {
       if (!item.key().isString()) continue;
@@ -82,25 +118,45 @@ FieldPairs load_torch_file(const std::string& path, const LoadOptions& options) 
       }
       found += (found.empty() ? "" : ", ") + item.key().toStringRef();
     }
-    fail(path, "no entry '" + key + "' (found: " + found + ")");
+    fail(path, "no entry '" + key + "' (found: " + found + ")" +
+                   (setting.empty() ? "" : "; set " + setting + " to its name"));
   };
   const std::string xk = options.x_key().empty() ? "x" : options.x_key();
   const std::string yk = options.y_key().empty() ? "y" : options.y_key();
-  auto x = get(xk);
-  auto y = get(yk);
-  for (const auto& [name, t] : {std::pair<std::string, torch::Tensor>{xk, x}, {yk, y}}) {
-    if (t.dim() != 3 && t.dim() != 4) {
-      fail(path, "'" + name + "' has rank " + std::to_string(t.dim()) +
-                     ", expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)");
+  auto x = get(xk, options.x_key_setting());
+  auto y = get(yk, options.y_key_setting());
+  struct Array {
+    const std::string& name;
+    const torch::Tensor& t;
+    Layout layout;
+  };
+  for (const auto& [name, t, layout] :
+       {Array{xk, x, options.x_layout()}, Array{yk, y, options.y_layout()}}) {
+    const int64_t extra = layout == Layout::kGrid ? 0 : 1;  // a channel dim
+    if (t.dim() != 3 + extra && t.dim() != 4 + extra) {
+      fail(path, "'" + name + "' has rank " + std::to_string(t.dim()) + ", expected " +
+                     layout_ranks(layout) +
+                     (layout == Layout::kGrid && t.dim() == 5
+                          ? " (C channels per sample: a channel layout, data.x_layout/y_layout)"
+                          : ""));
     }
     if (t.is_complex() || !(t.is_floating_point() || t.scalar_type() == torch::kBool ||
                             c10::isIntegralType(t.scalar_type(), /*includeBool=*/true))) {
       fail(path, "'" + name + "' has non-numeric dtype " + std::string(c10::toString(t.scalar_type())));
     }
   }
-  if (x.sizes() != y.sizes()) {
+  if (options.x_layout() == options.y_layout() && x.sizes() != y.sizes()) {
+    // An array of rank 4 read as a grid may be channels of a 2D grid.
+    const bool channels = options.x_layout() == Layout::kGrid && (x.dim() == 4 || y.dim() == 4);
     fail(path, "'" + xk + "' has shape " + shape_string(x.sizes()) + " but '" + yk + "' has " +
-                   shape_string(y.sizes()));
+                   shape_string(y.sizes()) +
+                   (channels ? "; if one holds channels, (N, C, R1, R2) or (N, R1, R2, C), set its "
+                               "layout (data.x_layout/y_layout)"
+                             : ""));
+  }
+  if (x.size(0) != y.size(0)) {
+    fail(path, "'" + xk + "' holds " + std::to_string(x.size(0)) + " samples but '" + yk + "' " +
+                   std::to_string(y.size(0)));
   }
   int64_t n = x.size(0);
   if (options.n_samples() >= 0) {
@@ -113,13 +169,14 @@ FieldPairs load_torch_file(const std::string& path, const LoadOptions& options) 
   }
   const int64_t k = options.subsample();
   // The files' tensors are non-contiguous (sample index fastest): slice the
-  // views first, then make one contiguous float32 copy of what is kept.
-  auto take = [&](const torch::Tensor& t) {
-    torch::Tensor kept = t.narrow(0, 0, n);
-    for (int64_t d = 1; d < kept.dim(); ++d) kept = kept.slice(d, 0, kept.size(d), k);
-    return kept.to(torch::kFloat).unsqueeze(1).contiguous();
+  // views first, then make one contiguous float32 copy of what is kept. A
+  // channel dim is kept whole.
+  auto take = [&](const torch::Tensor& t, Layout layout) {
+    torch::Tensor kept = to_channels(t.narrow(0, 0, n), layout);
+    for (int64_t d = 2; d < kept.dim(); ++d) kept = kept.slice(d, 0, kept.size(d), k);
+    return kept.to(torch::kFloat).contiguous();
   };
-  FieldPairs pairs{take(x), take(y)};
+  FieldPairs pairs{take(x, options.x_layout()), take(y, options.y_layout())};
   validate(pairs, path);
   return pairs;
 }

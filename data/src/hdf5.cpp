@@ -235,24 +235,39 @@ bool path_exists(hid_t file, const std::string& key, std::string* deepest_group)
   }
 }
 
-/// A numeric dataset of rank 3 or 4 (a 2D or 3D grid), opened and checked.
+/// A numeric dataset of rank 3 or 4 (a 2D or 3D grid), one more with a
+/// channel layout, opened and checked.
 struct Source {
   std::string key;
   Handle dataset;
   Handle file_type;
   bool is_enum = false;
+  Layout layout = Layout::kGrid;
   std::vector<hsize_t> dims;   // as stored in the file
   std::vector<hsize_t> shape;  // (N, R1, R2[, R3]): dims, reversed for MATLAB files
+  /// The channel dim in shape (-1: none, kGrid).
+  int channel_dim() const {
+    if (layout == Layout::kGrid) return -1;
+    return layout == Layout::kChannelsFirst ? 1 : static_cast<int>(shape.size()) - 1;
+  }
+  /// shape without the channel dim: (N, *S).
+  std::vector<hsize_t> grid() const {
+    std::vector<hsize_t> g = shape;
+    if (channel_dim() >= 0) g.erase(g.begin() + channel_dim());
+    return g;
+  }
 };
 
-Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab) {
+Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab, Layout layout,
+                   const std::string& key_setting) {
   while (!key.empty() && key.front() == '/') key.erase(0, 1);
   Source src;
   src.key = key;
   std::string group;
   if (key.empty() || !path_exists(file, key, &group)) {
-    ctx.fail("no dataset " + single_quoted(key) + " (found" + (group == "/" ? "" : " in " + single_quoted(group)) +
-             ": " + list_names(file, group) + ")");
+    ctx.fail("no dataset " + single_quoted(key) + " (found" +
+             (group == "/" ? "" : " in " + single_quoted(group)) + ": " + list_names(file, group) +
+             ")" + (key_setting.empty() ? "" : "; set " + key_setting + " to its name"));
   }
   Handle object = ctx.check(H5Oopen(file, key.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + single_quoted(key));
   const H5I_type_t kind = H5Iget_type(object.get());
@@ -276,11 +291,19 @@ Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab)
   Handle space = ctx.check(H5Dget_space(ds), H5Sclose, "cannot read the shape of " + single_quoted(key));
   const int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) ctx.fail_h5("cannot read the shape of " + single_quoted(key));
-  if (rank != 3 && rank != 4) {
-    ctx.fail("dataset " + single_quoted(key) + " has rank " + std::to_string(rank) +
-             ", expected 3 (N, R1, R2) or 4 (N, R1, R2, R3)" +
-             (matlab ? " (MATLAB stores them reversed: (R2, R1, N) or (R3, R2, R1, N))" : ""));
+  const int extra = layout == Layout::kGrid ? 0 : 1;  // a channel dim
+  if (rank != 3 + extra && rank != 4 + extra) {
+    ctx.fail("dataset " + single_quoted(key) + " has rank " + std::to_string(rank) + ", expected " +
+             layout_ranks(layout) +
+             (!matlab ? ""
+              : layout == Layout::kGrid
+                  ? " (MATLAB stores them reversed: (R2, R1, N) or (R3, R2, R1, N))"
+                  : " (MATLAB stores them reversed)") +
+             (layout == Layout::kGrid && rank == 5
+                  ? " (C channels per sample: a channel layout, data.x_layout/y_layout)"
+                  : ""));
   }
+  src.layout = layout;
   src.dims.assign(static_cast<size_t>(rank), 0);
   ctx.check(H5Sget_simple_extent_dims(space.get(), src.dims.data(), nullptr), "cannot read the shape of " + single_quoted(key));
   src.shape = src.dims;
@@ -317,8 +340,9 @@ torch::Tensor allocate(const Context& ctx, const std::vector<hsize_t>& count, to
   }
 }
 
-/// Reads samples [0, n) with every k-th point along each spatial dim, as float32
-/// (N', R1', R2'[, R3']) in sample-major order.
+/// Reads samples [0, n) with every k-th point along each spatial dim (a
+/// channel dim whole), as float32 (N', R1', R2'[, R3']) in sample-major order
+/// (with a channel dim where the layout has it).
 torch::Tensor read_source(const Context& ctx, const Source& src, hsize_t n, hsize_t k, bool matlab) {
   const auto kept = [k](hsize_t r) { return (r + k - 1) / k; };
   // File order: (N, R1, R2[, R3]), or reversed, ([R3, ]R2, R1, N), for MATLAB.
@@ -330,6 +354,12 @@ torch::Tensor read_source(const Context& ctx, const Source& src, hsize_t n, hsiz
   for (size_t d = 0; d < rank; ++d) count[d] = kept(src.dims[d]);
   stride[sample_dim] = 1;
   count[sample_dim] = n;
+  if (src.channel_dim() >= 0) {
+    const size_t c = matlab ? rank - 1 - static_cast<size_t>(src.channel_dim())
+                            : static_cast<size_t>(src.channel_dim());
+    stride[c] = 1;
+    count[c] = src.dims[c];
+  }
   const std::string& key = src.key;
   const hid_t ds = src.dataset.get();
   Handle file_space = ctx.check(H5Dget_space(ds), H5Sclose, "cannot read the shape of " + single_quoted(key));
@@ -574,11 +604,20 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
              std::strncmp(header, kMatlabHeader, sizeof kMatlabHeader - 1) == 0;
   }
 
-  Source xs = open_source(ctx, file.get(), x_key, matlab);
-  Source ys = open_source(ctx, file.get(), y_key, matlab);
-  if (xs.shape != ys.shape) {
-    ctx.fail("dataset " + single_quoted(x_key) + " has shape " + shape_text(xs.shape) + " but " + single_quoted(y_key) +
-             " has " + shape_text(ys.shape) + (matlab ? " (MATLAB order)" : ""));
+  Source xs =
+      open_source(ctx, file.get(), x_key, matlab, options.x_layout(), options.x_key_setting());
+  Source ys =
+      open_source(ctx, file.get(), y_key, matlab, options.y_layout(), options.y_key_setting());
+  if (xs.grid() != ys.grid()) {
+    // An array of rank 4 read as a grid may be channels of a 2D grid.
+    const bool channels = (options.x_layout() == Layout::kGrid && xs.shape.size() == 4) ||
+                          (options.y_layout() == Layout::kGrid && ys.shape.size() == 4);
+    ctx.fail(
+        "dataset " + single_quoted(x_key) + " has shape " + shape_text(xs.shape) + " but " +
+        single_quoted(y_key) + " has " + shape_text(ys.shape) + (matlab ? " (MATLAB order)" : "") +
+        (channels ? "; if one holds channels, (N, C, R1, R2) or (N, R1, R2, C), set its layout "
+                    "(data.x_layout/y_layout)"
+                  : ""));
   }
   const hsize_t n_file = xs.shape[0];
   if (n_file == 0) ctx.fail("holds 0 samples");
@@ -602,14 +641,15 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   FieldPairs pairs;
   pairs.x = read_source(ctx, xs, n, k, matlab);
   check_finite(ctx, pairs.x, xs);
-  if (y_key == x_key) {
+  if (y_key == x_key && options.y_layout() == options.x_layout()) {
     pairs.y = pairs.x;  // one array as both (e.g. Navier-Stokes records): read once
   } else {
     pairs.y = read_source(ctx, ys, n, k, matlab);
     check_finite(ctx, pairs.y, ys);
   }
-  pairs.x = pairs.x.unsqueeze(1);  // [N, 1, R1, R2[, R3]]
-  pairs.y = pairs.y.unsqueeze(1);
+  // [N, C, R1, R2[, R3]] (C = 1 for kGrid)
+  pairs.x = to_channels(pairs.x, options.x_layout()).contiguous();
+  pairs.y = to_channels(pairs.y, options.y_layout()).contiguous();
 
   // Close everything before validate(), which may throw.
   ys = Source();

@@ -105,5 +105,10 @@ expect 2 "--max-inflight-mib: expected auto or a whole number of MiB" -- --max-i
 expect 2 "--compress: " -- --compress zip --dry-run
 [ -z "$(ls "$work" | grep -v '^out$\|^err$\|^help$\|^train_dry$\|^train_err$\|\.yaml$')" ] && ok ||
   bad "refused commands left files: $(ls "$work")"
+# Without a GPU, a real run: one line, the program named once.
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  expect 4 "^fno_bench: no CUDA device is visible; the benchmarks run on a GPU machine" -- --resolutions 16 --steps 1
+  ! grep -q "fno_bench: fno_bench" "$work/err" && ok || bad "the program named twice: $(cat "$work/err")"
+fi
 
 finish "fno_bench CLI"

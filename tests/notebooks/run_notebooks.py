@@ -4,7 +4,9 @@
     run_notebooks.py [--env KEY=VALUE ...] NOTEBOOK [NOTEBOOK ...]
 
 Each notebook runs in its own directory with the given environment variables,
-which its first ("parameters") cell reads. Exits 77 (CTest: skipped) when the
+which its first ("parameters") cell reads; FNO_NB_CWD (unless set) names the
+directory this script was started from, against which the notebooks resolve
+relative paths given in the environment. Exits 77 (CTest: skipped) when the
 notebook packages are not installed, e.g. with the GPU machine's system python.
 """
 import argparse
@@ -34,6 +36,7 @@ def main():
         if not sep:
             ap.error(f"--env {kv}: expected KEY=VALUE")
         os.environ[key] = value
+    os.environ.setdefault("FNO_NB_CWD", os.getcwd())
     failed = 0
     for path in args.notebooks:
         nb = nbformat.read(path, as_version=4)

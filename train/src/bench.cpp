@@ -461,18 +461,21 @@ void check_bench_options(const BenchOptions& o) {
 }
 
 BenchResult run_bench(const BenchOptions& o) {
+  // (The messages name no program: the program's error line puts its name first.)
   try {
     check_bench_options(o);
   } catch (const std::invalid_argument& e) {
-    TORCH_CHECK(false, "fno_bench: ", e.what());
+    TORCH_CHECK(false, e.what());
   }
-  TORCH_CHECK(torch::cuda::is_available(), "fno_bench needs a CUDA device");
+  TORCH_CHECK(torch::cuda::is_available(),
+              "no CUDA device is visible; the benchmarks run on a GPU machine (fno_train trains on "
+              "the CPU)");
   // Under torchrun: one rank per GPU (LOCAL_RANK), NCCL between them.
   std::shared_ptr<dist::Group> group;
   if (const auto env = dist::launch_env(); env && env->world_size > 1) {
-    TORCH_CHECK(env->local_rank < static_cast<int64_t>(torch::cuda::device_count()),
-                "fno_bench: LOCAL_RANK ", env->local_rank, " has no GPU (",
-                torch::cuda::device_count(), " visible)");
+    TORCH_CHECK(env->local_rank < static_cast<int64_t>(torch::cuda::device_count()), "LOCAL_RANK ",
+                env->local_rank, " has no GPU (", torch::cuda::device_count(), " visible)");
+    TORCH_CHECK(!o.find_largest, "--find-largest runs on one GPU (not under torchrun)");
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(env->local_rank));
     dist::GroupOptions go;
     go.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.dist_timeout_s * 1000));

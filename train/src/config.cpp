@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -168,6 +169,8 @@ const std::vector<LossSpace> kLossSpaces{LossSpace::kNormalized, LossSpace::kDec
 const std::vector<PaddingMode> kPaddingModes{PaddingMode::kSymmetric, PaddingMode::kOneSided};
 const std::vector<SpectralInit> kSpectralInits{SpectralInit::kNeuralOperator, SpectralInit::kPaper};
 const std::vector<CudaGraphs> kCudaGraphs{CudaGraphs::kAuto, CudaGraphs::kOn, CudaGraphs::kOff};
+const std::vector<data::Layout> kLayouts{data::Layout::kGrid, data::Layout::kChannelsFirst,
+                                         data::Layout::kChannelsLast};
 
 template <typename E>
 std::vector<std::string> names(const std::vector<E>& values) {
@@ -212,7 +215,7 @@ struct Entry {
 // clang-format off
 const std::vector<Entry>& test_entries() {
   static const std::vector<Entry> kEntries = {
-      {"file", Kind::kString, "''", "data file of the set (.pt, .h5, .mat), relative to the config file"},
+      {"file", Kind::kString, "''", "data file of the set (.pt, .h5, .mat); relative: to the config file's folder, or, given with --set, to the current directory"},
       {"name", Kind::kString, "''", "metric prefix (\"32\" gives 32_l2); default: the grid size"},
       {"n_samples", Kind::kInt, "-1", "first n samples (-1: all)", -1},
       {"batch_size", Kind::kInt, "32", "evaluation batch size", 1, kMaxCount},
@@ -238,13 +241,15 @@ const std::vector<Entry>& schema() {
       {"model.domain_padding", Kind::kFloatList, "[]", "zero padding as a fraction of each spatial size ([] none, [p] all dims)", 0, kInf, false, false, {}, 0, 3},
       {"model.domain_padding_mode", Kind::kString, "symmetric", "where the padding goes: symmetric (round(p * size) zeros at both ends, as neuraloperator) or one_sided (at the end alone, as the FNO paper's scripts)", -kInf, kInf, false, false, names(kPaddingModes)},
       // data
-      {"data.train_file", Kind::kString, "''", "training data file (.pt, .h5, .mat), relative to the config file"},
+      {"data.train_file", Kind::kString, "''", "training data file (.pt, .h5, .mat); a relative path resolves against the config file's folder, or, given with --set, against the current directory"},
       {"data.n_train", Kind::kInt, "1000", "first n training samples (-1: all)", -1},
       {"data.batch_size", Kind::kInt, "32", "training batch size", 1, kMaxCount},
       {"data.shuffle", Kind::kBool, "true", "reshuffle the training set each epoch (seeded by training.seed)"},
       {"data.subsample", Kind::kInt, "1", "keep every k-th grid point of every set", 1},
       {"data.x_key", Kind::kString, "''", "name of the input array ('' = x in .pt, coeff in HDF5)"},
       {"data.y_key", Kind::kString, "''", "name of the output array ('' = y in .pt, sol in HDF5)"},
+      {"data.x_layout", Kind::kString, "grid", "how the input array's dims after the sample dim read: grid ((N, *S): all spatial, one channel), channels_first ((N, C, *S): C channels, e.g. several coefficient fields) or channels_last ((N, *S, C): e.g. records in time as channels); C must equal model.in_channels", -kInf, kInf, false, false, names(kLayouts)},
+      {"data.y_layout", Kind::kString, "grid", "the same for the output array; C must equal model.out_channels", -kInf, kInf, false, false, names(kLayouts)},
       {"data.encode_input", Kind::kBool, "false", "normalize inputs to zero mean and unit std over the training set (data.normalization)"},
       {"data.encode_output", Kind::kBool, "true", "normalize outputs the same way for training; metrics use decoded outputs"},
       {"data.normalization", Kind::kString, "channel", "the normalizers' statistics: channel (one mean and std per channel, as neuraloperator's UnitGaussianNormalizer, eps 1e-7) or pointwise (one per channel and grid point over the samples, as the FNO paper's scripts, eps 1e-5)", -kInf, kInf, false, false, names(kNormalizations)},
@@ -286,21 +291,22 @@ const std::vector<Entry>& schema() {
       {"distributed.timeout_s", Kind::kFloat, "300", "seconds a rank waits for the others (rendezvous, each collective) before it stops with an error", 0, kInf, true},
       {"distributed.bucket_mib", Kind::kFloat, "4", "MiB of gradients per all-reduce bucket; a bucket is reduced as soon as backward has produced it", 0, kInf, true},
       // offload
-      {"offload.policy", Kind::kString, "none", "activation memory policy: none (nothing moves; on CUDA with the fused kernels, blocks and MLPs store only their inputs and recompute the rest, as slim), slim (recompute cheap activations), all, blocks:K (first K stages, lifting first), recompute, recompute+offload, auto (fits offload.gpu_memory_limit)"},
-      {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB, 8GB ('': the device's free memory)"},
+      {"offload.policy", Kind::kString, "none", "activation memory policy: none (nothing moves; on CUDA with the fused kernels, blocks and MLPs store only their inputs and recompute the rest, as slim), slim (recompute cheap activations), all, blocks:K (first K stages, lifting first; the model has model.n_layers + 2 stages), recompute, recompute+offload, auto (fits offload.gpu_memory_limit). Without a CUDA device nothing is offloaded: all and blocks:K run as none, recompute+offload as recompute, auto as none, with a line saying so, and config.yaml records the policy that ran"},
+      {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB (16 x 2^30 bytes) or 8GB (8 x 10^9 bytes): kB, MB, GB, TB are powers of 1000, KiB, MiB, GiB, TiB (and K, M, G, T) powers of 1024 ('': the device's free memory). The other policies plan nothing against it; it also bounds the data kept on the GPU and the out-of-memory advice"},
       {"offload.chunks", Kind::kInt, "1", "batch chunks per stage for the fixed policies (lowers the transient peak)", 1},
       {"offload.micro_batches", Kind::kInt, "1", "run each step as this many micro-batches whose gradients add up (the fixed policies; auto picks its own)", 1},
       {"offload.min_bytes", Kind::kInt, "1048576", "saved tensors smaller than this stay on the GPU", 0},
       {"offload.prefetch_depth", Kind::kInt, "1", "backward prefetches this many stages ahead", 0},
       {"offload.max_inflight_mib", Kind::kString, "auto", "device-to-host MiB in flight before forward waits (the back-pressure window, held in GPU memory), or auto: the fixed policies start at 1024 and, after a step whose forward waited on the link, grow it by what the link drained meanwhile, within offload.gpu_memory_limit or 90% of the GPU memory; auto policy plans keep 1024"},
       {"offload.max_prefetch_mib", Kind::kInt, "3072", "prefetched, not yet used MiB at most", 1, kMaxMib},
-      {"offload.host_memory_limit", Kind::kString, "''", "pinned host memory at most, e.g. 64GiB ('': no limit); beyond it activations stay on the GPU"},
+      {"offload.host_memory_limit", Kind::kString, "''", "pinned host memory at most, e.g. 64GiB ('': no limit; units as offload.gpu_memory_limit); beyond it activations stay on the GPU"},
       {"offload.timeline", Kind::kBool, "true", "write memory_timeline.csv: the GPU memory of one training step"},
       {"offload.compress", Kind::kString, "none", "host storage of offloaded float32 activations: none (lossless) or bf16 (half the PCIe bytes; rounded to bfloat16)"},
       {"offload.plan_cache", Kind::kString, "''", "directory where auto keeps its chosen plans for reuse by later runs ('': $FNO_PLAN_CACHE, else ~/.cache/fno/plans; none: no cache)"},
       // output
       {"output.dir", Kind::kString, "runs/darcy", "run directory (relative to the working directory); --out overrides"},
-      {"output.progress", Kind::kString, "auto", "progress display: bar on a terminal, plain log lines, or none", -kInf, kInf, false, false, names(kProgress)},
+      {"output.progress", Kind::kString, "auto", "progress display on stderr: auto (a bar on a terminal, else plain), bar (redrawn as batches finish, with samples/s and the epoch's time left), plain (a line per epoch, and within an epoch longer than output.progress_every / 2 seconds a line every output.progress_every seconds with samples/s and the time left), or none", -kInf, kInf, false, false, names(kProgress)},
+      {"output.progress_every", Kind::kFloat, "10", "plain progress: seconds between the lines within an epoch (the first after half of it)", 0, kInf, true},
   };
   return kSchema;
 }
@@ -435,6 +441,51 @@ std::string key_name(const YAML::Node& key, const std::string& origin, const std
   return key.Scalar();
 }
 
+// The edit distance (insertions, deletions, substitutions) between a and b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate nearest to `word`, or "" when none is near: within a third of
+// the word's length in edits (at least 2). A dotted key whose name is some
+// other section's key ("training.batch_size") is near that key.
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_cost = std::max<size_t>(2, word.size() / 3) + 1;
+  const auto name_of = [](const std::string& k) {
+    const auto dot = k.find('.');
+    return dot == std::string::npos ? std::string() : k.substr(dot + 1);
+  };
+  for (const auto& c : candidates) {
+    size_t cost = edit_distance(word, c);
+    if (!name_of(word).empty() && name_of(word) == name_of(c)) cost = std::min<size_t>(cost, 1);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = c;
+    }
+  }
+  return best;
+}
+
+// " (did you mean K?)" for the known key nearest to an unknown `key`, or "".
+std::string did_you_mean(const std::string& key) {
+  std::vector<std::string> keys;
+  for (const auto& e : schema()) keys.emplace_back(e.key);
+  const auto best = nearest(key, keys);
+  return best.empty() ? "" : " (did you mean " + best + "?)";
+}
+
 Values read_document(const YAML::Node& root, const std::string& origin) {
   Values values;
   if (root.IsNull())
@@ -447,9 +498,12 @@ Values read_document(const YAML::Node& root, const std::string& origin) {
     bool known = false;
     for (const auto& e : schema()) known = known || std::string(e.key).rfind(name + ".", 0) == 0;
     if (!known) {
-      throw ConfigError(where_of(origin, section.first) + ": " + name +
-                        ": unknown section (expected model, data, optimizer, scheduler, training, "
-                        "device, offload, output)");
+      const auto best = nearest(name, {"model", "data", "optimizer", "scheduler", "training",
+                                       "device", "distributed", "offload", "output"});
+      throw ConfigError(where_of(origin, section.first) + ": " + name + ": unknown section (" +
+                        (best.empty() ? "" : "did you mean " + best + "? ") +
+                        "expected model, data, optimizer, scheduler, training, device, "
+                        "distributed, offload, output)");
     }
     if (!section.second.IsMap()) {
       throw ConfigError(where_of(origin, section.second) + ": " + name +
@@ -458,7 +512,8 @@ Values read_document(const YAML::Node& root, const std::string& origin) {
     for (const auto& item : section.second) {
       const std::string key = name + "." + key_name(item.first, origin, name);
       if (find_entry(key) == nullptr) {
-        throw ConfigError(where_of(origin, item.first) + ": " + key + ": unknown key");
+        throw ConfigError(where_of(origin, item.first) + ": " + key + ": unknown key" +
+                          did_you_mean(key));
       }
       values[key] = {item.second, where_of(origin, item.second)};
     }
@@ -472,7 +527,9 @@ void apply_override(Values& values, const std::string& text) {
     throw ConfigError("--set " + text + ": expected section.key=value");
   }
   const std::string key = text.substr(0, eq);
-  if (find_entry(key) == nullptr) throw ConfigError("--set " + text + ": " + key + ": unknown key");
+  if (find_entry(key) == nullptr) {
+    throw ConfigError("--set " + text + ": " + key + ": unknown key" + did_you_mean(key));
+  }
   YAML::Node node;
   try {
     node = YAML::Load(text.substr(eq + 1));
@@ -493,6 +550,16 @@ std::string resolve(const std::string& base, const std::string& p) {
   if (p.empty() || p[0] == '/' || base.empty()) return p;
   return base + "/" + p;
 }
+
+// The current directory ("" when unknown).
+std::string current_dir() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof(buf)) == nullptr ? std::string() : std::string(buf);
+}
+
+// Whether a value came from the command line (--set), whose relative paths
+// resolve against the current directory rather than the config's folder.
+bool from_command_line(const Located& v) { return v.where.rfind("--set ", 0) == 0; }
 
 // The absolute directory of `path` (so a run's config.yaml works from anywhere).
 std::string absolute_dir(const std::string& path) {
@@ -526,9 +593,16 @@ YAML::Node resolve_tests(const Entry& e, const Located& v, const std::string& or
     for (const auto& kv : item) {
       const std::string k = key_name(kv.first, origin, item_key);
       bool known = false;
-      for (const auto& te : test_entries()) known = known || k == te.key;
+      std::vector<std::string> names;
+      for (const auto& te : test_entries()) {
+        known = known || k == te.key;
+        names.emplace_back(te.key);
+      }
       if (!known) {
-        error(iw, item_key + "." + k, "unknown key (expected file, name, n_samples, batch_size)");
+        const auto best = nearest(k, names);
+        error(iw, item_key + "." + k,
+              "unknown key (" + (best.empty() ? "" : "did you mean " + best + "? ") +
+                  "expected file, name, n_samples, batch_size)");
       }
     }
     for (const auto& te : test_entries()) {
@@ -537,7 +611,8 @@ YAML::Node resolve_tests(const Entry& e, const Located& v, const std::string& or
       if (te.kind == Kind::kInt) {
         test[te.key] = to_int(te, n, iw, k);
       } else if (std::string(te.key) == "file") {
-        test[te.key] = resolve(base_dir, to_string(te, n, iw, k));
+        test[te.key] =
+            resolve(from_command_line(v) ? current_dir() : base_dir, to_string(te, n, iw, k));
       } else {
         test[te.key] = to_string(te, n, iw, k);
       }
@@ -589,7 +664,9 @@ YAML::Node resolve_entry(const Entry& e, const Located& v, const std::string& or
       break;
     case Kind::kString:
       out = to_string(e, v.node, v.where, key);
-      if (key == "data.train_file") out = resolve(base_dir, out.as<std::string>());
+      if (key == "data.train_file") {
+        out = resolve(from_command_line(v) ? current_dir() : base_dir, out.as<std::string>());
+      }
       // YAML 1.1 readers (PyYAML) take a plain on/off/yes/no as a bool: such a
       // string is written quoted, "off".
       if (reads_as_bool(out.as<std::string>())) out.SetTag(kStrTag);
@@ -684,6 +761,8 @@ DataConfig read_data(const Resolved& r) {
   d.subsample = r.as<int64_t>("data.subsample");
   d.x_key = r.as<std::string>("data.x_key");
   d.y_key = r.as<std::string>("data.y_key");
+  d.x_layout = choice(kLayouts, r.as<std::string>("data.x_layout"));
+  d.y_layout = choice(kLayouts, r.as<std::string>("data.y_layout"));
   d.encode_input = r.as<bool>("data.encode_input");
   d.encode_output = r.as<bool>("data.encode_output");
   d.normalization = choice(kNormalizations, r.as<std::string>("data.normalization"));
@@ -707,6 +786,14 @@ DataConfig read_data(const Resolved& r) {
 void check_navier_stokes(const Resolved& r, const RunConfig& c) {
   const auto& d = c.data;
   if (d.problem != DataProblem::kNavierStokes) return;
+  for (const char* key : {"data.x_layout", "data.y_layout"}) {
+    if (r.as<std::string>(key) != "grid") {
+      r.fail(key,
+             "not used with data.problem ns (the records (N, R, R, T) give data.t_in "
+             "channels), got '" +
+                 r.as<std::string>(key) + "'");
+    }
+  }
   if (!d.y_key.empty()) {
     r.fail("data.y_key",
            "not used with data.problem ns (data.x_key names the records), got '" + d.y_key + "'");
@@ -799,6 +886,7 @@ OutputConfig read_output(const Resolved& r) {
   o.dir = r.as<std::string>("output.dir");
   if (o.dir.empty()) r.fail("output.dir", "must not be empty");
   o.progress = choice(kProgress, r.as<std::string>("output.progress"));
+  o.progress_every = r.as<double>("output.progress_every");
   return o;
 }
 
@@ -842,6 +930,94 @@ OffloadConfig read_offload(const Resolved& r) {
   return o;
 }
 
+// The offload policy against the model: blocks:K names at most its stages
+// (the lifting, model.n_layers blocks, the projection).
+void check_offload(const Resolved& r, const RunConfig& c) {
+  const auto& p = c.offload.policy;
+  const int64_t stages = c.model.n_layers() + 2;
+  if (p.kind == offload::Policy::Kind::kBlocks && p.blocks > stages) {
+    r.fail("offload.policy",
+           "'" + p.text + "' names " + std::to_string(p.blocks) + " stages, but the model has " +
+               std::to_string(stages) + " (the lifting, model.n_layers " +
+               std::to_string(c.model.n_layers()) + " blocks, the projection); use K <= " +
+               std::to_string(stages) + " (blocks:" + std::to_string(stages) + " is all)");
+  }
+}
+
+// A byte count as "3.73 GiB".
+std::string gib_text(int64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3g GiB", static_cast<double>(bytes) / 1073741824.0);
+  return buf;
+}
+
+// RunConfig::notes: settings given (in the file or by --set, other than their
+// defaults) that the chosen offload policy ignores, the byte sizes as read, and
+// a training file given on the command line beside the config file's test sets.
+std::vector<std::string> notes(const Resolved& r, const RunConfig& c) {
+  std::vector<std::string> out;
+  // Set to other than the default (a resumed run's config.yaml names every key).
+  const auto given = [&](const std::string& key) {
+    const YAML::Node def = YAML::Load(find_entry(key)->default_yaml);
+    return r.given.count(key) > 0 && r(key).Scalar() != (def.IsScalar() ? def.Scalar() : "");
+  };
+  using K = offload::Policy::Kind;
+  const auto kind = c.offload.policy.kind;
+  const std::string policy = "offload.policy " + c.offload.policy.text;
+  // What moves activations to host memory, and what plans against a budget.
+  const bool moves =
+      kind == K::kAll || kind == K::kBlocks || kind == K::kRecomputeOffload || kind == K::kAuto;
+  if (!moves) {
+    for (const char* key :
+         {"offload.host_memory_limit", "offload.min_bytes", "offload.prefetch_depth",
+          "offload.max_inflight_mib", "offload.max_prefetch_mib", "offload.compress"}) {
+      if (given(key)) {
+        out.push_back(std::string(key) + ": ignored by " + policy +
+                      " (it moves no activations to host memory)");
+      }
+    }
+  }
+  if (kind == K::kAuto) {
+    for (const char* key : {"offload.chunks", "offload.micro_batches"}) {
+      if (given(key))
+        out.push_back(std::string(key) + ": ignored by " + policy + " (it picks its own)");
+    }
+  } else {
+    if (given("offload.plan_cache")) {
+      out.push_back("offload.plan_cache: ignored by " + policy + " (only auto plans)");
+    }
+    if (c.offload.gpu_memory_limit > 0) {
+      out.push_back("offload.gpu_memory_limit: " + policy +
+                    " plans nothing against it (--offload auto does); it only bounds the data "
+                    "kept on the GPU and the out-of-memory advice");
+    }
+  }
+  for (const char* key : {"offload.gpu_memory_limit", "offload.host_memory_limit"}) {
+    const auto text = r.as<std::string>(key);
+    const int64_t bytes = key == std::string("offload.gpu_memory_limit")
+                              ? c.offload.gpu_memory_limit
+                              : c.offload.host_memory_limit;
+    if (bytes > 0) {
+      out.push_back(std::string(key) + ": '" + text + "' is " + std::to_string(bytes) +
+                    " bytes = " + gib_text(bytes) + " (GB = 10^9 bytes, GiB = 2^30)");
+    }
+  }
+  // The training file from the command line, the test sets from the file.
+  const auto train = value_of(r.given, *find_entry("data.train_file"), r.origin);
+  const auto tests = value_of(r.given, *find_entry("data.test"), r.origin);
+  if (from_command_line(train) && !from_command_line(tests) && !c.data.tests.empty()) {
+    std::string files;
+    for (const auto& t : c.data.tests) {
+      files += (files.empty() ? "" : ", ") + t.file.substr(t.file.find_last_of('/') + 1);
+    }
+    out.push_back("data.train_file is set on the command line, but the test sets are still " +
+                  r.origin + "'s (" + files +
+                  "); set data.test too, e.g. --set 'data.test=[{file: " +
+                  "test.h5}]', or --set data.test=[] for none");
+  }
+  return out;
+}
+
 DistributedConfig read_distributed(const Resolved& r) {
   DistributedConfig d;
   d.backend = choice(kBackends, r.as<std::string>("distributed.backend"));
@@ -872,6 +1048,8 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   cfg.offload = read_offload(r);
   cfg.distributed = read_distributed(r);
   check_navier_stokes(r, cfg);
+  check_offload(r, cfg);
+  cfg.notes = notes(r, cfg);
   YAML::Emitter emitter;
   emitter << r.yaml;
   // yaml-cpp writes a tagged scalar as `!<tag> off`: the strings resolve_entry
@@ -889,6 +1067,25 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
 }
 
 }  // namespace
+
+void record_setting(RunConfig& config, const std::string& key, const std::string& value) {
+  // The resolved YAML is block style: "section:" at the margin, its keys two spaces in.
+  const auto dot = key.find('.');
+  const std::string section = key.substr(0, dot) + ":";
+  const std::string name = "  " + key.substr(dot + 1) + ": ";
+  std::istringstream in(config.resolved_yaml);
+  std::string line, out;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != ' ') {
+      inside = line == section;
+    } else if (inside && line.rfind(name, 0) == 0) {
+      line = name + value;
+    }
+    out += line + "\n";
+  }
+  config.resolved_yaml = out;
+}
 
 int64_t parse_inflight_mib(const std::string& text) {
   if (text == "auto") return 0;

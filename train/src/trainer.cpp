@@ -148,6 +148,20 @@ data::FieldPairs load_ns_pairs(const std::string& file, const DataConfig& d, int
   return pairs;
 }
 
+// The loader's options for a file of the data section: its arrays by name and
+// layout, their keys named in a missing array's error.
+data::LoadOptions load_options(const DataConfig& d, int64_t n_samples) {
+  return data::LoadOptions()
+      .n_samples(n_samples)
+      .subsample(d.subsample)
+      .x_key(d.x_key)
+      .y_key(d.y_key)
+      .x_layout(d.x_layout)
+      .y_layout(d.y_layout)
+      .x_key_setting("data.x_key")
+      .y_key_setting("data.y_key");
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -248,24 +262,28 @@ void Trainer::State::load_data() {
     ns_t_out = recurrent() ? train.y.size(1) : train.y.size(4);
     check_ns_model();
   } else {
-    data::LoadOptions lo;
-    lo.n_samples(c.data.n_train)
-        .subsample(c.data.subsample)
-        .x_key(c.data.x_key)
-        .y_key(c.data.y_key);
-    train = data::load_darcy(c.data.train_file, lo);
+    train = data::load_darcy(c.data.train_file, load_options(c.data, c.data.n_train));
   }
   const int64_t n_dim = static_cast<int64_t>(c.model.n_modes().size());
   if (!ns() && train.x.dim() != n_dim + 2) {
-    throw std::runtime_error(c.data.train_file + ": data has " + std::to_string(train.x.dim() - 2) +
-                             " spatial dims but model.n_modes has " + std::to_string(n_dim));
+    // (N, C, R1, R2) read as a grid is a 3D grid: the layout setting says otherwise.
+    const bool channels = c.data.x_layout == data::Layout::kGrid && train.x.dim() == n_dim + 3;
+    throw std::runtime_error(
+        c.data.train_file + ": data has " + std::to_string(train.x.dim() - 2) +
+        " spatial dims but model.n_modes has " + std::to_string(n_dim) +
+        (channels ? " (an array (N, C, *S) of C channels: set data.x_layout: channels_first, "
+                    "and data.y_layout as the outputs are)"
+                  : ""));
   }
   if (!ns() &&
       (train.x.size(1) != c.model.in_channels() || train.y.size(1) != c.model.out_channels())) {
+    const bool x_bad = train.x.size(1) != c.model.in_channels();
     throw std::runtime_error(
         c.data.train_file + ": data has " + std::to_string(train.x.size(1)) + " input and " +
         std::to_string(train.y.size(1)) + " output channels; the model expects " +
-        std::to_string(c.model.in_channels()) + " and " + std::to_string(c.model.out_channels()));
+        std::to_string(c.model.in_channels()) + " and " + std::to_string(c.model.out_channels()) +
+        " (set " + (x_bad ? "model.in_channels" : "model.out_channels") + " to " +
+        std::to_string(x_bad ? train.x.size(1) : train.y.size(1)) + ")");
   }
   in_norm = data::UnitGaussianNormalizer(c.data.normalization);
   out_norm = data::UnitGaussianNormalizer(c.data.normalization);
@@ -305,9 +323,7 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
     if (ns()) {
       pairs = load_ns_pairs(t.file, d, t.n_samples, ns_t_out);
     } else {
-      data::LoadOptions tlo;
-      tlo.n_samples(t.n_samples).subsample(d.subsample).x_key(d.x_key).y_key(d.y_key);
-      pairs = data::load_darcy(t.file, tlo);
+      pairs = data::load_darcy(t.file, load_options(d, t.n_samples));
     }
     if (pairs.x.dim() != train.x.dim() || pairs.x.size(1) != train.x.size(1) ||
         pairs.y.size(1) != train.y.size(1)) {
@@ -385,10 +401,26 @@ void Trainer::State::build_offload() {
     const int64_t share = host_available_bytes() * 3 / 4 / group->local_size();
     if (share > 0) offload.options.host_memory_limit(share);
   }
-  if (offload.policy.kind == offload::Policy::Kind::kAuto && !device.is_cuda()) {
-    // auto fits measured plans into GPU memory; without a GPU nothing moves anyway.
-    std::fprintf(stderr, "fno_train: offload auto: no CUDA device; training without offload\n");
-    offload.policy = offload::parse_policy("none");
+  if (!device.is_cuda()) {
+    // Without a GPU no activation moves to host memory (auto fits plans into
+    // GPU memory): the policy that runs is the one without the moves, and
+    // config.yaml records it.
+    using K = offload::Policy::Kind;
+    const auto kind = offload.policy.kind;
+    std::string runs;
+    if (kind == K::kAll || kind == K::kBlocks || kind == K::kAuto) runs = "none";
+    if (kind == K::kRecomputeOffload) runs = "recompute";
+    if (!runs.empty()) {
+      if (main()) {
+        std::fprintf(stderr,
+                     "fno_train: offload.policy %s: no CUDA device, so nothing is offloaded; "
+                     "training with offload.policy %s (config.yaml records it)\n",
+                     offload.policy.text.c_str(), runs.c_str());
+      }
+      offload.policy = offload::parse_policy(runs);
+      cfg.offload.policy = offload.policy;
+      record_setting(cfg, "offload.policy", runs);
+    }
   }
   // Each rank plans for its own GPU; rank 0 keeps its plan in the run directory.
   offload.plan_file = main() ? path("offload_plan.txt") : std::string();
@@ -793,13 +825,33 @@ std::string Trainer::dry_run(bool write) {
 
 namespace {
 
-// Progress on stderr, rank 0's: a bar redrawn per batch on a terminal
-// (output.progress auto or bar), or one line per epoch (auto off a terminal, plain).
+// "7s", "1m07s", "2h03m".
+std::string duration_text(double seconds) {
+  const auto t = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  char buf[32];
+  if (t < 60) {
+    std::snprintf(buf, sizeof(buf), "%llds", t);
+  } else if (t < 3600) {
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", t / 60, t % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", t / 3600, t / 60 % 60);
+  }
+  return buf;
+}
+
+// Progress on stderr, rank 0's. Within an epoch: on a terminal (output.progress
+// auto or bar) a bar redrawn as batches finish, with samples/s and the epoch's
+// time left; off a terminal (auto, plain) a line every output.progress_every
+// seconds once an epoch has run half of that (short epochs print none). After
+// each epoch one line (bar, plain). The times are the host's: with a GPU's
+// queue ahead of it, the first readings run early.
 struct ProgressDisplay {
   bool bar = false;
   bool plain = false;
+  double plain_every = 10;                  // seconds between plain lines
+  static constexpr double kBarEvery = 0.1;  // the bar's redraws at most this often
 
-  ProgressDisplay(Progress progress, bool main) {
+  ProgressDisplay(Progress progress, double every, bool main) : plain_every(every) {
     const bool tty = ::isatty(STDERR_FILENO) == 1;
     bar = main && (progress == Progress::kBar || (progress == Progress::kAuto && tty));
     plain = main && (progress == Progress::kPlain || (progress == Progress::kAuto && !tty));
@@ -808,13 +860,47 @@ struct ProgressDisplay {
   void break_line() const {
     if (bar) std::fprintf(stderr, "\n");
   }
-  void batch(int64_t epoch, int64_t epochs, size_t done, size_t total) const {
-    if (!bar) return;
-    const int width = 30;
-    const int filled = static_cast<int>(width * done / total);
-    std::fprintf(stderr, "\repoch %lld/%lld [%s%s] %zu/%zu", static_cast<long long>(epoch),
-                 static_cast<long long>(epochs), std::string(filled, '#').c_str(),
-                 std::string(width - filled, ' ').c_str(), done, total);
+  // An epoch starts (or goes on after a resume) with `done` of its samples done.
+  void start_epoch(int64_t done) {
+    t0_ = Clock::now();
+    last_ = t0_;
+    done0_ = done;
+    plain_lines_ = 0;
+  }
+  // `done` of `total` batches finished, `samples` of `total_samples` (all ranks).
+  void batch(int64_t epoch, int64_t epochs, size_t done, size_t total, int64_t samples,
+             int64_t total_samples) {
+    if (!bar && !plain) return;
+    const auto now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - t0_).count();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(samples - done0_) / elapsed : 0.0;
+    const double left = rate > 0 ? static_cast<double>(total_samples - samples) / rate : 0.0;
+    char speed[96] = "";
+    if (elapsed >= 0.5 && rate > 0) {
+      std::snprintf(speed, sizeof(speed), "  %.0f samples/s  %s left", rate,
+                    duration_text(left).c_str());
+    }
+    if (bar) {
+      if (since < kBarEvery && done != total) return;
+      last_ = now;
+      const int width = 30;
+      const int filled = static_cast<int>(width * done / total);
+      std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s%s] %zu/%zu%s",
+                   static_cast<long long>(epoch), static_cast<long long>(epochs),
+                   std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(), done,
+                   total, speed);
+      std::fflush(stderr);
+      return;
+    }
+    if (elapsed < plain_every / 2 || done == total) return;
+    if (plain_lines_ > 0 && since < plain_every) return;
+    last_ = now;
+    ++plain_lines_;
+    std::fprintf(stderr, "epoch %lld/%lld: batch %zu/%zu (%.0f%%), %.0f samples/s, %s left\n",
+                 static_cast<long long>(epoch), static_cast<long long>(epochs), done, total,
+                 100.0 * static_cast<double>(done) / static_cast<double>(total), rate,
+                 duration_text(left).c_str());
     std::fflush(stderr);
   }
   bool shows() const { return bar || plain; }
@@ -822,6 +908,11 @@ struct ProgressDisplay {
     if (bar) std::fprintf(stderr, "\r\033[K");
     if (bar || plain) std::fprintf(stderr, "%s\n", line.c_str());
   }
+
+ private:
+  Clock::time_point t0_, last_;
+  int64_t done0_ = 0;
+  int plain_lines_ = 0;
 };
 
 using EvalLoss = StepLoss;
@@ -851,7 +942,10 @@ struct EpochStats {
 class TrainingRun {
  public:
   explicit TrainingRun(Trainer::State& s)
-      : s_(s), c_(s.cfg), progress_(s.cfg.output.progress, s.main()), losses_(eval_losses(s.cfg)) {
+      : s_(s),
+        c_(s.cfg),
+        progress_(s.cfg.output.progress, s.cfg.output.progress_every, s.main()),
+        losses_(eval_losses(s.cfg)) {
     if (s_.train_step->cuda_graphs() && !s_.tests.empty()) capture_evaluation();
   }
 
@@ -1235,6 +1329,9 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     }
     return {l, static_cast<int64_t>(std::llround(k))};
   };
+  // The samples of this epoch over all ranks (each rank's batches are equal in size).
+  const auto all_ranks = [&](int64_t n) { return n * s_.world_size; };
+  progress_.start_epoch(all_ranks(offsets[first_batch]));
   for (size_t b = first_batch; b < batches.size(); ++b) {
     const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
     const auto x = s_.model_input(s_.train_x.index_select(0, i).to(s_.device, true));
@@ -1266,7 +1363,8 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     const int sig = s_.group ? static_cast<int>(s_.group->all_reduce_max(g_stop_signal))
                              : static_cast<int>(g_stop_signal);
     if (sig != 0) stop(sig, epoch, b + 1, totals());
-    progress_.batch(epoch, c_.training.epochs, b + 1, batches.size());
+    progress_.batch(epoch, c_.training.epochs, b + 1, batches.size(), all_ranks(offsets[b + 1]),
+                    all_ranks(offsets.back()));
   }
   // The mean over the samples of the steps taken (fp16 skips steps with
   // non-finite gradients), over all ranks.

@@ -5,8 +5,10 @@
 // Every loader reads arrays of samples on a 2D grid (N, R1, R2) or a 3D grid
 // (N, R1, R2, R3) and returns float32 CPU tensors x [N, 1, *S] (the input, e.g.
 // the coefficient) and y [N, 1, *S] (the solution), validated: rank 3 or 4,
-// matching shapes, numeric dtypes, finite values, at least one sample. Errors
-// are std::runtime_error with a one-line message that starts with the file name.
+// matching shapes, numeric dtypes, finite values, at least one sample. With a
+// channel layout (LoadOptions::x_layout, y_layout) an array holds C channels
+// per sample, (N, C, *S) or (N, *S, C), read as [N, C, *S]. Errors are
+// std::runtime_error with a one-line message that starts with the file name.
 #pragma once
 
 #include <torch/arg.h>
@@ -27,6 +29,21 @@ struct FieldPairs {
   torch::Tensor y;
 };
 
+/// How the dims of an array after its sample dim read. kGrid: all spatial,
+/// (N, *S), one channel; kChannelsFirst: (N, C, *S); kChannelsLast: (N, *S, C),
+/// e.g. records in time as channels. Either channel layout gives [N, C, *S].
+enum class Layout { kGrid, kChannelsFirst, kChannelsLast };
+
+/// "grid", "channels_first", "channels_last" (the config's names).
+std::string to_string(Layout layout);
+
+/// An array of shape (N, ...) in `layout` as [N, C, *S] (a view where it can be).
+torch::Tensor to_channels(const torch::Tensor& array, Layout layout);
+
+/// The ranks an array of `layout` may have, for messages:
+/// "3 (N, R1, R2) or 4 (N, R1, R2, R3)", "4 (N, C, R1, R2) or 5 (N, C, R1, R2, R3)", ...
+std::string layout_ranks(Layout layout);
+
 struct LoadOptions {
   /// Keep the first n samples; -1 keeps all. Asking for more than the file holds keeps all, with a warning.
   TORCH_ARG(int64_t, n_samples) = -1;
@@ -36,6 +53,13 @@ struct LoadOptions {
   TORCH_ARG(std::string, x_key) = "";
   /// Name of the output array; "" means "y" for .pt files and "sol" for HDF5.
   TORCH_ARG(std::string, y_key) = "";
+  /// The layout of the input and of the output array.
+  TORCH_ARG(Layout, x_layout) = Layout::kGrid;
+  TORCH_ARG(Layout, y_layout) = Layout::kGrid;
+  /// What sets x_key and y_key where the loader is called from (e.g. "data.x_key"):
+  /// a missing array's error then names it. "": not named.
+  TORCH_ARG(std::string, x_key_setting) = "";
+  TORCH_ARG(std::string, y_key_setting) = "";
 };
 
 enum class FileFormat { kTorchSave, kHdf5 };
@@ -49,10 +73,11 @@ FileFormat detect_format(const std::string& path);
 FieldPairs load_darcy(const std::string& path, const LoadOptions& options = {});
 
 /// neuraloperator's .pt files: a torch.save dict {x: bool or float [N, *S], y: float [N, *S]},
-/// S = (R1, R2) or (R1, R2, R3).
+/// S = (R1, R2) or (R1, R2, R3) (with a channel layout, [N, C, *S] or [N, *S, C]).
 FieldPairs load_torch_file(const std::string& path, const LoadOptions& options = {});
 
-/// HDF5 with arrays (N, R1, R2) or (N, R1, R2, R3), any numeric dtype. MATLAB v7.3
+/// HDF5 with arrays (N, R1, R2) or (N, R1, R2, R3), any numeric dtype (with a channel
+/// layout, a channel dim more; subsampling leaves it whole). MATLAB v7.3
 /// files store arrays column-major, so their dims appear reversed, (R2, R1, N) or
 /// (R3, R2, R1, N), and are transposed back.
 /// Subsampling reads only the kept points (a strided hyperslab). The file is read

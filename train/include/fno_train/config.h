@@ -67,6 +67,7 @@ std::string to_string(OptimizerName name);
 std::string to_string(SchedulerName name);
 std::string to_string(LossName name);
 std::string to_string(Progress progress);
+using data::to_string;
 /// "darcy", "ns"; "space_time", "recurrent".
 std::string to_string(DataProblem problem);
 std::string to_string(NsMode mode);
@@ -104,6 +105,10 @@ struct DataConfig {
   std::string x_key;
   /// data.y_key: the output array's name ('': y in .pt, sol in HDF5).
   std::string y_key;
+  /// data.x_layout, data.y_layout: the arrays' dims after the sample dim: a grid
+  /// (one channel), or C channels first or last (fno_data/darcy.h).
+  data::Layout x_layout = data::Layout::kGrid;
+  data::Layout y_layout = data::Layout::kGrid;
   /// data.encode_input: normalize inputs.
   bool encode_input = false;
   /// data.encode_output: normalize outputs for training (metrics decode).
@@ -200,6 +205,9 @@ struct OutputConfig {
   std::string dir = "runs/darcy";
   /// output.progress: how epochs are shown on stderr (rank 0).
   Progress progress = Progress::kAuto;
+  /// output.progress_every: plain progress within an epoch: seconds between lines
+  /// (the first after half of it).
+  double progress_every = 10;
 };
 
 /// The offload section: where the activations saved for backward live, and
@@ -266,10 +274,20 @@ struct RunConfig {
   std::string base_dir = ".";
   /// The resolved configuration (every key, defaults filled in) as YAML.
   std::string resolved_yaml;
+  /// One line each about settings that were accepted but do less than they may
+  /// seem to (an option the offload policy ignores, a byte size's unit, the
+  /// training file replaced on the command line while the config's test sets
+  /// remain); fno_train prints them.
+  std::vector<std::string> notes;
 };
 
+/// Sets `key` ("offload.policy") of the resolved YAML to the plain word `value`,
+/// so that config.yaml records what ran (the typed field is the caller's).
+void record_setting(RunConfig& config, const std::string& key, const std::string& value);
+
 /// Reads and validates a YAML config file, applies `overrides` ("a.b=value"),
-/// and resolves relative file paths against the config file's directory.
+/// and resolves relative file paths against the config file's directory (those
+/// given in `overrides`, against the current directory).
 RunConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 /// Same, from YAML text; `origin` names it in errors.
