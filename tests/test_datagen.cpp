@@ -149,6 +149,26 @@ TEST_CASE("datagen: an output that exists is refused before any work, and kept")
   CHECK(read_bytes(dir + "/d_test.h5") == "not ours");
 }
 
+TEST_CASE("Hdf5SampleWriter: commit writes over no file, not even one that appeared meanwhile") {
+  const std::string dir = fresh_dir("writer_no_replace");
+  {
+    fno::data::Hdf5SampleWriter w(dir + "/d.h5", {{"x", {2, 4, 4}}});
+    w.write("x", 0, torch::ones({2, 4, 4}));
+    fno::test::write_bytes(dir + "/d.h5", "not ours");  // another process, during the run
+    CHECK_THROWS_WITH_AS(w.commit(), doctest::Contains("d.h5: exists (it appeared while"),
+                         std::runtime_error);
+  }
+  CHECK(read_bytes(dir + "/d.h5") == "not ours");
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.exists() ? 1 : 0;
+  CHECK(files == 1);  // no temporary file left
+  fno::data::Hdf5SampleWriter w(dir + "/e.h5", {{"x", {2, 4, 4}}});
+  w.write("x", 0, torch::ones({2, 4, 4}));
+  w.commit();
+  const auto opts = fno::data::LoadOptions().x_key("x").y_key("x");
+  CHECK(fno::data::load_hdf5(dir + "/e.h5", opts).x.size(0) == 2);
+}
+
 TEST_CASE("datagen: grf_noise is seeded per sample and shares modes across resolutions") {
   const auto a = fno::data::grf_noise(7, 3, 9);
   const auto b = fno::data::grf_noise(7, 3, 17);

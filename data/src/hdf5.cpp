@@ -804,8 +804,12 @@ std::string create_temp_file(const Context& ctx, const std::string& dir, const s
 }
 
 /// fsyncs the finished temporary file and renames it to `path` (throws on
-/// failure; the caller removes the temporary file).
-void fsync_and_rename(const Context& ctx, const std::string& tmp, const std::string& path) {
+/// failure; the caller removes the temporary file). Unless `replace`, a file
+/// at `path` is never written over, even one that appeared meanwhile: the
+/// temporary file is linked to `path` (which fails if it exists), then
+/// unlinked; a file system without hard links gets a checked rename.
+void fsync_and_rename(const Context& ctx, const std::string& tmp, const std::string& path,
+                      bool replace = true) {
   const int tfd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
   if (tfd < 0) ctx.fail(std::string("cannot reopen the temporary file: ") + std::strerror(errno));
   if (::fsync(tfd) != 0) {
@@ -814,6 +818,16 @@ void fsync_and_rename(const Context& ctx, const std::string& tmp, const std::str
     ctx.fail(std::string("fsync failed: ") + std::strerror(err));
   }
   ::close(tfd);
+  if (!replace) {
+    if (::link(tmp.c_str(), path.c_str()) == 0) {
+      ::unlink(tmp.c_str());
+      return;
+    }
+    struct stat st {};
+    if (errno == EEXIST || ::lstat(path.c_str(), &st) == 0) {
+      ctx.fail("exists (it appeared while the file was written); nothing is written over it");
+    }
+  }
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     ctx.fail(std::string("rename failed: ") + std::strerror(errno));
 }
@@ -1008,7 +1022,7 @@ void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
     for (const auto& a : attributes) write_attribute(ctx, m.file.get(), a);
     ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
     if (m.file.close() < 0) ctx.fail_h5("cannot close the file");
-    fsync_and_rename(ctx, m.tmp, ctx.path);
+    fsync_and_rename(ctx, m.tmp, ctx.path, /*replace=*/false);
   } catch (...) {
     m.discard();
     throw;

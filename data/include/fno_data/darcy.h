@@ -111,8 +111,9 @@ void write_hdf5(const std::string& path,
 /// temporary file beside `path` (chunks of one sample, split when over ~1 MiB;
 /// shuffle + deflate; no object timestamps, so equal contents give equal
 /// bytes). commit() adds root attributes, fsyncs and renames the file to
-/// `path`; destroyed without commit() (an error, an interrupt) it removes the
-/// temporary file, so `path` is never left partial.
+/// `path`, but never over a file there (it throws instead, even for one that
+/// appeared meanwhile); destroyed without commit() (an error, an interrupt) it
+/// removes the temporary file, so `path` is never left partial.
 class Hdf5SampleWriter {
  public:
   /// `datasets`: names ('/' makes groups) and shapes (N, *S), N >= 1.
