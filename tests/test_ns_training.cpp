@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "golden.h"
 
 using fno::test::out_path;
@@ -79,13 +81,15 @@ std::string read(const std::string& path) {
 }
 
 // Tiny Navier-Stokes files: 16^2, records every 0.1 up to 0.6 (6 records),
-// 24 training and 8 test samples; made once.
+// 24 training and 8 test samples; made once per process, in a folder of its
+// own (CTest runs test cases as parallel processes, and the generators write
+// over no file).
 std::string ns_files() {
   static const std::string stem = [] {
-    const auto out = out_path("ns_train_tiny.h5");
-    for (const char* part : {"_train.h5", "_test.h5"}) {  // (the generators write over no file)
-      std::filesystem::remove(out_path(std::string("ns_train_tiny") + part));
-    }
+    const std::string dir = out_path("ns_train_tiny." + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const auto out = dir + "/ns_train_tiny.h5";
     fno::data::generate_navier_stokes(fno::data::NavierStokesGenOptions()
                                           .resolution(16)
                                           .samples(32)
@@ -97,7 +101,7 @@ std::string ns_files() {
                                           .record_every(0.1)
                                           .device("cpu")
                                           .out(out));
-    return out_path("ns_train_tiny");
+    return dir + "/ns_train_tiny";
   }();
   return stem;
 }

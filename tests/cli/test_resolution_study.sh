@@ -37,7 +37,7 @@ check_json 'assert all(0 < r["test_l2"] < 10 and 0 < r["test_h1"] < 10 for r in 
 for res in (16, 24):
     m = {(r["test_l2"], r["test_h1"], r["train_loss"]) for r in s["runs"] if r["resolution"] == res}
     assert len(m) == 1, (res, m)'
-grep -q "offload auto: no CUDA device; training without offload" "$study/runs/16_auto/stderr.txt" &&
+grep -q "offload.policy auto: no CUDA device, so nothing is offloaded" "$study/runs/16_auto/stderr.txt" &&
   ok || bad "16_auto: fno_train did not say that it trains without offload"
 for res in 16 24; do
   for label in none auto auto_8GiB; do

@@ -17,7 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -418,7 +421,12 @@ PredictResult predict(const PredictOptions& o) {
     sets.push_back({"l2", {n, 1}});
     sets.push_back({"h1", {n, 1}});
   }
-  data::Hdf5SampleWriter writer(o.out, sets);
+  // (--overwrite: the new file is made whole beside the old one, then renamed
+  // over it, since the writer itself never writes over a file)
+  const bool replacing = o.overwrite && std::filesystem::exists(o.out);
+  const std::string written =
+      replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
+  data::Hdf5SampleWriter writer(written, sets);
   const auto l2 = relative_loss(LossName::kL2, n_dim);
   const auto h1 = relative_loss(LossName::kH1, n_dim);
   for (int64_t first = 0; first < n; first += plan.micro) {
@@ -482,6 +490,11 @@ PredictResult predict(const PredictOptions& o) {
     summary_text = s.text() + "\n";
   }
   writer.commit(attrs);
+  if (replacing && std::rename(written.c_str(), o.out.c_str()) != 0) {
+    const int err = errno;
+    std::remove(written.c_str());
+    throw std::runtime_error(o.out + ": cannot replace it: " + std::strerror(err));
+  }
   r.out = o.out;
   if (!truth && o.overwrite) std::remove(summary_path.c_str());  // not this output's
   if (truth) {
