@@ -25,12 +25,15 @@
 #include <optional>
 #include <sstream>
 
+#include "dict_prefix.h"
 #include "json.h"
 #include "tiled_runner.h"
 
 namespace fno {
 
 namespace {
+
+using detail::with_prefix;
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -61,15 +64,6 @@ torch::Device pick_device(const std::string& name) {
                             " CUDA device(s) are visible");
   }
   return d;
-}
-
-TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
-  TensorDict out;
-  for (const auto& item : d) {
-    if (item.key().rfind(prefix, 0) == 0)
-      out.insert(item.key().substr(prefix.size()), item.value());
-  }
-  return out;
 }
 
 bool has_prefix(const TensorDict& d, const std::string& prefix) {

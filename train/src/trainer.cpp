@@ -36,11 +36,14 @@
 #include <limits>
 #include <sstream>
 
+#include "dict_prefix.h"
 #include "json.h"
 
 namespace fno {
 
 namespace {
+
+using detail::with_prefix;
 
 using Clock = std::chrono::steady_clock;
 
@@ -605,15 +608,6 @@ TensorDict normalizers_dict(const Trainer::State& s) {
     d.insert("norm.pointwise", torch::tensor(pointwise ? 1 : 0, torch::kInt64));
   }
   return d;
-}
-
-TensorDict with_prefix(const TensorDict& d, const std::string& prefix) {
-  TensorDict out;
-  for (const auto& item : d) {
-    if (item.key().rfind(prefix, 0) == 0)
-      out.insert(item.key().substr(prefix.size()), item.value());
-  }
-  return out;
 }
 
 }  // namespace
@@ -1258,8 +1252,8 @@ void TrainingRun::after_step(int64_t epoch, Clock::time_point step_t0, bool reco
 // Stop after this step: save where we are, mid-epoch, and let the caller exit.
 void TrainingRun::stop(int sig, int64_t epoch, size_t batch, std::pair<double, int64_t> totals) {
   progress_.break_line();
-  save_checkpoints({"checkpoint_latest.pt"}, epoch - 1, static_cast<int64_t>(batch),
-                   totals.first, totals.second);
+  save_checkpoints({"checkpoint_latest.pt"}, epoch - 1, static_cast<int64_t>(batch), totals.first,
+                   totals.second);
   writer_.wait();  // on disk before the process exits
   throw Interrupted(
       sig, "stopped by " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + " in epoch " +
@@ -1402,11 +1396,11 @@ void TrainingRun::end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_
     // The offloader resets the allocator's peak at every step it runs: keep
     // the largest step peak too.
     // Under CUDA graphs the replays allocate nothing: the captures' peak counts.
-    peak = std::max({stats.step_peak, s_.train_step->graph_peak_bytes(),
-                     static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(
-                                              s_.device.index())
-                                              .allocated_bytes[0]
-                                              .peak)});
+    peak = std::max(
+        {stats.step_peak, s_.train_step->graph_peak_bytes(),
+         static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(s_.device.index())
+                                  .allocated_bytes[0]
+                                  .peak)});
   }
   if (s_.group) peak = s_.group->all_reduce_max(peak);  // the largest of any rank's GPU
   log_epoch(epoch, stats, metrics, seconds, peak);
