@@ -12,7 +12,7 @@
 #include <fno/precision.h>
 #include <fno/tiled.h>
 #include <fno_offload/planner.h>
-#include <fno_train/tiled_plan.h>
+#include <fno_engine/tiled_plan.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/csrc/autograd/profiler_kineto.h>

@@ -9,7 +9,7 @@
 
 #include <fno_train/distributed.h>
 #include <fno/losses.h>
-#include <fno_train/offload_step.h>
+#include <fno_engine/offload_step.h>
 #include <fno_data/darcy.h>
 
 #include <chrono>

@@ -10,8 +10,8 @@
 #include <fno/precision.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
-#include <fno_train/graphed_step.h>
-#include <fno_train/offload_step.h>
+#include <fno_engine/graphed_step.h>
+#include <fno_engine/offload_step.h>
 #include <fno_train/train_step.h>
 #include <fno_train/trainer.h>
 

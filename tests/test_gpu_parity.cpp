@@ -16,7 +16,7 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno/tiled.h>
-#include <fno_train/offload_step.h>
+#include <fno_engine/offload_step.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>

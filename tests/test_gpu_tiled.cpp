@@ -9,8 +9,9 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno/tiled.h>
-#include <fno_train/offload_step.h>
-#include <fno_train/tiled_plan.h>
+#include <fno_train/train_step.h>
+#include <fno_engine/offload_step.h>
+#include <fno_engine/tiled_plan.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <doctest/doctest.h>
@@ -293,7 +294,7 @@ TEST_CASE("GPU: out-of-memory advice names auto where no fixed policy fits") {
   settings.gpu_memory_limit =
       static_cast<int64_t>(static_cast<double>(held + (int64_t{128} << 20)) / 0.9);
   fno::OffloadedStep step(model, settings);
-  const auto advice = step.out_of_memory_advice(x);
+  const auto advice = fno::word_memory_advice(step.out_of_memory_advice(x), settings.policy);
   MESSAGE("advice: ", advice);
   CHECK(advice.find("no fixed policy is estimated to fit") != std::string::npos);
   CHECK(advice.find("--offload auto") != std::string::npos);

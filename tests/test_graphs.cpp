@@ -6,8 +6,8 @@
 #include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno_train/config.h>
-#include <fno_train/graphed_step.h>
-#include <fno_train/offload_step.h>
+#include <fno_engine/graphed_step.h>
+#include <fno_engine/offload_step.h>
 #include <fno_train/train_step.h>
 #include <fno_train/trainer.h>
 
@@ -128,11 +128,11 @@ TEST_CASE("decide_cuda_graphs: where graphs work, and one line when they cannot"
   CHECK(fno::decide_cuda_graphs(c).message.empty());
   for (const auto mode : {fno::CudaGraphs::kAuto, fno::CudaGraphs::kOn}) {
     c.mode = mode;
-    c.offload_policy = "recompute+offload";
+    c.offload_policy = fno::offload::parse_policy("recompute+offload");
     d = fno::decide_cuda_graphs(c);
     CHECK_FALSE(d.use);
     CHECK(d.message.find("offload policy 'recompute+offload'") != std::string::npos);
-    c.offload_policy = "none";
+    c.offload_policy = fno::offload::Policy{};
     c.micro_batches = 4;
     d = fno::decide_cuda_graphs(c);
     CHECK_FALSE(d.use);

@@ -12,8 +12,8 @@
 #include <fno_data/navier_stokes.h>
 #include <fno_data/navier_stokes_gen.h>
 #include <fno_train/config.h>
-#include <fno_train/offload_step.h>
-#include <fno_train/rollout.h>
+#include <fno_engine/offload_step.h>
+#include <fno_engine/rollout.h>
 #include <fno_train/train_step.h>
 #include <fno_train/trainer.h>
 

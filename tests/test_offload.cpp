@@ -11,8 +11,9 @@
 #include <thread>
 
 #include <fno/losses.h>
+#include <fno_engine/offload_step.h>
 #include <fno_offload/tiles.h>
-#include <fno_train/offload_step.h>
+#include <fno_train/train_step.h>
 
 #include "golden.h"
 #include "offload_check.h"
@@ -681,13 +682,31 @@ TEST_CASE("out-of-memory advice names the need and a policy that fits, on one li
   constexpr int64_t G = int64_t{1} << 30;
   const auto p = h100_seed_profile();
   const OffloadOptions o;
-  const auto advice = fno::offload::out_of_memory_advice(p, "none", 16 * G, o);
+  const auto none = fno::offload::Policy{};
+  const auto a = fno::offload::out_of_memory_advice(p, none, 16 * G, o);
+  CHECK(a.capacity == 16 * G);
+  CHECK(a.has_current);
+  CHECK(a.current.peak_bytes > 16 * G);
+  REQUIRE(a.fits);
+  CHECK(static_cast<double>(a.fastest.estimate.peak_bytes) <= 0.9 * 16 * G);
+  CHECK_FALSE(a.fastest.policy.is(fno::offload::Policy::Kind::kNone));
+  // fno_train words it in its flags, on one line.
+  fno::StepMemoryAdvice step;
+  step.profiled = true;
+  step.fixed = a;
+  const auto advice = fno::word_memory_advice(step, none);
   MESSAGE(advice);
   CHECK(advice.find('\n') == std::string::npos);
   CHECK(advice.find("policy none needs about") == 0);
   CHECK(advice.find("the device has 16.00 GiB") != std::string::npos);
-  CHECK(advice.find("try --offload ") != std::string::npos);
-  const auto hopeless = fno::offload::out_of_memory_advice(p, "", G / 2, o);
+  CHECK(advice.find("try --offload " + a.fastest.policy.text) != std::string::npos);
+  // auto's advice has no current estimate; nothing fits half a GiB.
+  step.fixed = fno::offload::out_of_memory_advice(
+      p, fno::offload::Policy::of(fno::offload::Policy::Kind::kAuto), G / 2, o);
+  CHECK_FALSE(step.fixed.has_current);
+  CHECK_FALSE(step.fixed.fits);
+  CHECK(step.fixed.least.estimate.peak_bytes > G / 2);
+  const auto hopeless = fno::word_memory_advice(step, none);
   MESSAGE(hopeless);
   CHECK(hopeless.find("no policy is estimated to fit") != std::string::npos);
   CHECK(hopeless.find("lower data.batch_size") != std::string::npos);

@@ -8,7 +8,7 @@
 
 #include <fno/losses.h>
 #include <fno/tiled.h>
-#include <fno_train/tiled_plan.h>
+#include <fno_engine/tiled_plan.h>
 
 #include <functional>
 #include <map>

@@ -21,6 +21,34 @@ namespace fno::offload {
 // ---------------------------------------------------------------------------
 // Parsing
 // ---------------------------------------------------------------------------
+std::string to_string(Policy::Kind kind, int64_t blocks) {
+  switch (kind) {
+    case Policy::Kind::kNone:
+      return "none";
+    case Policy::Kind::kAll:
+      return "all";
+    case Policy::Kind::kBlocks:
+      return "blocks:" + std::to_string(blocks);
+    case Policy::Kind::kRecompute:
+      return "recompute";
+    case Policy::Kind::kRecomputeOffload:
+      return "recompute+offload";
+    case Policy::Kind::kSlim:
+      return "slim";
+    case Policy::Kind::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+Policy Policy::of(Kind kind, int64_t blocks) {
+  Policy p;
+  p.kind = kind;
+  p.blocks = kind == Kind::kBlocks ? blocks : 0;
+  p.text = to_string(kind, p.blocks);
+  return p;
+}
+
 Policy parse_policy(const std::string& text) {
   Policy p;
   p.text = text;
@@ -696,51 +724,34 @@ std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_
   return out;
 }
 
-std::string out_of_memory_advice(const Profile& profile, const std::string& current,
-                                 int64_t capacity, const OffloadOptions& options) {
+MemoryAdvice out_of_memory_advice(const Profile& profile, const Policy& current, int64_t capacity,
+                                  const OffloadOptions& options) {
   std::vector<Stage> stages(profile.stages.size());
   for (size_t i = 0; i < stages.size(); ++i) {
     stages[i].name = profile.stages[i].name;
     stages[i].chunkable = profile.stages[i].chunkable;
   }
-  std::ostringstream o;
-  if (!current.empty() && current != "auto") {
-    const auto e = estimate(profile, plan_for_policy(parse_policy(current), stages), options);
-    o << "policy " << current << " needs about " << format_bytes(e.peak_bytes) << " (estimated), ";
+  MemoryAdvice a;
+  a.capacity = capacity;
+  if (!current.is(Policy::Kind::kAuto)) {
+    a.has_current = true;
+    a.current = estimate(profile, plan_for_policy(current, stages), options);
   }
-  o << "the device has " << format_bytes(capacity) << "; ";
-  // Fastest first among the fixed policies that fit, at a few chunk counts.
-  struct Option {
-    std::string flags;
-    Estimate e;
-  };
-  std::vector<Option> fitting;
-  Option least{"", {}};
-  least.e.peak_bytes = std::numeric_limits<int64_t>::max();
-  for (const char* name : {"none", "slim", "recompute", "all", "recompute+offload"}) {
+  a.least.estimate.peak_bytes = std::numeric_limits<int64_t>::max();
+  for (const auto kind : {Policy::Kind::kNone, Policy::Kind::kSlim, Policy::Kind::kRecompute,
+                          Policy::Kind::kAll, Policy::Kind::kRecomputeOffload}) {
     for (int64_t chunks = 1; chunks <= profile.batch; chunks *= 2) {
-      const auto e =
-          estimate(profile, plan_for_policy(parse_policy(name), stages, chunks), options);
-      std::string flags = std::string("--offload ") + name;
-      if (chunks > 1) flags += " --set offload.chunks=" + std::to_string(chunks);
-      if (e.peak_bytes < least.e.peak_bytes) least = {flags, e};
-      // A tenth of headroom: the estimate is a model.
-      if (static_cast<double>(e.peak_bytes) <= 0.9 * static_cast<double>(capacity)) {
-        fitting.push_back({flags, e});
+      PolicyChoice c{Policy::of(kind), chunks, {}};
+      c.estimate = estimate(profile, plan_for_policy(c.policy, stages, chunks), options);
+      if (c.estimate.peak_bytes < a.least.estimate.peak_bytes) a.least = c;
+      if (static_cast<double>(c.estimate.peak_bytes) <= 0.9 * static_cast<double>(capacity) &&
+          (!a.fits || c.estimate.step_ms < a.fastest.estimate.step_ms)) {
+        a.fits = true;
+        a.fastest = c;
       }
     }
   }
-  if (!fitting.empty()) {
-    const auto best =
-        std::min_element(fitting.begin(), fitting.end(),
-                         [](const auto& a, const auto& b) { return a.e.step_ms < b.e.step_ms; });
-    o << "try " << best->flags << " (estimated peak " << format_bytes(best->e.peak_bytes)
-      << ") or --offload auto";
-  } else {
-    o << "no policy is estimated to fit (the least is " << least.flags << ", about "
-      << format_bytes(least.e.peak_bytes) << "): lower data.batch_size or the grid";
-  }
-  return o.str();
+  return a;
 }
 
 }  // namespace fno::offload

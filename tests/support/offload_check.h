@@ -3,7 +3,7 @@
 #pragma once
 
 #include <fno/fno.h>
-#include <fno_train/staged.h>
+#include <fno_engine/staged.h>
 #include <fno_offload/offload.h>
 #include <fno_offload/planner.h>
 

@@ -6,8 +6,8 @@
 #include <fno/serialize.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
-#include <fno_train/graphed_step.h>
-#include <fno_train/offload_step.h>
+#include <fno_engine/graphed_step.h>
+#include <fno_engine/offload_step.h>
 #include <fno_train/train_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -180,10 +180,10 @@ struct Runner {
       // One GPU's baseline: the same step without the all-reduce, under the
       // same --cuda-graphs (its graphs go with it).
       TrainStep solo(step, *optimizer, loss_fn, scaler);
-      one_gpu_baseline(row, solo, x, y, warmup, timed, use_cuda_graphs(solo, row.policy));
+      one_gpu_baseline(row, solo, x, y, warmup, timed, use_cuda_graphs(solo, step.settings().policy));
     }
     TrainStep train(step, *optimizer, loss_fn, scaler, grad_sync.get());
-    const bool graphed = use_cuda_graphs(train, row.policy);
+    const bool graphed = use_cuda_graphs(train, step.settings().policy);
     warm_up(train, x, y, warmup, graphed);
     row.cuda_graphs = graphed && train.captured(x, y);
     row.plan_seconds = step.plan_seconds();
@@ -222,7 +222,7 @@ struct Runner {
 
   // --cuda-graphs for a row of `policy`: whether its steps run as CUDA graphs;
   // a reason they cannot is said once per run.
-  bool use_cuda_graphs(TrainStep& train, const std::string& policy) {
+  bool use_cuda_graphs(TrainStep& train, const offload::Policy& policy) {
     GraphConditions gc;
     gc.mode = o.cuda_graphs;
     gc.key = "--cuda-graphs";
@@ -231,17 +231,7 @@ struct Runner {
     gc.micro_batches = o.offload.micro_batches;
     gc.world_size = group ? group->size() : 1;
     if (group) gc.backend = group->backend_name();
-    auto decision = decide_cuda_graphs(gc);
-    if (decision.use) {
-      try {
-        train.enable_cuda_graphs(TrainStep::kGraphWarmup,
-                                 o.cuda_graphs == CudaGraphs::kAuto ? kAutoGraphLimitMs : 0);
-      } catch (const std::invalid_argument& e) {
-        decision.use = false;
-        decision.message =
-            "--cuda-graphs " + to_string(o.cuda_graphs) + ": " + e.what() + "; steps run eagerly";
-      }
-    }
+    const auto decision = fno::use_cuda_graphs(train, gc);
     if (!decision.message.empty() && graph_messages.insert(decision.message).second &&
         (!group || group->is_main())) {
       std::cerr << "fno_bench: " << decision.message << std::endl;

@@ -864,7 +864,7 @@ TrainingConfig read_training(const Resolved& r) {
   t.checkpoint_every = r.as<int64_t>("training.checkpoint_every");
   t.seed = r.as<int64_t>("training.seed");
   t.precision = choice(kPrecisions, r.as<std::string>("training.precision"));
-  t.cuda_graphs = choice(kCudaGraphs, r.as<std::string>("training.cuda_graphs"));
+  t.cuda_graphs = parse_cuda_graphs(r.as<std::string>("training.cuda_graphs"));
   t.max_grad_norm = r.as<double>("training.max_grad_norm");
   return t;
 }

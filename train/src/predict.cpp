@@ -7,8 +7,8 @@
 #include <fno_data/darcy.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
-#include <fno_train/offload_step.h>
-#include <fno_train/tiled_plan.h>
+#include <fno_engine/offload_step.h>
+#include <fno_engine/tiled_plan.h>
 #include <fno_train/train_step.h>
 
 #include <torch/cuda.h>
@@ -27,7 +27,7 @@
 
 #include "dict_prefix.h"
 #include "json.h"
-#include "tiled_runner.h"
+#include <fno_engine/tiled_runner.h>
 
 namespace fno {
 

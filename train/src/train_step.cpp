@@ -1,7 +1,7 @@
 #include <fno_train/train_step.h>
 
 #include <fno/losses.h>
-#include <fno_train/rollout.h>
+#include <fno_engine/rollout.h>
 
 #include <cmath>
 #include <cstdio>
@@ -31,6 +31,56 @@ OffloadSettings offload_settings(const OffloadConfig& c, PlanCacheText plan_cach
                                               : c.plan_cache;
   }
   return o;
+}
+
+std::string word_memory_advice(const StepMemoryAdvice& a, const offload::Policy& current) {
+  using offload::format_bytes;
+  const auto flags = [](const offload::PolicyChoice& c) {
+    return "--offload " + c.policy.text +
+           (c.chunks > 1 ? " --set offload.chunks=" + std::to_string(c.chunks) : std::string());
+  };
+  std::string autos;
+  if (a.auto_micro_batches > 0) {
+    autos = "--offload auto fits it (estimated peak " + format_bytes(a.auto_estimate.peak_bytes) +
+            " with " + std::to_string(a.auto_micro_batches) + " micro-batch(es))";
+  } else if (a.auto_tiles) {
+    autos = "--offload auto trains it in spatial tiles (estimated peak " +
+            format_bytes(a.tiles_peak) + ", " + format_bytes(a.tiles_host) +
+            " of pinned host memory)";
+  }
+  if (!a.profiled) {
+    if (!autos.empty()) return "even one batch entry does not fit whole; " + autos;
+    return "even one batch entry does not fit to be measured; try --offload recompute+offload "
+           "--set offload.chunks=" +
+           std::to_string(a.batch) + ", or lower data.batch_size or the grid";
+  }
+  std::string o;
+  if (a.fixed.has_current) {
+    o = "policy " + current.text + " needs about " + format_bytes(a.fixed.current.peak_bytes) +
+        " (estimated), ";
+  }
+  o += "the device has " + format_bytes(a.fixed.capacity) + "; ";
+  if (a.fixed.fits) {
+    return o + "try " + flags(a.fixed.fastest) + " (estimated peak " +
+           format_bytes(a.fixed.fastest.estimate.peak_bytes) + ") or --offload auto";
+  }
+  if (!autos.empty()) return o + "no fixed policy is estimated to fit; " + autos;
+  return o + "no policy is estimated to fit (the least is " + flags(a.fixed.least) + ", about " +
+         format_bytes(a.fixed.least.estimate.peak_bytes) + "): lower data.batch_size or the grid";
+}
+
+GraphDecision use_cuda_graphs(TrainStep& step, const GraphConditions& gc, double auto_limit_ms) {
+  auto decision = decide_cuda_graphs(gc);
+  if (!decision.use) return decision;
+  const double limit =
+      gc.mode == CudaGraphs::kAuto ? (auto_limit_ms > 0 ? auto_limit_ms : kAutoGraphLimitMs) : 0;
+  try {
+    step.enable_cuda_graphs(TrainStep::kGraphWarmup, limit);
+  } catch (const std::invalid_argument& e) {
+    decision.use = false;
+    decision.message = gc.key + " " + to_string(gc.mode) + ": " + e.what() + "; steps run eagerly";
+  }
+  return decision;
 }
 
 StepLoss relative_loss(LossName name, int64_t d) {

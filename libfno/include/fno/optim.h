@@ -76,7 +76,7 @@ class AdamW : public torch::optim::Optimizer {
   void load_state_dict(const TensorDict& state);
 
   // The step on the device, for a step captured in a CUDA graph
-  // (fno_train/graphed_step.h): each group's learning rate and step count live
+  // (fno_engine/graphed_step.h): each group's learning rate and step count live
   // in float64 tensors on its parameters' device, the bias correction is
   // computed there, and fp16's skipped step is decided there. The arithmetic
   // is step()'s in the same order (step sizes in float64, then the parameters'

@@ -24,12 +24,18 @@ namespace fno::offload {
 struct Policy {
   enum class Kind { kNone, kAll, kBlocks, kRecompute, kRecomputeOffload, kSlim, kAuto };
   Kind kind = Kind::kNone;
-  int64_t blocks = 0;  // K of blocks:K
-  std::string text;    // as given
+  int64_t blocks = 0;         // K of blocks:K
+  std::string text = "none";  // its name, for messages (as given, or to_string's)
+  /// The policy of `kind` (and K for kBlocks), named by its canonical text.
+  static Policy of(Kind kind, int64_t blocks = 0);
+  bool is(Kind k) const { return kind == k; }
 };
 
-/// Parses a policy name; throws std::invalid_argument naming the text.
+/// Parses a policy name; throws std::invalid_argument naming the text. The
+/// only place a policy's text is read: everything else compares kinds.
 Policy parse_policy(const std::string& text);
+/// The canonical name: "none", "blocks:3", "recompute+offload", ...
+std::string to_string(Policy::Kind kind, int64_t blocks = 0);
 /// "16GiB", "8 GB", "512MiB", "1.5e9", "123" (bytes); throws std::invalid_argument naming the text.
 int64_t parse_bytes(const std::string& text);
 /// 17179869184 -> "16.00 GiB".
@@ -120,11 +126,29 @@ std::vector<std::pair<Plan, Estimate>> rank_plans(const Profile& profile, int64_
 /// micro-batch (the profile scaled to it), its peak that micro-batch's plus the
 /// rest of the input.
 
-/// One line for a step that ran out of `capacity` bytes: the estimated peak of
-/// `current` (a policy name; "" or "auto" to skip it) and the fastest fixed policy
-/// and batch-chunk count estimated to fit, or, when none does, the least memory.
-std::string out_of_memory_advice(const Profile& profile, const std::string& current,
-                                 int64_t capacity, const OffloadOptions& options);
+/// A fixed policy at a batch-chunk count, and its estimate.
+struct PolicyChoice {
+  Policy policy;
+  int64_t chunks = 1;
+  Estimate estimate;
+};
+
+/// What would fit a step that ran out of `capacity` bytes, as data (the
+/// programs word it in their own flags).
+struct MemoryAdvice {
+  int64_t capacity = 0;
+  /// The estimate of the policy that ran (a fixed one; not for auto).
+  bool has_current = false;
+  Estimate current;
+  /// The fastest fixed policy and batch-chunk count estimated to fit within
+  /// 90% of the capacity (a tenth of headroom: the estimate is a model).
+  bool fits = false;
+  PolicyChoice fastest;
+  /// The least memory among them (when none fits).
+  PolicyChoice least;
+};
+MemoryAdvice out_of_memory_advice(const Profile& profile, const Policy& current, int64_t capacity,
+                                  const OffloadOptions& options);
 
 /// The budget `auto` uses when none is given: the current CUDA device's free
 /// memory plus what the caching allocator holds unused; 0 without CUDA.

@@ -8,7 +8,7 @@
 #include <fno/precision.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
-#include <fno_train/graphed_step.h>
+#include <fno_engine/graphed_step.h>
 
 #include <cstdint>
 #include <string>
@@ -65,7 +65,7 @@ struct BenchOptions {
   /// Under torchrun: how long a rank waits for the others.
   double dist_timeout_s = 300;
   /// --cuda-graphs (or the config's training.cuda_graphs): each row's steps as
-  /// CUDA graphs where they work (fno_train/graphed_step.h); a row that cannot
+  /// CUDA graphs where they work (fno_engine/graphed_step.h); a row that cannot
   /// take them runs eagerly, with one line per reason.
   CudaGraphs cuda_graphs = CudaGraphs::kAuto;
 };

@@ -20,7 +20,7 @@
 #include <fno_offload/offload.h>
 #include <fno_offload/planner.h>
 #include <fno_train/distributed.h>
-#include <fno_train/graphed_step.h>
+#include <fno_engine/graphed_step.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -54,7 +54,7 @@ enum class DataProblem { kDarcy, kNavierStokes };
 /// data.ns_mode: how Navier-Stokes records train, as the FNO paper's two models.
 /// kSpaceTime: a 3D FNO over (x, y, t), the t_in records in, the next t_out out
 /// at once; kRecurrent: a 2D FNO from the last t_in records to the next one,
-/// rolled out t_out times (fno_train/rollout.h).
+/// rolled out t_out times (fno_engine/rollout.h).
 enum class NsMode { kSpaceTime, kRecurrent };
 /// training.loss_on: what the training loss compares when outputs are normalized
 /// (data.encode_output): the normalized output and truth (neuraloperator's
@@ -186,7 +186,7 @@ struct TrainingConfig {
   /// training.precision: the compute precision (fno/precision.h).
   Precision precision = Precision::kFP32;
   /// training.cuda_graphs: each step (and evaluation) as CUDA graphs where they
-  /// work (fno_train/graphed_step.h); off: eager steps.
+  /// work (fno_engine/graphed_step.h); off: eager steps.
   CudaGraphs cuda_graphs = CudaGraphs::kAuto;
   /// training.max_grad_norm: clip the gradients to this total 2-norm before
   /// each optimizer step, and log the norms (TrainStep::set_max_grad_norm); 0: off.
@@ -217,7 +217,7 @@ struct OffloadConfig {
   offload::Policy policy = offload::parse_policy("none");
   /// offload.gpu_memory_limit: the GPU memory, in bytes, the run may take ('' in YAML: 0).
   /// 0 means no limit was given; then each quantity drawn from it falls back to
-  /// the device's own figure, one function each (fno_train/offload_step.h):
+  /// the device's own figure, one function each (fno_engine/offload_step.h):
   /// auto's budget is the free memory (resolve_gpu_budget), the learning
   /// back-pressure window stays within 90% of what the process can hold
   /// (inflight_memory_ceiling), out-of-memory advice measures against the device's

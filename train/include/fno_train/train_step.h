@@ -9,12 +9,12 @@
 //   const auto r = step.run(x, y);  // r.loss, r.stepped
 //
 // A rolled-out step (set_rollout(t_out), the recurrent Navier-Stokes model)
-// runs the model t_out times (fno_train/rollout.h), adds the loss of every
+// runs the model t_out times (fno_engine/rollout.h), adds the loss of every
 // step and runs backward once through the whole rollout; the rest is the same.
 //
 // With enable_cuda_graphs() run() takes the whole step (forward, loss,
 // backward, fp16's scaler, AdamW) as one CUDA graph per input shape
-// (fno_train/graphed_step.h), the rollout included. Over several ranks a step
+// (fno_engine/graphed_step.h), the rollout included. Over several ranks a step
 // is two graphs: forward and backward up to the gradients packed into their
 // buckets, then the optimizer; the all-reduce runs between them, outside any
 // graph (GradientSync::reduce).
@@ -23,10 +23,10 @@
 
 #include <fno/optim.h>
 #include <fno/precision.h>
+#include <fno_engine/graphed_step.h>
+#include <fno_engine/offload_step.h>
 #include <fno_train/config.h>
 #include <fno_train/distributed.h>
-#include <fno_train/graphed_step.h>
-#include <fno_train/offload_step.h>
 
 #include <torch/optim/optimizer.h>
 
@@ -45,6 +45,12 @@ enum class PlanCacheText { kConfigKey, kDirectory };
 /// policy included); plan_file stays empty.
 OffloadSettings offload_settings(const OffloadConfig& config, PlanCacheText plan_cache);
 
+/// One line of advice for a step that ran out of GPU memory, in fno_train's
+/// flags (--offload POLICY, --set offload.chunks=K): the estimated need of
+/// `current`, the fastest fixed policy that fits, else auto's plan, else what
+/// to lower.
+std::string word_memory_advice(const StepMemoryAdvice& advice, const offload::Policy& current);
+
 /// A loss over (output, target) that adds over batch entries (LpLoss, H1Loss
 /// with reduction sum), so that a step may run as micro-batches.
 using StepLoss = std::function<at::Tensor(const at::Tensor& out, const at::Tensor& y)>;
@@ -58,6 +64,14 @@ StepLoss relative_loss(LossName name, int64_t d);
 /// outlive it, and reads its statistics in place (a captured step sees them).
 StepLoss training_loss(const TrainingConfig& training, int64_t d,
                        const data::UnitGaussianNormalizer* out_norm = nullptr);
+
+/// Decides whether a run's steps are captured as CUDA graphs
+/// (decide_cuda_graphs) and turns them on in `step` when they are, with
+/// auto's capture limit (kAutoGraphLimitMs, or `auto_limit_ms` when > 0) for
+/// mode auto. The decision's message (possibly "") is the one line to say,
+/// once; fno_train and fno_bench both take this path.
+GraphDecision use_cuda_graphs(class TrainStep& step, const GraphConditions& conditions,
+                              double auto_limit_ms = 0);
 
 /// What one step did.
 struct StepResult {

@@ -1,4 +1,4 @@
-#include <fno_train/staged.h>
+#include <fno_engine/staged.h>
 
 #include <torch/torch.h>
 

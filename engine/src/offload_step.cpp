@@ -1,10 +1,10 @@
-#include <fno_train/offload_step.h>
+#include <fno_engine/offload_step.h>
 
 #include <fno/serialize.h>
-#include <fno_train/staged.h>
-#include <fno_train/tiled_plan.h>
+#include <fno_engine/staged.h>
+#include <fno_engine/tiled_plan.h>
 
-#include "tiled_runner.h"
+#include <fno_engine/tiled_runner.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
@@ -378,7 +378,7 @@ struct OffloadedStep::Impl {
   }
 
   // A plan auto may take: offload/'s per-stage plan of the whole grid, or a
-  // tiled one (fno_train/tiled_plan.h); the model's estimate ranks them.
+  // tiled one (fno_engine/tiled_plan.h); the model's estimate ranks them.
   struct Candidate {
     std::optional<offload::Plan> whole;
     std::optional<TiledChoice> tiled;
@@ -408,11 +408,10 @@ struct OffloadedStep::Impl {
     for (const auto& m : fitting) best = std::min(best, m.ms);
     // The plain step's estimate: plans much slower than it leave room for tiles.
     const double plain =
-        profiled
-            ? offload::estimate(profile, plan_for_policy(offload::parse_policy("none"), stages),
-                                settings.options)
-                  .step_ms
-            : 0;
+        profiled ? offload::estimate(profile, plan_for_policy(offload::Policy{}, stages),
+                                     settings.options)
+                       .step_ms
+                 : 0;
     if (fitting.empty() || best > kTileAbove * plain) {
       const size_t first = candidates.size();
       std::string refusal;
@@ -483,15 +482,15 @@ struct OffloadedStep::Impl {
     // The plain plans, whenever the model thinks they may fit: on small grids
     // the model's linear scaling cannot tell them from micro-batched ones,
     // which are slower there (launch-bound steps).
-    for (const char* name : {"none", "slim"}) {
-      const auto f = offload::plan_for_policy(offload::parse_policy(name), stages);
+    for (const auto kind : {offload::Policy::Kind::kNone, offload::Policy::Kind::kSlim}) {
+      const auto f = offload::plan_for_policy(offload::Policy::of(kind), stages);
       if (offload::estimate(profile, f, settings.options).peak_bytes <= budget * 5 / 4) add(f);
     }
     // (Not those the model puts far over the budget: it overestimates their peaks
     // by up to 40%, not more, and each costs a measured step of the largest kind.)
     for (int64_t chunks = 1; chunks <= x.size(0) && chunks <= 8; chunks *= 2) {
-      const auto f =
-          offload::plan_for_policy(offload::parse_policy("recompute+offload"), stages, chunks);
+      const auto f = offload::plan_for_policy(
+          offload::Policy::of(offload::Policy::Kind::kRecomputeOffload), stages, chunks);
       if (offload::estimate(profile, f, settings.options).peak_bytes <= budget * 3 / 2) add(f);
     }
     {
@@ -506,7 +505,7 @@ struct OffloadedStep::Impl {
     return candidates;
   }
 
-  // The tiled plans worth measuring (fno_train/tiled_plan.h). When some fit
+  // The tiled plans worth measuring (fno_engine/tiled_plan.h). When some fit
   // the GPU budget but none the pinned host memory, `refusal` says so.
   std::vector<Candidate> tiled_family(const StepBatch& b, int64_t budget, std::string& refusal) {
     std::vector<Candidate> out;
@@ -601,8 +600,7 @@ struct OffloadedStep::Impl {
     bool warm = false;
     for (size_t i = first; i < candidates.size(); ++i) {
       const auto& c = candidates[i];
-      if (!fitting.empty() && c.score > kSkipAbove * best_ms &&
-          c.score > kSkipAbove * best_score) {
+      if (!fitting.empty() && c.score > kSkipAbove * best_ms && c.score > kSkipAbove * best_score) {
         continue;
       }
       double ms = 0;
@@ -833,6 +831,7 @@ void OffloadedStep::set_before_final_backward(std::function<void(const std::stri
 }
 
 const offload::StepStats& OffloadedStep::last_stats() const { return p_->stats; }
+const OffloadSettings& OffloadedStep::settings() const { return p_->settings; }
 const offload::Profile& OffloadedStep::profile() const { return p_->profile; }
 const offload::Estimate& OffloadedStep::estimate() const { return p_->estimate; }
 void OffloadedStep::record_next_timeline() { p_->record_next = true; }
@@ -840,55 +839,47 @@ void OffloadedStep::record_next_timeline() { p_->record_next = true; }
 bool OffloadedStep::timeline_requested() const { return p_->record_next; }
 double OffloadedStep::plan_seconds() const { return p_->plan_seconds; }
 
-std::string OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
+StepMemoryAdvice OffloadedStep::out_of_memory_advice(const at::Tensor& x) {
   auto& p = *p_;
   for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
   if (x.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
-  const int64_t batch = x.size(0);
+  StepMemoryAdvice a;
+  a.batch = x.size(0);
   const int64_t capacity = oom_capacity(p.settings.gpu_memory_limit);
+  a.fixed.capacity = capacity;
+  const auto budget = static_cast<int64_t>(0.9 * static_cast<double>(capacity));
   // What auto would do where no fixed policy fits: micro-batches or tiles.
-  const auto with_auto = [&](const offload::Profile* profile) -> std::string {
-    const auto budget = static_cast<int64_t>(0.9 * static_cast<double>(capacity));
-    if (profile != nullptr) {
-      offload::Estimate e;
-      bool fits = false;
-      const auto plan =
-          offload::plan_for_budget(*profile, budget, p.settings.options, &e, &fits, true);
-      if (fits) {
-        return "--offload auto fits it (estimated peak " + offload::format_bytes(e.peak_bytes) +
-               " with " + std::to_string(plan.micro_batches) + " micro-batch(es))";
-      }
-    }
+  const auto add_tiles = [&] {
     TiledContext ctx;
     ctx.base_bytes = allocated_now();
     for (const auto& q : p.model->parameters()) ctx.grad_bytes += static_cast<int64_t>(q.nbytes());
     const int64_t host = pinnable_host_bytes(p.settings.options.host_memory_limit());
     const auto tiles = tiled_candidates(p.model, x.sizes(), budget, host, ctx, 1);
-    if (tiles.empty()) return "";
-    return "--offload auto trains it in spatial tiles (estimated peak " +
-           offload::format_bytes(tiles[0].peak_bytes) + ", " +
-           offload::format_bytes(tiles[0].host_bytes) + " of pinned host memory)";
+    if (tiles.empty()) return;
+    a.auto_tiles = true;
+    a.tiles_peak = tiles[0].peak_bytes;
+    a.tiles_host = tiles[0].host_bytes;
   };
   try {
     const auto stages = fno_stages(p.model, x.sizes().slice(2).vec());
     const auto profile = profile_batch(p.model, stages, x);
-    auto advice = offload::out_of_memory_advice(profile, p.settings.policy.text, capacity,
-                                                p.settings.options);
-    const auto none = advice.find("no policy is estimated to fit");
-    if (none != std::string::npos) {
-      const auto a = with_auto(&profile);
-      if (!a.empty()) advice = advice.substr(0, none) + "no fixed policy is estimated to fit; " + a;
+    a.profiled = true;
+    a.fixed =
+        offload::out_of_memory_advice(profile, p.settings.policy, capacity, p.settings.options);
+    if (!a.fixed.fits) {
+      bool fits = false;
+      const auto plan = offload::plan_for_budget(profile, budget, p.settings.options,
+                                                 &a.auto_estimate, &fits, true);
+      if (fits) a.auto_micro_batches = plan.micro_batches;
+      if (!fits) add_tiles();
     }
-    return advice;
   } catch (const std::exception&) {
     for (auto& param : p.model->parameters()) param.mutable_grad() = at::Tensor();
     c10::cuda::CUDACachingAllocator::emptyCache();
-    const auto a = with_auto(nullptr);
-    if (!a.empty()) return "even one batch entry does not fit whole; " + a;
-    return "even one batch entry does not fit to be measured; try --offload recompute+offload "
-           "--set offload.chunks=" +
-           std::to_string(batch) + ", or lower data.batch_size or the grid";
+    a.profiled = false;
+    add_tiles();
   }
+  return a;
 }
 
 std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSettings& settings) {
@@ -897,10 +888,13 @@ std::string estimate_policies(FNO model, const at::Tensor& x, const OffloadSetti
   for (const auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
   std::ostringstream o;
   o << profile.table() << "\n";
-  for (const std::string name :
-       {"none", "slim", "all", "blocks:2", "recompute", "recompute+offload"}) {
-    const auto plan =
-        offload::plan_for_policy(offload::parse_policy(name), stages, settings.chunks);
+  using K = offload::Policy::Kind;
+  for (const auto& policy :
+       {offload::Policy::of(K::kNone), offload::Policy::of(K::kSlim), offload::Policy::of(K::kAll),
+        offload::Policy::of(K::kBlocks, 2), offload::Policy::of(K::kRecompute),
+        offload::Policy::of(K::kRecomputeOffload)}) {
+    const auto& name = policy.text;
+    const auto plan = offload::plan_for_policy(policy, stages, settings.chunks);
     const auto e = offload::estimate(profile, plan, settings.options);
     o << "  " << name << ": estimated peak " << offload::format_bytes(e.peak_bytes) << " ("
       << e.peak_at << "), " << e.step_ms << " ms/step\n";

@@ -26,6 +26,8 @@
 // decide_cuda_graphs() says so, and GraphedFunction refuses to be made.
 #pragma once
 
+#include <fno_offload/planner.h>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -54,8 +56,8 @@ struct GraphConditions {
   /// The setting's name in messages: "training.cuda_graphs", "--cuda-graphs".
   std::string key = "training.cuda_graphs";
   c10::Device device{c10::kCPU};
-  /// The offload policy's text and the fixed policies' micro-batches.
-  std::string offload_policy = "none";
+  /// The offload policy and the fixed policies' micro-batches.
+  offload::Policy offload_policy;
   int64_t micro_batches = 1;
   /// Ranks (torchrun), and their c10d backend ("nccl", "gloo"; "" alone).
   int64_t world_size = 1;

@@ -1,5 +1,5 @@
-// The recurrent Navier-Stokes rollout (fno_train/rollout.h).
-#include <fno_train/rollout.h>
+// The recurrent Navier-Stokes rollout (fno_engine/rollout.h).
+#include <fno_engine/rollout.h>
 
 #include <fno/losses.h>
 

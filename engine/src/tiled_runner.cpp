@@ -1,4 +1,4 @@
-#include "tiled_runner.h"
+#include <fno_engine/tiled_runner.h>
 
 #include <fno_offload/planner.h>
 

@@ -1,6 +1,6 @@
-// CUDA graphs per input shape (fno_train/graphed_step.h). The CUDA parts
-// compile only with a CUDA LibTorch (FNO_CUDA_GRAPHS, set by train/CMakeLists.txt).
-#include <fno_train/graphed_step.h>
+// CUDA graphs per input shape (fno_engine/graphed_step.h). The CUDA parts
+// compile only with a CUDA LibTorch (FNO_CUDA_GRAPHS, set by engine/CMakeLists.txt).
+#include <fno_engine/graphed_step.h>
 
 #include <torch/torch.h>
 
@@ -73,8 +73,8 @@ GraphDecision decide_cuda_graphs(const GraphConditions& c) {
                     " backend: graphs take several ranks on NCCL only");
     return d;
   }
-  if (c.offload_policy != "none") {
-    d.message = say("offload policy '" + c.offload_policy +
+  if (!c.offload_policy.is(offload::Policy::Kind::kNone)) {
+    d.message = say("offload policy '" + c.offload_policy.text +
                     "' moves and recomputes activations on the host's schedule");
     return d;
   }
@@ -292,8 +292,9 @@ struct GraphedFunction::Impl {
     // covers it and the warm-up runs before it.
     pool->peak_bytes = std::max(
         pool->peak_bytes,
-        static_cast<int64_t>(
-            c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak));
+        static_cast<int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+                                 .allocated_bytes[0]
+                                 .peak));
     e.graph = std::move(graph);
     ++graphs;
   }

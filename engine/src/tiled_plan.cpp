@@ -1,4 +1,4 @@
-#include <fno_train/tiled_plan.h>
+#include <fno_engine/tiled_plan.h>
 
 #include <torch/torch.h>
 

@@ -38,7 +38,7 @@ int64_t resident_data_room(int64_t limit, int64_t device_total);
 
 struct OffloadSettings {
   /// The policy (offload/planner.h); its text names it in messages.
-  offload::Policy policy = offload::parse_policy("none");
+  offload::Policy policy;
   /// offload.gpu_memory_limit: auto's budget in bytes; 0: none (resolve_gpu_budget).
   int64_t gpu_memory_limit = 0;
   /// Batch chunks of every stage for the fixed policies (auto picks its own).
@@ -65,6 +65,24 @@ struct OffloadSettings {
 /// The default plan cache: $FNO_PLAN_CACHE, else $XDG_CACHE_HOME/fno/plans,
 /// else $HOME/.cache/fno/plans ("" when none of them is set).
 std::string default_plan_cache_dir();
+
+/// What would fit a step that ran out of GPU memory, as data
+/// (OffloadedStep::out_of_memory_advice); the programs word it in their flags.
+struct StepMemoryAdvice {
+  int64_t batch = 0;
+  /// One batch entry was measured whole; `fixed` then holds the fixed
+  /// policies' estimates (fixed.capacity is set either way).
+  bool profiled = false;
+  offload::MemoryAdvice fixed;
+  /// Where no fixed policy fits: auto's whole-grid plan with this many
+  /// micro-batches fits (0: none does), with its estimate ...
+  int64_t auto_micro_batches = 0;
+  offload::Estimate auto_estimate;
+  /// ... else auto's spatial tiles fit, with this peak and pinned host memory.
+  bool auto_tiles = false;
+  int64_t tiles_peak = 0;
+  int64_t tiles_host = 0;
+};
 
 class OffloadedStep {
  public:
@@ -93,7 +111,7 @@ class OffloadedStep {
   // x: [B, Cin, *S] -> [B, Cout, *S]
   using ModelForward = std::function<at::Tensor(const at::Tensor&)>;
   /// loss(model, x, y).backward() for a step that calls the model several
-  /// times (fno_train/rollout.h), in one piece: policy none and one
+  /// times (fno_engine/rollout.h), in one piece: policy none and one
   /// micro-batch only (std::invalid_argument naming the policy otherwise).
   /// No memory timeline is recorded for it. Returns the loss, detached.
   // x: [B, Cin, *S], y: [B, ...]
@@ -114,6 +132,7 @@ class OffloadedStep {
   /// the plan search's trial steps do not call it. For dist::GradientSync::arm.
   void set_before_final_backward(std::function<void(const std::string& key)> fn);
 
+  const OffloadSettings& settings() const;
   bool offloading() const;
   /// Policy none with one micro-batch: a step is the model's forward, the
   /// loss and backward, nothing else (what a CUDA graph can capture).
@@ -132,10 +151,11 @@ class OffloadedStep {
   void record_next_timeline();
   /// Whether the next step records its memory timeline (a CUDA graph's replay would not).
   bool timeline_requested() const;
-  /// After a CUDA out-of-memory error in forward_backward(x, ...): one line of
-  /// advice (estimated need, and the policy that would fit) from a profile of
-  /// one batch entry; gradients are dropped and the allocator's cache emptied first.
-  std::string out_of_memory_advice(const at::Tensor& x);
+  /// After a CUDA out-of-memory error in forward_backward(x, ...): what would
+  /// fit (estimated need, the fixed policy or auto's plan that would), from a
+  /// profile of one batch entry; gradients are dropped and the allocator's
+  /// cache emptied first.
+  StepMemoryAdvice out_of_memory_advice(const at::Tensor& x);
 
  private:
   struct Impl;

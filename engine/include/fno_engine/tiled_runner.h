@@ -1,12 +1,12 @@
-// Internal: runs the tiled plans that offload auto chooses (fno_train/tiled_plan.h)
-// for OffloadedStep: one TiledStep per plan (its host stores live across
+// Runs the tiled plans that offload auto and the prediction plan choose (tiled_plan.h)
+// for OffloadedStep and fno_predict: one TiledStep per plan (its host stores live across
 // steps), micro-batches whose gradients add up, host stores on the offloader's
 // copy engine.
 #pragma once
 
 #include <fno/tiled.h>
+#include <fno_engine/tiled_plan.h>
 #include <fno_offload/offload.h>
-#include <fno_train/tiled_plan.h>
 
 #include <functional>
 #include <map>

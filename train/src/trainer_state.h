@@ -1,0 +1,178 @@
+// Internal to train/: the trainer's state (Trainer::State) and the helpers
+// its parts share. trainer.cpp sets a run up, checkpoints.cpp keeps and
+// resumes it, training_run.cpp and evaluation.cpp train and evaluate it.
+#pragma once
+
+#include <fno_train/trainer.h>
+
+#include <fno/fno.h>
+#include <fno/optim.h>
+#include <fno/precision.h>
+#include <fno/serialize.h>
+#include <fno_data/darcy.h>
+#include <fno_data/fingerprint.h>
+#include <fno_data/navier_stokes.h>
+#include <fno_engine/graphed_step.h>
+#include <fno_engine/offload_step.h>
+#include <fno_engine/rollout.h>
+#include <fno_train/background_writer.h>
+#include <fno_train/distributed.h>
+#include <fno_train/train_step.h>
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/torch.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dict_prefix.h"
+#include "json.h"
+
+namespace fno {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+using JsonObject = json::Object;
+
+std::string metrics_json(const std::map<std::string, double>& m);
+/// Creates `path` and its parents; throws naming it when it cannot, or when it is not writable.
+void make_dirs(const std::string& path);
+/// MemAvailable of /proc/meminfo in bytes (0 when unknown).
+int64_t host_available_bytes();
+bool file_exists(const std::string& path);
+void write_text_atomic(const std::string& path, const std::string& text);
+
+// One evaluation set, on the training device when it fits.
+struct EvalSet {
+  std::string name;
+  int64_t batch_size;
+  torch::Tensor x;      // normalized input when encode_input (Navier-Stokes: the t_in records)
+  torch::Tensor x_raw;  // as loaded (for predictions.h5), on the CPU
+  torch::Tensor y;      // raw truth
+};
+
+}  // namespace detail
+
+struct Trainer::State {
+  RunConfig cfg;
+  std::string run_dir;
+  torch::Device device{torch::kCPU};
+  FNO model{nullptr};
+  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<LRScheduler> scheduler;
+  std::unique_ptr<OffloadedStep> step;  // forward + backward under the offload policy
+  Precision precision = Precision::kFP32;
+  std::unique_ptr<MatmulPrecisionGuard> matmul_precision;  // tf32 or not, for the run
+  std::unique_ptr<GradScaler> scaler;                      // fp16 only
+  // Several processes (torchrun): the group of all ranks and the gradient
+  // all-reduce; null in a single-process run.
+  std::shared_ptr<dist::Group> group;
+  std::unique_ptr<dist::GradientSync> grad_sync;
+  // The training step over the above: loss, backward, sync, scaler, optimizer.
+  std::unique_ptr<TrainStep> train_step;
+  int64_t rank = 0, world_size = 1;
+  bool main() const { return rank == 0; }
+  data::UnitGaussianNormalizer in_norm, out_norm;
+  torch::Tensor train_x, train_y;  // normalized as configured
+  std::vector<detail::EvalSet> tests;
+  int64_t start_epoch = 0;    // epochs already done
+  int64_t start_batch = 0;    // batches of epoch start_epoch+1 already done (an interrupted epoch)
+  double start_loss_sum = 0;  // their summed loss (over all ranks)
+  int64_t start_samples = 0;  // and their samples (over all ranks)
+  double best = std::numeric_limits<double>::infinity();
+  std::string best_key;
+
+  std::string path(const std::string& name) const { return run_dir + "/" + name; }
+
+  // Navier-Stokes (data.problem ns): the predicted records per sample (0 otherwise).
+  int64_t ns_t_out = 0;
+  bool ns() const { return cfg.data.problem == DataProblem::kNavierStokes; }
+  bool recurrent() const { return ns() && cfg.data.ns_mode == NsMode::kRecurrent; }
+  // auto's capture limit for a step (training or evaluation): kAutoGraphLimitMs
+  // per application of the model, so a recurrent rollout of t_out steps gets
+  // t_out times it (its ~100 ms at the paper's sizes are many small kernels:
+  // graphs make its epochs 3.2x shorter on an H100).
+  double auto_capture_limit_ms() const {
+    return kAutoGraphLimitMs *
+           static_cast<double>(recurrent() ? std::max<int64_t>(ns_t_out, 1) : 1);
+  }
+  // The model's input for a batch of inputs as kept: space-time Navier-Stokes
+  // repeats the t_in records along the output's time axis; else x itself.
+  // x: [B, t_in, R, R] -> [B, t_in, R, R, t_out] (space_time), else [B, Cin, *S] as given
+  torch::Tensor model_input(const torch::Tensor& x) const {
+    if (!ns() || cfg.data.ns_mode != NsMode::kSpaceTime) return x;
+    return x.unsqueeze(4)
+        .expand({x.size(0), x.size(1), x.size(2), x.size(3), ns_t_out})
+        .contiguous();
+  }
+  // Model outputs or truths as trajectories of records.
+  // y: [B, 1, R, R, T] (space_time) or [B, T, R, R] (recurrent) -> [B, T, R, R]
+  torch::Tensor trajectory(const torch::Tensor& y) const {
+    return recurrent() ? y : y.squeeze(1).permute({0, 3, 1, 2});
+  }
+
+  // The set-up, in the constructor's order.
+  void join_ranks();
+  void load_data();
+  void check_ns_model() const;
+  void load_test_sets(const data::FieldPairs& train);
+  void place_data();
+  void build_model();
+  void build_offload();
+  void build_optimizer();
+  void use_cuda_graphs();
+};
+
+// Rank and world size under torchrun; the run directory (rank 0 alone writes
+// it); the device; the process group.
+
+namespace detail {
+
+/// The checkpoint of now (model, optimizer, schedule, normalizers, RNG, where
+/// the run stands); the file's keys are checkpoints.cpp's.
+TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch = 0, double loss_sum = 0,
+                           int64_t samples = 0);
+/// normalizers.pt: norm.in.* and norm.out.* of the fitted normalizers and
+/// norm.pointwise (1: data.normalization pointwise), on the CPU; empty when none is fitted.
+TensorDict normalizers_dict(const Trainer::State& s);
+/// The run's data files with their fingerprints, as inputs.txt holds them.
+std::string inputs_text(const RunConfig& cfg);
+constexpr const char* kInputsFile = "inputs.txt";
+
+/// Installs the stop handlers (SIGINT, SIGTERM) for its lifetime, restoring
+/// the previous ones; stop_signal() is the signal that asked the run to stop, or 0.
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+int stop_signal();
+
+}  // namespace detail
+}  // namespace fno
