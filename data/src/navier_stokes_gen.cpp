@@ -6,7 +6,7 @@
 // use (gen_common.h).
 #include <fno_data/navier_stokes_gen.h>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 #include <fno_data/darcy.h>
 #include <fno_data/fingerprint.h>
 
@@ -168,7 +168,7 @@ struct FusedPlans {
 
 /// FNO_NS_FUSED=0 turns the fused CUDA step off (read once).
 bool fused_step_env() {
-  static const bool on = fno::detail::env_switch_on("FNO_NS_FUSED");
+  static const bool on = fno::override_on("FNO_NS_FUSED");
   return on;
 }
 #endif

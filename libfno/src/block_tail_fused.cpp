@@ -13,7 +13,7 @@
 #include <sstream>
 #include <utility>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 
 #ifdef FNO_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -44,7 +44,7 @@ bool fused_kernels_compiled() {
 bool fused_kernels_enabled() {
   int state = g_fused.load(std::memory_order_relaxed);
   if (state < 0) {
-    const int from_env = detail::env_switch_on("FNO_FUSED") ? 1 : 0;
+    const int from_env = fno::override_on("FNO_FUSED") ? 1 : 0;
     g_fused.compare_exchange_strong(state, from_env);
     state = g_fused.load(std::memory_order_relaxed);
   }
@@ -56,7 +56,7 @@ void set_fused_kernels_enabled(bool enabled) { g_fused.store(enabled ? 1 : 0); }
 Fp32BlockTail fp32_block_tail() {
   int state = g_fp32.load(std::memory_order_relaxed);
   if (state < 0) {
-    const char* env = std::getenv("FNO_BLOCK_TAIL_FP32");
+    const char* env = fno::override_value("FNO_BLOCK_TAIL_FP32");
     const auto from_env = (env != nullptr && std::strcmp(env, "3xtf32") == 0)
                               ? Fp32BlockTail::k3xTF32
                               : Fp32BlockTail::kFFMA;

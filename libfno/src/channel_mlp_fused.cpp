@@ -14,7 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 #include "cuda/channel_mlp.h"
 #include "fused_common.h"
 #endif
@@ -48,7 +48,7 @@ void say_no_kernel(int64_t in, int64_t mid, int64_t out) {
 // FNO_FUSED_MLP=0 (an experiment override, read once): the channel MLPs run
 // the LibTorch path while the block tail stays fused.
 bool mlp_kernels_enabled() {
-  static const bool on = env_switch_on("FNO_FUSED_MLP");
+  static const bool on = fno::override_on("FNO_FUSED_MLP");
   return on;
 }
 
@@ -56,7 +56,7 @@ bool mlp_kernels_enabled() {
 // MLPs' backward writes GELU(h) and dh for weight-gradient GEMMs, as before
 // the one-pass kernel, to measure one against the other in one process.
 bool one_pass_backward_enabled() {
-  static const bool on = env_switch_on("FNO_FUSED_MLP_BACKWARD");
+  static const bool on = fno::override_on("FNO_FUSED_MLP_BACKWARD");
   return on;
 }
 

@@ -1,5 +1,7 @@
 #include "channel_wgrad_fused.h"
 
+#include <fno/overrides.h>
+
 #include <fno/fused.h>
 
 #include <torch/torch.h>
@@ -21,14 +23,25 @@ bool fused_channel_wgrad_usable(const torch::Tensor& gw, const torch::Tensor& gy
       gy.dim() != 3 || h.dim() != 3 || gw.dim() != 2)
     return false;
   const auto t = gy.scalar_type();
+  const auto fallback = [&](const std::string& why) {
+    fno::say_fallback("the fused channel weight gradient (channel_wgrad)",
+                      c10::str("gy ", gy.sizes(), " ", t, ", h ", h.sizes()), why);
+    return false;
+  };
   if (!(t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf) || h.scalar_type() != t ||
       gw.scalar_type() != torch::kFloat)
-    return false;
+    return fallback("the kernel takes fp32, bf16 or fp16 activations of one type, fp32 weights");
   const auto dev = gy.device();
   const auto unit = [](const torch::Tensor& v) { return v.size(2) <= 1 || v.stride(2) == 1; };
-  return h.device() == dev && gw.device() == dev && gw.is_contiguous() && unit(gy) && unit(h) &&
-         h.size(0) == gy.size(0) && h.size(2) == gy.size(2) && gw.size(0) == gy.size(1) &&
-         gw.size(1) == h.size(1) && cuda::channel_wgrad_supported(gy.size(1), h.size(1));
+  if (!(h.device() == dev && gw.device() == dev && gw.is_contiguous() && unit(gy) && unit(h) &&
+        h.size(0) == gy.size(0) && h.size(2) == gy.size(2) && gw.size(0) == gy.size(1) &&
+        gw.size(1) == h.size(1)))
+    return fallback("the operands' devices, shapes or strides do not match the kernel's");
+  if (!cuda::channel_wgrad_supported(gy.size(1), h.size(1))) {
+    return fallback("no kernel for " + std::to_string(gy.size(1)) + " x " +
+                    std::to_string(h.size(1)) + " channels");
+  }
+  return true;
 #else
   (void)gw, (void)gy, (void)h;
   return false;

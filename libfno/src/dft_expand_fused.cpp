@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 
 #ifdef FNO_CUDA_KERNELS
 #include <c10/cuda/CUDAGuard.h>
@@ -18,11 +18,25 @@ namespace fno::detail {
 
 bool dft_expand_usable(const torch::Tensor& mat) {
 #ifdef FNO_CUDA_KERNELS
-  static const bool on = env_switch_on("FNO_DFT_EXPAND");
-  return on && fused_kernels_enabled() && mat.defined() && mat.is_cuda() &&
-         mat.scalar_type() == torch::kFloat && mat.dim() == 2 && mat.is_contiguous() &&
-         cuda::dft_expand_supported(mat.size(0), mat.size(1)) &&
-         reinterpret_cast<uintptr_t>(mat.data_ptr()) % 16 == 0;
+  static const bool on = fno::override_on("FNO_DFT_EXPAND");
+  if (!(on && fused_kernels_enabled() && mat.defined() && mat.is_cuda() &&
+        mat.scalar_type() == torch::kFloat && mat.dim() == 2))
+    return false;
+  const auto fallback = [&](const char* why) {
+    fno::say_fallback(
+        "the fused DFT expansion (dft_expand)",
+        "a " + std::to_string(mat.size(0)) + " x " + std::to_string(mat.size(1)) + " matrix", why);
+    return false;
+  };
+  if (!cuda::dft_expand_supported(mat.size(0), mat.size(1))) {
+    return fallback(
+        "no kernel for this size (compiled: 2k in {16, 18, 24, 32} rows; columns a multiple of 4, "
+        "at most 1024)");
+  }
+  if (!mat.is_contiguous() || reinterpret_cast<uintptr_t>(mat.data_ptr()) % 16 != 0) {
+    return fallback("the matrix is not contiguous and 16-byte aligned");
+  }
+  return true;
 #else
   (void)mat;
   return false;

@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 
 #include <numeric>
 
@@ -66,7 +66,7 @@ torch::Tensor FNOBlocksImpl::forward(const torch::Tensor& x, int64_t index) {
   if (tail) {
     // a = GELU(x) read by the spectral conv and the tail: gelu_fork adds their
     // gradients inside GELU's backward (FNO_GELU_FORK=0: autograd's add).
-    static const bool fork = detail::env_switch_on("FNO_GELU_FORK");
+    static const bool fork = fno::override_on("FNO_GELU_FORK");
     torch::Tensor a = x, a_tail = x;
     if (!first && fork) {
       const auto forked = gelu_fork(x);

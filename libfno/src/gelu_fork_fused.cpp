@@ -1,5 +1,7 @@
 #include "gelu_fork_fused.h"
 
+#include <fno/overrides.h>
+
 #include <fno/fused.h>
 
 #include <torch/torch.h>
@@ -20,11 +22,15 @@ bool fused_gelu_backward_sum_usable(const torch::Tensor& x, const torch::Tensor&
   if (!fused_kernels_enabled() || !x.defined() || !g1.defined() || !g2.defined() || !x.is_cuda())
     return false;
   const auto t = x.scalar_type();
-  if (!(t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf)) return false;
   const auto same = [&](const torch::Tensor& g) {
     return g.scalar_type() == t && g.device() == x.device() && g.sizes() == x.sizes();
   };
-  return same(g1) && same(g2);
+  const bool dtype = t == torch::kFloat || t == torch::kBFloat16 || t == torch::kHalf;
+  if (dtype && same(g1) && same(g2)) return true;
+  fno::say_fallback("the fused GELU backward sum (gelu_fork)", c10::str(x.sizes(), " ", t),
+                    dtype ? "the two gradients differ from x in shape, type or device"
+                          : "the kernel takes fp32, bf16 and fp16");
+  return false;
 #else
   (void)x, (void)g1, (void)g2;
   return false;

@@ -8,7 +8,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 #include "cuda/block_tail.h"  // error_string
 #include "cuda/h1_loss.h"
 #endif
@@ -21,7 +21,7 @@ namespace {
 // FNO_FUSED_LOSS=0 (an experiment override, read once): the H1 loss runs the
 // LibTorch path while the other fused kernels stay on.
 bool loss_kernels_enabled() {
-  static const bool on = env_switch_on("FNO_FUSED_LOSS");
+  static const bool on = fno::override_on("FNO_FUSED_LOSS");
   return on;
 }
 
@@ -51,15 +51,25 @@ void check(int err, const char* what) {
 
 bool fused_h1_rel_usable(const torch::Tensor& x, const torch::Tensor& y, int64_t d, bool periodic) {
 #ifdef FNO_CUDA_KERNELS
-  if (!fused_kernels_enabled() || !loss_kernels_enabled() || !periodic || !x.defined() ||
-      !y.defined() || !x.is_cuda() || d < 1 || d > 3 || x.dim() < d)
+  if (!fused_kernels_enabled() || !loss_kernels_enabled() || !x.defined() || !y.defined() ||
+      !x.is_cuda() || d < 1 || d > 3 || x.dim() < d || x.numel() == 0)
     return false;
-  if (x.scalar_type() != torch::kFloat || y.scalar_type() != torch::kFloat ||
-      y.device() != x.device() || y.sizes() != x.sizes() || y.requires_grad() || x.numel() == 0)
+  const auto fallback = [&](const std::string& why) {
+    fno::say_fallback("the fused H1 loss", c10::str(x.sizes(), " ", x.scalar_type()), why);
     return false;
+  };
+  if (!periodic) return fallback("a non-periodic grid (the kernels difference periodically)");
+  if (x.scalar_type() != torch::kFloat || y.scalar_type() != torch::kFloat) {
+    return fallback(c10::str("the kernels take fp32 (the target is ", y.scalar_type(), ")"));
+  }
+  if (y.device() != x.device() || y.sizes() != x.sizes()) {
+    return fallback(c10::str("a target of ", y.sizes(), " on ", y.device()));
+  }
+  if (y.requires_grad()) return fallback("a target that requires a gradient");
   int64_t npts = 1;
   for (int64_t j = x.dim() - d; j < x.dim(); ++j) npts *= x.size(j);
-  return npts < (int64_t{1} << 31);
+  if (npts >= (int64_t{1} << 31)) return fallback("2^31 grid points or more");
+  return true;
 #else
   (void)x, (void)y, (void)d, (void)periodic;
   return false;

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <tuple>
 
-#include <fno/env_switch.h>
+#include <fno/overrides.h>
 #include "dft_expand_fused.h"
 
 namespace fno::detail {
@@ -49,7 +49,7 @@ namespace {
 // kept modes come from cuFFT and a gather again, to measure one against the
 // other in one process.
 bool first_dim_gemm_enabled() {
-  static const bool on = env_switch_on("FNO_DFT_FIRST_DIM");
+  static const bool on = fno::override_on("FNO_DFT_FIRST_DIM");
   return on;
 }
 
@@ -57,7 +57,7 @@ bool first_dim_gemm_enabled() {
 // middle dim takes its kept modes from cuFFT and a gather (and its inverse a
 // zero-filled scatter) again, instead of one complex GEMM each way.
 bool middle_dim_gemm_enabled() {
-  static const bool on = env_switch_on("FNO_DFT_MIDDLE_DIM");
+  static const bool on = fno::override_on("FNO_DFT_MIDDLE_DIM");
   return on;
 }
 

@@ -41,6 +41,13 @@ if "$bin" --config "$src/configs/darcy.yaml" --dry-run --out "$work/dry" > "$wor
    grep -q '"n_params": 1192801' "$work/dry/summary.json" && [ ! -e "$work/dry/checkpoint_latest.pt" ]; then ok
 else bad "dry run: $(cat "$work/err")"; fi
 
+# The experiment overrides a run ran under are recorded in its summary.json;
+# an unset one is not.
+if FNO_DFT_EXPAND=0 "$bin" --config "$small" --dry-run --out "$work/dry_override" > /dev/null 2> "$work/err" &&
+   grep -q '"overrides": {"FNO_DFT_EXPAND": "0"}' "$work/dry_override/summary.json" &&
+   ! grep -q '"overrides"' "$work/dry/summary.json"; then ok
+else bad "overrides in summary.json: $(cat "$work/dry_override/summary.json" "$work/err" 2> /dev/null)"; fi
+
 # Uninterrupted reference run, then a second run into the same directory is refused.
 "$bin" --config "$small" --out "$work/full" > /dev/null 2> "$work/full.err" || bad "reference run failed: $(tail -1 "$work/full.err")"
 expect 2 "already holds a run" -- --config "$small" --out "$work/full"

@@ -2,12 +2,13 @@
 
 #include <fno/losses.h>
 #include <fno/optim.h>
+#include <fno/overrides.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
-#include <fno_train/config.h>
-#include <fno_train/distributed.h>
 #include <fno_engine/graphed_step.h>
 #include <fno_engine/offload_step.h>
+#include <fno_train/config.h>
+#include <fno_train/distributed.h>
 #include <fno_train/train_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -180,7 +181,8 @@ struct Runner {
       // One GPU's baseline: the same step without the all-reduce, under the
       // same --cuda-graphs (its graphs go with it).
       TrainStep solo(step, *optimizer, loss_fn, scaler);
-      one_gpu_baseline(row, solo, x, y, warmup, timed, use_cuda_graphs(solo, step.settings().policy));
+      one_gpu_baseline(row, solo, x, y, warmup, timed,
+                       use_cuda_graphs(solo, step.settings().policy));
     }
     TrainStep train(step, *optimizer, loss_fn, scaler, grad_sync.get());
     const bool graphed = use_cuda_graphs(train, step.settings().policy);
@@ -522,8 +524,12 @@ std::string BenchResult::to_json(const std::string& command) const {
   std::ostringstream j;
   j << std::setprecision(6) << "{\n  \"command\": \"" << json::escape(command)
     << "\",\n  \"device\": \"" << json::escape(device)
-    << "\",\n  \"device_bytes\": " << device_bytes << ",\n  \"memory_cap_bytes\": " << memory_cap
-    << ",\n  \"rows\": [\n";
+    << "\",\n  \"device_bytes\": " << device_bytes << ",\n  \"memory_cap_bytes\": " << memory_cap;
+  // The experiment overrides this process ran under, when any was set.
+  if (const auto o = json::overrides_json(overrides_set()); !o.empty()) {
+    j << ",\n  \"overrides\": " << o;
+  }
+  j << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     j << "    {\"policy\": \"" << json::escape(r.policy) << "\", \"precision\": \"" << r.precision

@@ -2,6 +2,8 @@
 // data files (inputs.txt), --resume and --dry-run; and the stop signals.
 #include "trainer_state.h"
 
+#include <fno/overrides.h>
+
 namespace fno {
 namespace detail {
 namespace {
@@ -277,6 +279,7 @@ std::string Trainer::dry_run(bool write) {
       .str("device", s.device.str())
       .str("train_shape", c10::str(s.train_x.sizes()))
       .raw("dry_run", "true");
+  if (const auto set = json::overrides_json(overrides_set()); !set.empty()) o.raw("overrides", set);
   if (writes) write_text_atomic(s.path("summary.json"), o.text() + "\n");
   return estimates;
 }

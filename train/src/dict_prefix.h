@@ -1,5 +1,5 @@
 // The entries of a tensor dict under `prefix`, the prefix dropped: a
-// checkpoint's "model." weights, "optim." state, ... (trainer.cpp, predict.cpp).
+// checkpoint's "model." weights, "optim." state, ... (checkpoints.cpp, predict.cpp).
 #pragma once
 
 #include <fno/serialize.h>

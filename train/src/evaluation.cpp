@@ -2,6 +2,8 @@
 // CUDA graphs), predictions.h5, model.pt and summary.json.
 #include "training_run.h"
 
+#include <fno/overrides.h>
+
 namespace fno {
 namespace detail {
 
@@ -213,6 +215,8 @@ void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
       .integer("world_size", s_.world_size)
       .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
   if (!s_.best_key.empty()) summary.str("best_metric", s_.best_key).num("best", s_.best);
+  // The experiment overrides this process ran under, when any was set.
+  if (const auto o = json::overrides_json(overrides_set()); !o.empty()) summary.raw("overrides", o);
   write_text_atomic(s_.path("summary.json"), summary.text() + "\n");
 }
 

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fno::json {
 
@@ -69,5 +71,14 @@ class Object {
  private:
   std::string body_;
 };
+
+/// The experiment overrides set in this process (fno/overrides.h) as a JSON
+/// object, {"FNO_FUSED": "0", ...}; "" when none is set.
+inline std::string overrides_json(const std::vector<std::pair<std::string, std::string>>& set) {
+  if (set.empty()) return "";
+  Object o;
+  for (const auto& [name, value] : set) o.str(name, value);
+  return o.text();
+}
 
 }  // namespace fno::json

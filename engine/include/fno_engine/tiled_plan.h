@@ -6,7 +6,7 @@
 // micro-batches. Its peak GPU memory, pinned host memory and time are
 // estimated from the sizes of the step's tensors and a model of the link (both
 // directions at once) against the compute; offload auto measures the best few
-// and takes the fastest within the budget (train/src/offload_step.cpp).
+// and takes the fastest within the budget (engine/src/auto_search.cpp).
 #pragma once
 
 #include <fno/tiled.h>

@@ -3,6 +3,8 @@
 // queries: which shapes are compiled, CUDA error strings.
 #include "block_tail_tuning.cuh"
 
+#include <fno/overrides.h>
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,9 +16,8 @@ namespace {
 
 BlockTailTuning tuning_from_env() {
   BlockTailTuning t;
-  const auto get = [](const char* name, int& v) {
-    if (const char* e = std::getenv(name)) v = std::atoi(e);
-  };
+  // Experiment overrides (fno/overrides.h lists them), read once.
+  const auto get = [](const char* name, int& v) { v = fno::override_int(name, v); };
   get("FNO_BLOCK_TAIL_FWD_CTAS", t.forward_ctas_per_sm);
   get("FNO_BLOCK_TAIL_BWD_CTAS", t.backward_ctas_per_sm);
   get("FNO_BLOCK_TAIL_L2_PREFETCH", t.l2_prefetch);

@@ -214,7 +214,7 @@ struct OutputConfig {
 /// auto's memory budget. fno_bench takes the same struct from its flags.
 struct OffloadConfig {
   /// offload.policy: the activation memory policy (offload/planner.h), parsed; .text as given.
-  offload::Policy policy = offload::parse_policy("none");
+  offload::Policy policy;
   /// offload.gpu_memory_limit: the GPU memory, in bytes, the run may take ('' in YAML: 0).
   /// 0 means no limit was given; then each quantity drawn from it falls back to
   /// the device's own figure, one function each (fno_engine/offload_step.h):
