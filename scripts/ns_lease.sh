@@ -12,8 +12,8 @@
 #                                    nstrain.tgz (the runs), carry_*.tgz (NSTRAIN_CARRY=1's
 #                                    unfinished runs), lease.tgz (logs, the side suites)
 #
-# The row: NSDATA_NU, NSDATA_T, NSTRAIN_CONFIG, NSTRAIN_CARRY, NSTRAIN_CARRY_IN as gpu.sh takes
-# them (e.g. NSDATA_NU=1e-3 NSDATA_T=50 NSTRAIN_CONFIG="ns_v1e-3_fno3d*2 ns_v1e-3_fno2d*2").
+# The row: NSDATA_NU, NSDATA_T, NSTRAIN_CONFIG, NSTRAIN_CARRY, NSTRAIN_CARRY_IN as
+# scripts/gpu/nsdata.sh and nstrain.sh take them (e.g. NSDATA_NU=1e-3 NSDATA_T=50 NSTRAIN_CONFIG="ns_v1e-3_fno3d*2 ns_v1e-3_fno2d*2").
 # NS_LEASE_STOP (1540): training's SIGTERM, in seconds after the first call started (a lease is
 # 30 minutes of device time: the machine's start, about a minute, comes before that call);
 # NS_LEASE_CALL (575): the seconds a call waits at most (a call may run 600);
