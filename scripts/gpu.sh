@@ -120,6 +120,8 @@
 #   graphs       issue 28's CUDA graphs: their GPU tests; fno_bench none at 64^2/128^2/256^2,
 #                batch 32, fp32 and bf16, with --cuda-graphs off and on; the seed main command
 #                with training.cuda_graphs off and on (whole-process wall time, final metrics)
+#   domain       issue 50 on 4 GPUs: bench/domain_parallel_study.sh (DOMAIN_ROWS: strong8k weak
+#                strong16k 3d largest, default all): fno_bench --domain-parallel on 1, 2, 4 GPUs
 #   graphs85     configs/darcy_paper_s85.yaml (data by fno_datagen, 1200 samples at 421^2 every
 #                5th node) for GRAPHS85_EPOCHS (20) epochs with graphs off and on: seconds per
 #                epoch, and 500 epochs extrapolated
@@ -507,6 +509,16 @@ run_suite() {
       "$bench" --resolutions 1024 --batches 8 --steps 2 --warmup 1 --policies auto \
         --gpu-memory-limit 8GiB --timeline-dir "$out/timelines" > /dev/null 2>> "$out/timelines.log"
       ls "$out/timelines" | tee -a "$summary"
+      ;;
+    domain)
+      # issue 50: one sample across GPUs (bench/domain_parallel_study.sh; DOMAIN_ROWS picks
+      # rows, default all; about 8 minutes on 4 x H100)
+      local rows=()
+      read -r -a rows <<< "${DOMAIN_ROWS:-}"
+      FNO_BUILD_DIR=$build bench/domain_parallel_study.sh "$out/domain" "${rows[@]}" \
+        > "$out/domain.log" 2>&1
+      say "domain: exit $?"
+      cat "$out/domain/summary.txt" 2> /dev/null | tee -a "$summary"
       ;;
     study)
       # issue 15: the resolution study (bench/resolution_study.sh's defaults)

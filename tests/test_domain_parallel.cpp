@@ -76,7 +76,8 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
   const auto y = torch::randn(yshape);
   torch::manual_seed(0);
   fno::FNO reference(opts);
-  const auto want_loss = loss(fno::Band{}, reference->forward(x), y);
+  const auto want_out = reference->forward(x);
+  const auto want_loss = loss(fno::Band{}, want_out, y);
   want_loss.backward();
   const auto want = grads(reference);
   const int64_t rows = shape[2];
@@ -99,6 +100,7 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
   std::vector<double> got_loss(static_cast<size_t>(n));
   std::vector<std::map<std::string, torch::Tensor>> got(static_cast<size_t>(n));
   std::vector<int64_t> sent(static_cast<size_t>(n));
+  std::vector<double> out_err(static_cast<size_t>(n));
   // The ranks' models, made here: the threads would share the global generator.
   std::vector<fno::FNO> models;
   for (int64_t r = 0; r < n; ++r) {
@@ -128,6 +130,11 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
       auto grad = p.mutable_grad();
       g->all_reduce_sum(grad);
     }
+    const int64_t step_bytes = sent[static_cast<size_t>(r)];
+    // Evaluation: the band's rows of the whole grid's output.
+    out_err[static_cast<size_t>(r)] =
+        rel_err(step.forward(x.narrow(2, row0, count)), want_out.detach().narrow(2, row0, count));
+    sent[static_cast<size_t>(r)] = step_bytes;
     got_loss[static_cast<size_t>(r)] = l.item<double>();
     got[static_cast<size_t>(r)] = grads(model);
   });
@@ -146,6 +153,7 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
     INFO("rank ", r, " of ", n);
     CHECK(got_loss[static_cast<size_t>(r)] ==
           doctest::Approx(want_loss.item<double>()).epsilon(1e-5));
+    CHECK(out_err[static_cast<size_t>(r)] <= 1e-5);
     // The spectra, and the loss's few sums and halo rows, nothing grid-sized.
     CHECK(sent[static_cast<size_t>(r)] >= spectra);
     CHECK(sent[static_cast<size_t>(r)] < spectra + 64 * 1024);
