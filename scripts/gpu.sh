@@ -120,8 +120,9 @@
 #   graphs       issue 28's CUDA graphs: their GPU tests; fno_bench none at 64^2/128^2/256^2,
 #                batch 32, fp32 and bf16, with --cuda-graphs off and on; the seed main command
 #                with training.cuda_graphs off and on (whole-process wall time, final metrics)
-#   domain       issue 50 on 4 GPUs: bench/domain_parallel_study.sh (DOMAIN_ROWS: strong8k weak
-#                strong16k 3d largest, default all): fno_bench --domain-parallel on 1, 2, 4 GPUs
+#   domain       issue 50 on 4 GPUs: the exactness test with NCCL (when fno_tests is built), then
+#                bench/domain_parallel_study.sh (DOMAIN_ROWS: strong8k weak strong16k 3d largest,
+#                default all): fno_bench --domain-parallel on 1, 2, 4 GPUs
 #   graphs85     configs/darcy_paper_s85.yaml (data by fno_datagen, 1200 samples at 421^2 every
 #                5th node) for GRAPHS85_EPOCHS (20) epochs with graphs off and on: seconds per
 #                epoch, and 500 epochs extrapolated
@@ -513,6 +514,12 @@ run_suite() {
     domain)
       # issue 50: one sample across GPUs (bench/domain_parallel_study.sh; DOMAIN_ROWS picks
       # rows, default all; about 8 minutes on 4 x H100)
+      # the exactness test with NCCL, rank r on GPU r (when fno_tests is among FNO_TARGETS)
+      if [ -x "$build/tests/fno_tests" ]; then
+        "$build/tests/fno_tests" -tc="with NCCL on GPUs*" > "$out/domain_nccl_test.log" 2>&1
+        say "domain: NCCL exactness test exit $? ($(grep -c 'worst gradient' "$out/domain_nccl_test.log") checks)"
+        grep -E 'worst gradient|test cases|skipped' "$out/domain_nccl_test.log" | tee -a "$summary"
+      fi
       local rows=()
       read -r -a rows <<< "${DOMAIN_ROWS:-}"
       FNO_BUILD_DIR=$build bench/domain_parallel_study.sh "$out/domain" "${rows[@]}" \

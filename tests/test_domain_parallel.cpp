@@ -26,8 +26,10 @@ using fno::test::rel_err;
 
 namespace {
 
-// fn(rank, group) on n threads, as the ranks of one Gloo group.
-void ranks(int64_t n, const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn) {
+// fn(rank, group) on n threads, as the ranks of one Gloo group on the CPU, or
+// with `cuda` of one NCCL group, rank r on GPU r.
+void ranks(int64_t n, const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,
+           bool cuda = false) {
   const int port = free_port();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(n));
@@ -41,9 +43,11 @@ void ranks(int64_t n, const std::function<void(int64_t, std::shared_ptr<fno::dis
         env.local_world_size = n;
         env.master_port = port;
         fno::dist::GroupOptions o;
-        o.backend = fno::dist::Backend::kGloo;
+        o.backend = cuda ? fno::dist::Backend::kNccl : fno::dist::Backend::kGloo;
         o.timeout = std::chrono::seconds(60);
-        fn(r, fno::dist::Group::create(env, torch::kCPU, o));
+        const auto device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
+                                 : torch::Device(torch::kCPU);
+        fn(r, fno::dist::Group::create(env, device, o));
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
@@ -67,15 +71,21 @@ using Loss =
     std::function<torch::Tensor(const fno::Band&, const torch::Tensor&, const torch::Tensor&)>;
 
 // The whole-grid step of one process against N ranks' banded tiled steps.
+// With `cuda`: rank r on GPU r with NCCL, the references on GPU 0.
 void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape, int64_t n,
-                 int64_t tile_rows, const Loss& loss) {
+                 int64_t tile_rows, const Loss& loss, bool cuda = false) {
+  const auto device = [&](int64_t r) {
+    return cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
+                : torch::Device(torch::kCPU);
+  };
   torch::manual_seed(5);
-  const auto x = torch::randn(shape);
+  const auto x = torch::randn(shape).to(device(0));
   auto yshape = shape;
   yshape[1] = opts.out_channels();
-  const auto y = torch::randn(yshape);
+  const auto y = torch::randn(yshape).to(device(0));
   torch::manual_seed(0);
   fno::FNO reference(opts);
+  reference->to(device(0));
   const auto want_out = reference->forward(x);
   const auto want_loss = loss(fno::Band{}, want_out, y);
   want_loss.backward();
@@ -88,6 +98,7 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
   {
     torch::manual_seed(0);
     fno::FNO model(opts);
+    model->to(device(0));
     fno::TiledPlan plan;
     plan.tile_rows = tile_rows;
     fno::TiledStep step(model, plan);
@@ -106,38 +117,44 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
   for (int64_t r = 0; r < n; ++r) {
     torch::manual_seed(0);
     models.emplace_back(opts);
+    models.back()->to(device(r));
   }
-  ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
-    auto& model = models[static_cast<size_t>(r)];
-    const auto [row0, count] = fno::band_rows(rows, n, r);
-    fno::Band band;
-    band.row0 = row0;
-    band.grid_rows = rows;
-    band.rank = r;
-    band.ranks = n;
-    band.sum = [&, g](at::Tensor& t) {
-      sent[static_cast<size_t>(r)] += t.numel() * static_cast<int64_t>(t.element_size());
-      g->all_reduce_sum(t);
-    };
-    fno::TiledPlan plan;
-    plan.tile_rows = tile_rows;
-    fno::TiledStep step(model, plan);
-    step.set_band(band);
-    const auto l = step.forward_backward(
-        x.narrow(2, row0, count), y.narrow(2, row0, count),
-        [&](const at::Tensor& out, const at::Tensor& yy) { return loss(band, out, yy); });
-    for (auto& p : model->parameters()) {
-      auto grad = p.mutable_grad();
-      g->all_reduce_sum(grad);
-    }
-    const int64_t step_bytes = sent[static_cast<size_t>(r)];
-    // Evaluation: the band's rows of the whole grid's output.
-    out_err[static_cast<size_t>(r)] =
-        rel_err(step.forward(x.narrow(2, row0, count)), want_out.detach().narrow(2, row0, count));
-    sent[static_cast<size_t>(r)] = step_bytes;
-    got_loss[static_cast<size_t>(r)] = l.item<double>();
-    got[static_cast<size_t>(r)] = grads(model);
-  });
+  ranks(
+      n,
+      [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+        auto& model = models[static_cast<size_t>(r)];
+        const auto [row0, count] = fno::band_rows(rows, n, r);
+        const auto xr = x.narrow(2, row0, count).to(device(r));
+        const auto yr = y.narrow(2, row0, count).to(device(r));
+        fno::Band band;
+        band.row0 = row0;
+        band.grid_rows = rows;
+        band.rank = r;
+        band.ranks = n;
+        band.sum = [&, g](at::Tensor& t) {
+          sent[static_cast<size_t>(r)] += t.numel() * static_cast<int64_t>(t.element_size());
+          g->all_reduce_sum(t);
+        };
+        fno::TiledPlan plan;
+        plan.tile_rows = tile_rows;
+        fno::TiledStep step(model, plan);
+        step.set_band(band);
+        const auto l = step.forward_backward(
+            xr, yr,
+            [&](const at::Tensor& out, const at::Tensor& yy) { return loss(band, out, yy); });
+        for (auto& p : model->parameters()) {
+          auto grad = p.mutable_grad();
+          g->all_reduce_sum(grad);
+        }
+        const int64_t step_bytes = sent[static_cast<size_t>(r)];
+        // Evaluation: the band's rows of the whole grid's output.
+        out_err[static_cast<size_t>(r)] =
+            rel_err(step.forward(xr), want_out.detach().narrow(2, row0, count));
+        sent[static_cast<size_t>(r)] = step_bytes;
+        got_loss[static_cast<size_t>(r)] = l.item<double>();
+        got[static_cast<size_t>(r)] = grads(model);
+      },
+      cuda);
   // The spectra of every block, forward and backward: [B, hidden, k0, k1/2+1...] complex64.
   int64_t spectra = 0;
   for (int64_t j = 0; j < opts.n_layers(); ++j) {
@@ -270,4 +287,29 @@ TEST_CASE("domain_unsupported names what a split cannot do") {
         std::string::npos);
   const fno::FNO one_d(fno::FNOOptions({8}, 1, 1, 4).n_layers(1));
   CHECK(fno::domain_unsupported(one_d, {64}, 2).find("2D or 3D") != std::string::npos);
+}
+
+TEST_CASE("with NCCL on GPUs: 2 and 3 ranks equal one GPU's whole-grid step (skipped without)") {
+  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+  if (gpus < 2) {
+    MESSAGE("skipped: ", gpus, " GPUs visible, 2 needed");
+    return;
+  }
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const fno::LpLoss l2(fno::LpLossOptions().d(3));
+  for (int64_t n = 2; n <= std::min<int64_t>(gpus, 3); ++n) {
+    INFO(n, " ranks");
+    check_exact(
+        fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(3), {2, 1, 13, 10}, n, 3,
+        [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+          return fno::band_rel_loss(h1, b, o, y);
+        },
+        /*cuda=*/true);
+    check_exact(
+        fno::FNOOptions({4, 4, 4}, 2, 1, 6).n_layers(2), {1, 2, 11, 6, 7}, n, 2,
+        [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+          return fno::band_rel_loss(l2, b, o, y);
+        },
+        /*cuda=*/true);
+  }
 }
