@@ -85,7 +85,7 @@ struct BenchRow {
   std::string precision = "fp32";
   int64_t resolution = 0, batch = 0;
   int64_t time_length = 0;  // a 3D model's last axis when not resolution (0: it is)
-  std::string status;       // "ok" | "oom" | "over budget: ..." | "error: ..."
+  std::string status;  // "ok" | "oom" | "over budget: ..." | "error: ..."
   double ms_per_step = 0;
   int64_t peak_allocated = 0, peak_reserved = 0;
   // Per step (means over the timed steps); bytes over the link.
@@ -99,7 +99,7 @@ struct BenchRow {
   double link_floor_ms = 0;     // the link's least time for the step's bytes (StepStats)
   std::string plan;
   int64_t estimated_peak = 0;
-  double plan_seconds = 0;   // auto's plan search (the first step of the row)
+  double plan_seconds = 0;  // auto's plan search (the first step of the row)
   bool cuda_graphs = false;  // the timed steps replayed CUDA graphs
   // Under torchrun (N = world_size ranks, one GPU each, batch per rank):
   // ms_per_step is the slowest rank's median with the gradient all-reduce;
