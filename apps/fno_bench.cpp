@@ -6,6 +6,9 @@
 // Under torchrun (one rank per GPU) each row also reports the samples/s of all
 // ranks and the scaling efficiency against one GPU measured in the same run:
 //   torchrun --no-python --nproc-per-node 2 build/apps/fno_bench --resolutions 1024
+// With --domain-parallel N, N ranks share each sample, a band of rows each:
+//   torchrun --no-python --nproc-per-node 4 build/apps/fno_bench --domain-parallel 4 \
+//       --resolutions 8192 --batches 1
 //
 // It writes only the files it is asked for (--json, --csv, --trace, the
 // timelines in --timeline-dir, auto's plans in --plan-cache), each atomically,
@@ -125,6 +128,14 @@ int main(int argc, char** argv) {
                  "each step as one CUDA graph per shape: auto (where graphs work: offload policy "
                  "none, one micro-batch, one rank), on (the same, saying why when they cannot) or "
                  "off (default: auto, or the config's training.cuda_graphs)");
+  app.add_option("--domain-parallel", o.domain_parallel,
+                 "under torchrun: each sample's rows split over this many ranks (the rest data "
+                 "parallel; it divides the world size), each rank's band in the tiled step; rows "
+                 "report every rank's step time and the bytes it sends")
+      ->transform(positive_integer<int64_t>());
+  app.add_option("--one-gpu-baseline", o.domain_baseline,
+                 "with --domain-parallel: rank 0 first times one GPU's step on the whole sample "
+                 "(policy auto) while the others wait (default: 1)");
   app.add_option("--json", json_path, "write the results as JSON here");
   app.add_option("--csv", csv_path, "write the results as CSV here");
   try {
@@ -162,6 +173,9 @@ int main(int argc, char** argv) {
   }
   // Options that act only with another, and where the outputs go: refused
   // before any work (and by --dry-run).
+  if (app.count("--one-gpu-baseline") > 0 && o.domain_parallel == 1) {
+    return fail(2, "--one-gpu-baseline applies to --domain-parallel only");
+  }
   for (const char* option : {"--grid-step", "--grid-max"}) {
     if (app.count(option) > 0 && !o.find_largest) {
       return fail(2, std::string(option) + " applies to --find-largest only");

@@ -155,8 +155,10 @@ TEST_CASE("errors quoting user input stay on one line") {
 TEST_CASE("bad --set overrides are named as such") {
   check_error(kValid, "--set training.epochs: expected section.key=value", {"training.epochs"});
   check_error(kValid, "--set training.epoch=3: training.epoch: unknown key", {"training.epoch=3"});
-  check_error(kValid, "--set training.epochs=-1: training.epochs: expected an integer in [1, 1000000000], got -1",
-              {"training.epochs=-1"});
+  check_error(
+      kValid,
+      "--set training.epochs=-1: training.epochs: expected an integer in [1, 1000000000], got -1",
+      {"training.epochs=-1"});
   check_error(kValid, "--set model.n_modes=[8, x]: model.n_modes: expected an integer",
               {"model.n_modes=[8, x]"});
 }
@@ -379,7 +381,8 @@ std::string dump(const fno::RunConfig& c) {
     << f.max_prefetch_mib << ' ' << f.timeline << ' ' << static_cast<int>(f.compress)
     << " plan_cache=" << f.plan_cache << '\n';
   const auto& g = c.distributed;
-  s << static_cast<int>(g.backend) << ' ' << g.timeout_s << ' ' << g.bucket_mib << '\n';
+  s << static_cast<int>(g.backend) << ' ' << g.timeout_s << ' ' << g.bucket_mib << ' '
+    << g.domain_parallel << '\n';
   return s.str();
 }
 
@@ -451,6 +454,7 @@ TEST_CASE("every key of the schema reaches the typed settings") {
       {"distributed.backend", "gloo"},
       {"distributed.timeout_s", "10"},
       {"distributed.bucket_mib", "8"},
+      {"distributed.domain_parallel", "2"},
       {"offload.policy", "all"},
       {"offload.gpu_memory_limit", "8GiB"},
       {"offload.chunks", "2"},

@@ -19,8 +19,14 @@ TiledStep& TiledRunner::step_for(const TiledPlan& plan) {
       };
     }
     s = std::make_unique<TiledStep>(model_, plan, host);
+    s->set_band(band_);
   }
   return *s;
+}
+
+void TiledRunner::set_band(const Band& band) {
+  band_ = band;
+  for (auto& [key, s] : steps_) s->set_band(band_);
 }
 
 at::Tensor TiledRunner::step(const TiledChoice& choice, const at::Tensor& x, const at::Tensor& y,

@@ -200,8 +200,18 @@ struct TiledStep::Impl {
   std::vector<at::Tensor> coords;
   std::vector<int64_t> coords_grid;
 
+  Band band;       // this rank's rows of the grid (set_band)
+  int64_t n0 = 0;  // rows of the input: the band's, or the grid's
+  // Tile t's first row in the input, and in the whole grid (DFT phases, coordinates).
   int64_t r0(int64_t t) const { return t * plan.tile_rows; }
-  int64_t rows(int64_t t) const { return std::min(plan.tile_rows, spatial[0] - r0(t)); }
+  int64_t g0(int64_t t) const { return band.row0 + r0(t); }
+  int64_t rows(int64_t t) const { return std::min(plan.tile_rows, n0 - r0(t)); }
+  // The sum over the band's ranks of a spectrum (or its gradient), in place.
+  void reduce(at::Tensor& spectrum) const {
+    if (!band.split()) return;
+    if (!spectrum.is_contiguous()) spectrum = spectrum.contiguous();
+    band.sum(spectrum);
+  }
   at::Tensor rows_of(const at::Tensor& full, int64_t t) const {
     return full.narrow(2, r0(t), rows(t));
   }
@@ -255,7 +265,14 @@ void TiledStep::Impl::setup(const at::Tensor& x) {
   TORCH_CHECK(plan.gradient != TilePlace::kRecompute,
               "tiled step: the gradient between blocks cannot be recomputed (device or host)");
   spatial = x.sizes().slice(2).vec();
-  count = (spatial[0] + plan.tile_rows - 1) / plan.tile_rows;
+  n0 = spatial[0];
+  if (band.grid_rows > 0) {
+    TORCH_CHECK(band.row0 >= 0 && band.row0 + n0 <= band.grid_rows, "tiled step: a band of ", n0,
+                " rows at row ", band.row0, " does not fit a grid of ", band.grid_rows, " rows");
+    spatial[0] = band.grid_rows;
+  }
+  TORCH_CHECK(n0 >= 1, "tiled step: the input has no rows");
+  count = (n0 + plan.tile_rows - 1) / plan.tile_rows;
   const auto cd = model->options.compute_dtype();
   dtype = cd == torch::kFloat ? x.scalar_type() : cd;
   const auto options = x.options().dtype(dtype);
@@ -321,7 +338,7 @@ at::Tensor TiledStep::Impl::lift_input(const at::Tensor& x, int64_t t) {
     shape.insert(shape.end(), spatial.begin() + 1, spatial.end());
     std::vector<at::Tensor> parts{xt};
     for (int64_t i = 0; i < d; ++i) {
-      const auto c = i == 0 ? coords[0].narrow(0, r0(t), rows(t)) : coords[static_cast<size_t>(i)];
+      const auto c = i == 0 ? coords[0].narrow(0, g0(t), rows(t)) : coords[static_cast<size_t>(i)];
       std::vector<int64_t> view(static_cast<size_t>(d + 2), 1);
       view[static_cast<size_t>(i + 2)] = c.size(0);
       parts.push_back(c.view(view).expand(shape));
@@ -356,7 +373,7 @@ TiledStep::Impl::TailWeights TiledStep::Impl::weights(int64_t j) {
 // The rows of tile t of block j's spectral output: the inverse transform of
 // its mixed spectrum y. -> [B, C, rows, *S'] in the activations' type
 at::Tensor TiledStep::Impl::spectral(int64_t j, const at::Tensor& y, int64_t t) const {
-  return detail::synthesis_tile(modes[static_cast<size_t>(j)], y, r0(t), rows(t), dtype);
+  return detail::synthesis_tile(modes[static_cast<size_t>(j)], y, g0(t), rows(t), dtype);
 }
 
 // Block j's pointwise tail on a tile, to the next block's input GELU(z) (the
@@ -491,7 +508,7 @@ at::Tensor TiledStep::Impl::lifting_sweep(const at::Tensor& x, std::vector<at::T
   at::Tensor sum;
   for (int64_t t = 0; t < count; ++t) {
     const auto a = lift(x, t);
-    const auto part = detail::analysis_tile(modes[0], a, r0(t));
+    const auto part = detail::analysis_tile(modes[0], a, g0(t));
     sum = sum.defined() ? sum.add_(part) : part;
     keep(0, t, a, next);
   }
@@ -505,6 +522,7 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
   const auto& conv0 = *model->fno_blocks->convs[0]->as<SpectralConv>();
   std::vector<at::Tensor> next(static_cast<size_t>(count));
   X[0] = lifting_sweep(x, next);
+  reduce(X[0]);
   Y[0] = detail::mix_modes(conv0, modes[0], X[0], true);
   latest = std::move(next);
   auto out_shape = x.sizes().vec();
@@ -529,7 +547,7 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
         rows_of(out, t).copy_(project(a, t));
         continue;
       }
-      const auto part = detail::analysis_tile(modes[static_cast<size_t>(j + 1)], a, r0(t));
+      const auto part = detail::analysis_tile(modes[static_cast<size_t>(j + 1)], a, g0(t));
       sum = sum.defined() ? sum.add_(part) : part;
       keep(j + 1, t, a, next);
     }
@@ -544,6 +562,7 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
     if (!hold) latest = std::move(next);
     if (!last) {
       const auto& conv = *model->fno_blocks->convs[j + 1]->as<SpectralConv>();
+      reduce(sum);
       X[static_cast<size_t>(j + 1)] = sum;
       Y[static_cast<size_t>(j + 1)] =
           detail::mix_modes(conv, modes[static_cast<size_t>(j + 1)], sum, true);
@@ -615,7 +634,7 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
         // The tile is ours (a fresh reload, or the device store's, which da
         // replaces): the spectral part adds into it.
         g = g_read->get(t);
-        detail::analysis_tile_adjoint_add(modes[static_cast<size_t>(j + 1)], d_next, r0(t), g);
+        detail::analysis_tile_adjoint_add(modes[static_cast<size_t>(j + 1)], d_next, g0(t), g);
       }
       auto [da, ds] = tail_backward(j, g, a, s, sums);
       // Only da and ds are needed from here: the tile's other tensors go first.
@@ -624,7 +643,7 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
       g = at::Tensor();
       g_out.put(t, da);
       da = at::Tensor();
-      const auto part = detail::synthesis_tile_adjoint(modes[static_cast<size_t>(j)], ds, r0(t));
+      const auto part = detail::synthesis_tile_adjoint(modes[static_cast<size_t>(j)], ds, g0(t));
       dy = dy.defined() ? dy.add_(part) : part;
       // The next sweep's first tile comes in during this sweep's last two.
       if (t == std::max<int64_t>(count - 3, 0) && expect_next_inputs_early(j)) announced = j - 1;
@@ -635,9 +654,12 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
     if (stores[static_cast<size_t>(j)]) stores[static_cast<size_t>(j)]->clear();
     latest.clear();  // (the last block's input, held from forward: read)
     {
+      // The band's share of dy: the mixing's weight gradients are this band's
+      // share too, and its input gradient is added over the ranks.
       torch::AutoGradMode grad_mode(true);
       d_next = mix_backward(j, dy);
     }
+    reduce(d_next);
     if (g_write != nullptr) std::swap(g_read, g_write);
   }
   lifting_backward(x, *g_read, d_next);
@@ -654,7 +676,7 @@ void TiledStep::Impl::lifting_backward(const at::Tensor& x, TileStore& g_read,
   std::vector<at::Tensor> sums;
   for (int64_t t = 0; t < count; ++t) {
     auto g = g_read.get(t);
-    detail::analysis_tile_adjoint_add(modes[0], d_next, r0(t), g);
+    detail::analysis_tile_adjoint_add(modes[0], d_next, g0(t), g);
     if (params.empty()) {
       torch::AutoGradMode grad_mode(true);
       torch::autograd::backward({lift(x, t)}, {g});
@@ -693,6 +715,18 @@ TiledStep::TiledStep(FNO model, TiledPlan plan, TileStoreFactory host)
 TiledStep::~TiledStep() = default;
 
 const TiledPlan& TiledStep::plan() const { return p_->plan; }
+
+void TiledStep::set_band(Band band) {
+  TORCH_CHECK(band.ranks >= 1 && band.rank >= 0 && band.rank < band.ranks, "tiled step: band rank ",
+              band.rank, " of ", band.ranks);
+  TORCH_CHECK(!band.split() || band.sum != nullptr, "tiled step: a band over ", band.ranks,
+              " ranks needs a sum");
+  TORCH_CHECK(band.grid_rows > 0 || band.row0 == 0, "tiled step: a band at row ", band.row0,
+              " needs grid_rows");
+  p_->band = std::move(band);
+}
+
+const Band& TiledStep::band() const { return p_->band; }
 
 at::Tensor TiledStep::forward_backward(
     const at::Tensor& x, const at::Tensor& y,

@@ -11,7 +11,8 @@
 #      resumes in one process (another number of ranks) and ends as the
 #      uninterrupted run;
 #   5. one-line errors: a MASTER_PORT in use, a WORLD_SIZE larger than the
-#      ranks started, RANK outside WORLD_SIZE.
+#      ranks started, RANK outside WORLD_SIZE, a distributed.domain_parallel
+#      that does not divide the world size.
 #   test_distributed.sh FNO_TRAIN SOURCE_DIR WORK_DIR [cpu|cuda] [TORCHRUN]
 set -u
 bin=$1 src=$2 work=$3 device=${4:-cpu} torchrun=${5:-}
@@ -169,6 +170,9 @@ rc=0
 wait "$r1" || rc=$?
 [ "$rc" -eq 5 ] && [ "$(wc -l < "$work/w3_r1.err")" -eq 1 ] && ok || bad "WORLD_SIZE=3, rank 1 exited $rc: $(cat "$work/w3_r1.err")"
 MASTER_PORT=$(port 8) WORLD_SIZE=2 RANK=2 expect 5 "RANK=2 is outside 0..1" -- --out "$work/r2" "${small[@]}"
+# distributed.domain_parallel: refused before any rank waits for another.
+MASTER_PORT=$(port 9) WORLD_SIZE=2 RANK=0 expect 2 "distributed.domain_parallel: 3 does not divide the world size 2" -- --out "$work/dp3" "${small[@]}" --set distributed.domain_parallel=3
+MASTER_PORT=$(port 9) WORLD_SIZE=2 RANK=1 expect 2 "distributed.domain_parallel: 2: fno_train trains data parallel only" -- --out "$work/dp2" "${small[@]}" --set distributed.domain_parallel=2
 MASTER_PORT=$(port 8) WORLD_SIZE=two RANK=0 expect 5 "WORLD_SIZE='two' is not an integer" -- --out "$work/r2" "${small[@]}"
 
 finish test_distributed

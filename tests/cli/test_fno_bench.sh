@@ -50,6 +50,10 @@ dry_run --cuda-graphs off && has "cuda graphs off" "--cuda-graphs off"
 dry_run --config "$small" --set training.cuda_graphs=on && has "cuda graphs on" "training.cuda_graphs=on"
 expect 2 "--cuda-graphs: unknown cuda_graphs setting 'maybe' (expected auto, on or off)" -- --cuda-graphs maybe --dry-run
 
+# --domain-parallel: under torchrun with a multiple of it; the baseline flag only with it.
+expect 2 "--domain-parallel 2 does not divide the world size 1" -- --domain-parallel 2 --dry-run
+expect 2 "--one-gpu-baseline applies to --domain-parallel only" -- --one-gpu-baseline 0 --dry-run
+expect 2 "--domain-parallel" -- --domain-parallel 0 --dry-run
 expect 2 "--set needs --config" -- --set model.hidden_channels=8 --dry-run
 expect 2 "--policies: unknown offload policy 'sometimes'" -- --config "$darcy" --policies sometimes --dry-run
 

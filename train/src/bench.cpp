@@ -26,6 +26,7 @@
 #include <set>
 #include <sstream>
 
+#include "bench_domain.h"
 #include "json.h"
 
 namespace fno {
@@ -300,7 +301,18 @@ void log_row(const BenchRow& r, size_t dims) {
   std::cerr << "fno_bench: " << std::left << std::setw(18) << r.policy << " " << r.precision << " "
             << grid_text(r, dims) << " b" << r.batch << ": " << r.status;
   if (r.status == "ok") {
-    if (r.world_size > 1) {
+    if (r.domain_parallel > 1) {
+      std::cerr << std::fixed << std::setprecision(1) << "  " << r.world_size << " ranks, "
+                << r.domain_parallel << " per sample: per rank";
+      for (const double ms : r.rank_ms) std::cerr << " " << ms;
+      std::cerr << " ms; one GPU " << r.ms_per_step_one_gpu << " ms/step ("
+                << (r.one_gpu_status.empty() ? "not run" : r.one_gpu_status) << "), speed-up "
+                << std::setprecision(2) << r.speedup << "x; each rank sends "
+                << offload::format_bytes(r.domain_bytes_sent) << " a step for its band (payload "
+                << offload::format_bytes(r.domain_payload_bytes) << ", spectra "
+                << offload::format_bytes(r.spectra_bytes) << "), "
+                << offload::format_bytes(r.gradient_bytes_sent) << " for the gradients;";
+    } else if (r.world_size > 1) {
       std::cerr << std::fixed << std::setprecision(1) << "  " << r.world_size
                 << " ranks: " << r.samples_per_s << " samples/s, one GPU " << r.ms_per_step_one_gpu
                 << " ms/step, scaling efficiency " << std::setprecision(3) << r.scaling_efficiency
@@ -404,6 +416,10 @@ std::string describe_bench(const BenchOptions& o) {
                                        : "free memory")
     << "\n";
   s << "memory cap " << (o.memory_cap > 0 ? offload::format_bytes(o.memory_cap) : "none") << "\n";
+  if (o.domain_parallel > 1) {
+    s << "domain parallel " << o.domain_parallel << " ranks per sample (tiled bands); one GPU "
+      << (o.domain_baseline ? "baseline on rank 0" : "baseline not run") << "\n";
+  }
   if (o.find_largest) {
     s << "find largest grid: steps of " << o.grid_step << " up to " << o.grid_max << "\n";
   }
@@ -413,6 +429,19 @@ std::string describe_bench(const BenchOptions& o) {
 void check_bench_options(const BenchOptions& o) {
   using std::to_string;
   const auto refuse = [](const std::string& why) { throw std::invalid_argument(why); };
+  if (o.domain_parallel < 1) {
+    refuse("--domain-parallel " + to_string(o.domain_parallel) + " must be >= 1");
+  }
+  if (o.domain_parallel > 1) {
+    const auto env = dist::launch_env();
+    const int64_t w = env ? env->world_size : 1;
+    if (w % o.domain_parallel != 0) {
+      refuse("--domain-parallel " + to_string(o.domain_parallel) +
+             " does not divide the world size " + to_string(w) +
+             " (run under torchrun with a multiple of it)");
+    }
+    if (o.find_largest) refuse("--find-largest runs on one GPU (not with --domain-parallel)");
+  }
   if (o.find_largest) {
     if (o.memory_cap <= 0) refuse("--find-largest needs --cap (the memory to fit)");
     if (const auto env = dist::launch_env(); env && env->world_size > 1) {
@@ -480,9 +509,15 @@ BenchResult run_bench(const BenchOptions& o) {
   result.device_bytes = offload::device_total_bytes();
   result.memory_cap = o.memory_cap;
   if (o.memory_cap > 0) offload::cap_device_memory(o.memory_cap);
-  Runner runner(o, group);
   result.world_size = group ? group->size() : 1;
   result.rank = group ? group->rank() : 0;
+  if (o.domain_parallel > 1) {
+    result.rows = run_domain_rows(o, group, [&](const BenchRow& row) {
+      if (result.rank == 0) log_row(row, result.grid_dims);
+    });
+    return result;
+  }
+  Runner runner(o, group);
   for (const auto precision : o.precisions) {
     for (const auto& policy : o.policies) {
       for (auto res : o.resolutions) {
@@ -555,7 +590,15 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"samples_per_s\": " << r.samples_per_s
       << ", \"ms_per_step_one_gpu\": " << r.ms_per_step_one_gpu
       << ", \"scaling_efficiency\": " << r.scaling_efficiency
-      << ", \"cuda_graphs\": " << (r.cuda_graphs ? "true" : "false") << ", \"plan\": \""
+      << ", \"cuda_graphs\": " << (r.cuda_graphs ? "true" : "false")
+      << ", \"domain_parallel\": " << r.domain_parallel << ", \"rank_ms\": [";
+    for (size_t k = 0; k < r.rank_ms.size(); ++k) j << (k ? ", " : "") << r.rank_ms[k];
+    j << "], \"one_gpu_status\": \"" << json::escape(r.one_gpu_status)
+      << "\", \"speedup\": " << r.speedup
+      << ", \"domain_payload_bytes\": " << r.domain_payload_bytes
+      << ", \"spectra_bytes\": " << r.spectra_bytes
+      << ", \"domain_bytes_sent\": " << r.domain_bytes_sent
+      << ", \"gradient_bytes_sent\": " << r.gradient_bytes_sent << ", \"plan\": \""
       << json::escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";
@@ -575,7 +618,9 @@ std::string BenchResult::to_csv() const {
        "bytes_reused_on_device,d2h_gbps,h2d_gbps,d2h_busy_ms,h2d_busy_ms,forward_wait_ms,"
        "backward_wait_ms,estimated_peak_bytes,plan_seconds,world_size,samples_per_s,"
        "ms_per_step_one_gpu,scaling_efficiency,forward_stall_ms,inflight_window_bytes,"
-       "link_overlap_ms,link_floor_ms,plan,time_length,cuda_graphs\n";
+       "link_overlap_ms,link_floor_ms,plan,time_length,cuda_graphs,domain_parallel,rank_ms,"
+       "one_gpu_status,speedup,domain_payload_bytes,spectra_bytes,domain_bytes_sent,"
+       "gradient_bytes_sent\n";
   for (const auto& r : rows) {
     c << '"' << device << "\"," << memory_cap << ",\"" << r.policy << "\"," << r.precision << ','
       << r.resolution << ',' << r.batch << ",\"" << r.status << "\"," << r.ms_per_step << ','
@@ -586,7 +631,11 @@ std::string BenchResult::to_csv() const {
       << r.plan_seconds << ',' << r.world_size << ',' << r.samples_per_s << ','
       << r.ms_per_step_one_gpu << ',' << r.scaling_efficiency << ',' << r.forward_stall_ms << ','
       << r.inflight_window << ',' << r.link_overlap_ms << ',' << r.link_floor_ms << ",\"" << r.plan
-      << "\"," << r.time_length << "," << (r.cuda_graphs ? 1 : 0) << "\n";
+      << "\"," << r.time_length << "," << (r.cuda_graphs ? 1 : 0) << ',' << r.domain_parallel
+      << ",\"";
+    for (size_t k = 0; k < r.rank_ms.size(); ++k) c << (k ? ";" : "") << r.rank_ms[k];
+    c << "\",\"" << r.one_gpu_status << "\"," << r.speedup << ',' << r.domain_payload_bytes << ','
+      << r.spectra_bytes << ',' << r.domain_bytes_sent << ',' << r.gradient_bytes_sent << "\n";
   }
   return c.str();
 }

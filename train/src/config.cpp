@@ -290,6 +290,7 @@ const std::vector<Entry>& schema() {
       {"distributed.backend", Kind::kString, "auto", "c10d backend when launched by torchrun: auto (NCCL on CUDA, Gloo on the CPU), nccl or gloo", -kInf, kInf, false, false, names(kBackends)},
       {"distributed.timeout_s", Kind::kFloat, "300", "seconds a rank waits for the others (rendezvous, each collective) before it stops with an error", 0, kInf, true},
       {"distributed.bucket_mib", Kind::kFloat, "4", "MiB of gradients per all-reduce bucket; a bucket is reduced as soon as backward has produced it", 0, kInf, true},
+      {"distributed.domain_parallel", Kind::kInt, "1", "ranks that share one sample, each a band of rows of the first spatial dim (a 2D or 3D model, run tiled; the spectra are summed over them); it divides the world size, the rest is data parallel", 1, kMaxCount},
       // offload
       {"offload.policy", Kind::kString, "none", "activation memory policy: none (nothing moves; on CUDA with the fused kernels, blocks and MLPs store only their inputs and recompute the rest, as slim), slim (recompute cheap activations), all, blocks:K (first K stages, lifting first; the model has model.n_layers + 2 stages), recompute, recompute+offload, auto (fits offload.gpu_memory_limit). Without a CUDA device nothing is offloaded: all and blocks:K run as none, recompute+offload as recompute, auto as none, with a line saying so, and config.yaml records the policy that ran"},
       {"offload.gpu_memory_limit", Kind::kString, "''", "GPU memory budget for auto, e.g. 16GiB (16 x 2^30 bytes) or 8GB (8 x 10^9 bytes): kB, MB, GB, TB are powers of 1000, KiB, MiB, GiB, TiB (and K, M, G, T) powers of 1024 ('': the device's free memory). The other policies plan nothing against it; it also bounds the data kept on the GPU and the out-of-memory advice"},
@@ -1023,6 +1024,7 @@ DistributedConfig read_distributed(const Resolved& r) {
   d.backend = choice(kBackends, r.as<std::string>("distributed.backend"));
   d.timeout_s = r.as<double>("distributed.timeout_s");
   d.bucket_mib = r.as<double>("distributed.bucket_mib");
+  d.domain_parallel = r.as<int64_t>("distributed.domain_parallel");
   return d;
 }
 

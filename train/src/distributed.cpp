@@ -16,6 +16,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -126,7 +127,9 @@ struct Group::Impl {
   // communicators with a peer gone can block.
   std::atomic<bool> failed{false};
 
-  std::string who() const { return "rank " + std::to_string(env.rank); }
+  // A subgroup's ranks are named by their rank in the world too.
+  std::string label;
+  std::string who() const { return label.empty() ? "rank " + std::to_string(env.rank) : label; }
 
   // The ranks whose heartbeat stopped: read every stamp, wait a few beats,
   // read again. "" when all are alive (or this rank is alone).
@@ -204,6 +207,62 @@ std::string to_string(Backend backend) {
   return "?";
 }
 
+// Creates the backend of `p` (p.backend_name, over p.store) and starts its
+// heartbeats.
+static void start_backend(Group::Impl& p, std::chrono::milliseconds timeout) {
+  const auto& env = p.env;
+  const auto& backend = p.backend_name;
+  const auto& device = p.device;
+  p.store->set("hb/" + std::to_string(env.rank), std::to_string(now_ms()));
+  p.guarded(
+      "creating the " + backend + " process group of " + std::to_string(env.world_size) + " ranks",
+      [&] {
+        if (backend == "gloo") {
+#ifdef USE_C10D_GLOO
+          auto o = c10d::ProcessGroupGloo::Options::create_default(timeout);
+          p.backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+              p.store, static_cast<int>(env.rank), static_cast<int>(env.world_size), o);
+#else
+          throw std::runtime_error("this build has no Gloo backend");
+#endif
+        } else {
+#ifdef USE_C10D_NCCL
+          // Failures become exceptions in wait(), never an abort of the process:
+          // blocking waits with the timeout, communicators cleaned up on error, no
+          // monitoring thread that would kill the process. A user's settings win.
+          setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+          setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
+          setenv("TORCH_NCCL_ENABLE_MONITORING", "0", 0);
+          setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
+          setenv("TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "0", 0);
+          c10::cuda::set_device(device.index());
+          auto o = c10d::ProcessGroupNCCL::Options::create();
+          o->timeout = timeout;
+          auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+              p.store, static_cast<int>(env.rank), static_cast<int>(env.world_size), o);
+          // Bind the communicator to this rank's GPU now (lazily, NCCL would guess).
+          nccl->setBoundDeviceId(device);
+          p.backend = nccl;
+#else
+          throw std::runtime_error(
+              "this build has no NCCL backend (nccl.h was not found at configure time)");
+#endif
+        }
+        return 0;
+      });
+  p.heartbeat = std::thread([raw = &p] {
+    while (!raw->stop.load()) {
+      try {
+        raw->store->set("hb/" + std::to_string(raw->env.rank), std::to_string(now_ms()));
+      } catch (const std::exception&) {
+        return;  // the store is gone; the next collective reports it
+      }
+      for (int i = 0; i < 10 && !raw->stop.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
 std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& device,
                                      const GroupOptions& options) {
   auto p = std::make_unique<Impl>();
@@ -250,57 +309,28 @@ std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& 
                 " with WORLD_SIZE=" + std::to_string(env.world_size) + " failed (do all " +
                 std::to_string(env.world_size) + " ranks run?): " + msg);
   }
-  p->store->set("hb/" + std::to_string(env.rank), std::to_string(now_ms()));
   p->backend_name = backend;
-  p->guarded(
-      "creating the " + backend + " process group of " + std::to_string(env.world_size) + " ranks",
-      [&] {
-        if (backend == "gloo") {
-#ifdef USE_C10D_GLOO
-          auto o = c10d::ProcessGroupGloo::Options::create_default(options.timeout);
-          p->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
-              p->store, static_cast<int>(env.rank), static_cast<int>(env.world_size), o);
-#else
-          throw std::runtime_error("this build has no Gloo backend");
-#endif
-        } else {
-#ifdef USE_C10D_NCCL
-          // Failures become exceptions in wait(), never an abort of the process:
-          // blocking waits with the timeout, communicators cleaned up on error, no
-          // monitoring thread that would kill the process. A user's settings win.
-          setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
-          setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
-          setenv("TORCH_NCCL_ENABLE_MONITORING", "0", 0);
-          setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
-          setenv("TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "0", 0);
-          c10::cuda::set_device(device.index());
-          auto o = c10d::ProcessGroupNCCL::Options::create();
-          o->timeout = options.timeout;
-          auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-              p->store, static_cast<int>(env.rank), static_cast<int>(env.world_size), o);
-          // Bind the communicator to this rank's GPU now (lazily, NCCL would guess).
-          nccl->setBoundDeviceId(device);
-          p->backend = nccl;
-#else
-          throw std::runtime_error(
-              "this build has no NCCL backend (nccl.h was not found at configure time)");
-#endif
-        }
-        return 0;
-      });
-  p->heartbeat = std::thread([raw = p.get()] {
-    while (!raw->stop.load()) {
-      try {
-        raw->store->set("hb/" + std::to_string(raw->env.rank), std::to_string(now_ms()));
-      } catch (const std::exception&) {
-        return;  // the store is gone; the next collective reports it
-      }
-      for (int i = 0; i < 10 && !raw->stop.load(); ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
+  start_backend(*p, options.timeout);
   std::shared_ptr<Group> g(new Group(std::move(p)));
   // Every rank is up: the first collective (a barrier) proves the links.
+  g->barrier();
+  return g;
+}
+
+std::shared_ptr<Group> Group::subgroup(const std::vector<int64_t>& ranks, const std::string& name) {
+  const auto it = std::find(ranks.begin(), ranks.end(), rank());
+  TORCH_CHECK(it != ranks.end(), "dist: rank ", rank(), " is not in subgroup '", name, "'");
+  auto p = std::make_unique<Impl>();
+  p->env = p_->env;
+  p->env.rank = it - ranks.begin();
+  p->env.world_size = static_cast<int64_t>(ranks.size());
+  p->device = p_->device;
+  p->timeout = p_->timeout;
+  p->label = p_->who() + " (" + name + " rank " + std::to_string(p->env.rank) + ")";
+  p->store = c10::make_intrusive<c10d::PrefixStore>(name, p_->store);
+  p->backend_name = p_->backend_name;
+  start_backend(*p, p_->timeout);
+  std::shared_ptr<Group> g(new Group(std::move(p)));
   g->barrier();
   return g;
 }

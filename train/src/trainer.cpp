@@ -128,6 +128,19 @@ void Trainer::State::join_ranks() {
     rank = launch->rank;
     world_size = launch->world_size;
   }
+  // Before any rank waits for another: every rank refuses alike.
+  if (const int64_t n = cfg.distributed.domain_parallel; n > 1) {
+    if (world_size % n != 0) {
+      throw ConfigError("distributed.domain_parallel: " + std::to_string(n) +
+                        " does not divide the world size " + std::to_string(world_size) +
+                        " (the ranks that share one sample; run under torchrun with a multiple "
+                        "of it)");
+    }
+    throw ConfigError("distributed.domain_parallel: " + std::to_string(n) +
+                      ": fno_train trains data parallel only for now (domain_parallel: 1); "
+                      "fno_bench --domain-parallel " +
+                      std::to_string(n) + " measures the split step");
+  }
   if (main()) make_dirs(run_dir);
   device = pick_device(cfg.device.name, world_size > 1 ? launch->local_rank : -1);
   if (world_size > 1) {

@@ -36,11 +36,16 @@ class TiledRunner {
   /// Drops every plan's stores (their pinned memory too).
   void clear() { steps_.clear(); }
 
+  /// One sample across ranks (TiledStep::set_band): every plan's steps take
+  /// this rank's band of rows, and `loss` must be a global one.
+  void set_band(const Band& band);
+
  private:
   TiledStep& step_for(const TiledPlan& plan);
   FNO model_;
   offload::Offloader* offloader_;
   std::map<std::string, std::unique_ptr<TiledStep>> steps_;
+  Band band_;
 };
 
 }  // namespace fno

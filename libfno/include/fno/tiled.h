@@ -23,8 +23,12 @@
 // Numerics: the same functions as the whole-grid model (the fused block tail
 // included), summed over tiles; gradients equal the whole-grid step's to
 // fp32 rounding. 2D and 3D models; not 1D, not with domain padding.
+//
+// Across ranks (set_band): each rank holds a band of rows, sums its tiles'
+// share of each spectrum, and the spectra are added over the ranks.
 #pragma once
 
+#include <fno/band.h>
 #include <fno/fno.h>
 
 #include <ATen/core/Tensor.h>
@@ -137,6 +141,16 @@ class TiledStep {
   at::Tensor forward(const at::Tensor& x);
 
   const TiledPlan& plan() const;
+
+  /// One sample across ranks (fno/band.h): the inputs of later steps hold
+  /// rows [band.row0, band.row0 + n) of a grid of band.grid_rows rows (the
+  /// DFT phases and grid coordinates use the global row), and the partial
+  /// spectra (forward) and the mixings' input gradients (backward), [B, C,
+  /// *K] complex, are added over the ranks with band.sum. Outputs are the
+  /// band's rows; parameter gradients are this band's share, for the caller
+  /// to add over the ranks; `loss` must be a global one (band_rel_loss).
+  void set_band(Band band);
+  const Band& band() const;
 
  private:
   struct Impl;

@@ -68,6 +68,16 @@ struct BenchOptions {
   /// CUDA graphs where they work (fno_engine/graphed_step.h); a row that cannot
   /// take them runs eagerly, with one line per reason.
   CudaGraphs cuda_graphs = CudaGraphs::kAuto;
+  /// --domain-parallel N (under torchrun): each sample's rows split over N
+  /// ranks (fno_train/domain.h), the rest data parallel. The rows run the
+  /// tiled step of each rank's band, its plan the fastest estimated tiled plan
+  /// of rank 0's band within its budget (every rank takes it), eagerly; the
+  /// policies are not used.
+  int64_t domain_parallel = 1;
+  /// --one-gpu-baseline (with --domain-parallel): rank 0 first times one
+  /// GPU's step on the whole sample (policy auto, its fastest plan within the
+  /// budget) while the other ranks wait.
+  bool domain_baseline = true;
 };
 
 struct BenchRow {
@@ -99,6 +109,19 @@ struct BenchRow {
   double samples_per_s = 0;
   double ms_per_step_one_gpu = 0;
   double scaling_efficiency = 0;
+  // --domain-parallel N: ranks per sample; each rank's median (ms_per_step is
+  // the slowest); what one GPU's baseline row ended with ("" when not run);
+  // speed-up = the ranks' samples/s over one GPU's; per step and rank, the
+  // bytes its band's all-reduces carry (payload: the spectra, forward and
+  // backward, and the loss's sums and halo rows), of which the spectra are
+  // spectra_bytes, and the bytes a ring all-reduce sends for them and for the
+  // gradients (2 (n - 1) / n of the payload).
+  int64_t domain_parallel = 1;
+  std::vector<double> rank_ms;
+  std::string one_gpu_status;
+  double speedup = 0;
+  int64_t domain_payload_bytes = 0, spectra_bytes = 0, domain_bytes_sent = 0;
+  int64_t gradient_bytes_sent = 0;
 };
 
 /// A row's grid as text: "256^2", "256^3", or "256^2 x 40" with a time length.

@@ -255,6 +255,9 @@ struct DistributedConfig {
   double timeout_s = 300;
   /// distributed.bucket_mib: MiB of gradients per all-reduce bucket.
   double bucket_mib = 4;
+  /// distributed.domain_parallel: the ranks that share one sample, each a band
+  /// of rows (fno_train/domain.h); it divides the world size.
+  int64_t domain_parallel = 1;
 };
 
 /// A run's configuration: one struct per YAML section.

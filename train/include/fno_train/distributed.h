@@ -84,6 +84,12 @@ class Group {
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
+  /// A group of some of this group's ranks (`ranks`, in this group's
+  /// numbering; this rank among them), over the same store under the prefix
+  /// `name`, which names one subgroup among those that take part. Every
+  /// rank in `ranks` calls it, no other; its rank() is the position in `ranks`.
+  std::shared_ptr<Group> subgroup(const std::vector<int64_t>& ranks, const std::string& name);
+
   int64_t rank() const;
   int64_t size() const;
   int64_t local_rank() const;

@@ -1,0 +1,75 @@
+// One sample across ranks: each rank holds a band of rows of the first spatial
+// dim, [row0, row0 + n) of a grid of S0 rows.
+//
+// An FNO block is pointwise but for its spectral convolution, which keeps
+// only the low modes; the kept spectrum is a sum over rows. So each rank adds
+// up its band's share, one sum over ranks of the [B, C, k0, k1(, k2)] complex
+// values gives every rank the whole spectrum, the channel mixing is
+// replicated, and each rank makes its own rows of the output (TiledStep with
+// set_band). Backward is the same in reverse: the mixing's input gradient is
+// summed over ranks likewise.
+//
+// The losses here are global: each rank computes its rows' sums (per batch
+// entry and channel), the sums are added over ranks, and the returned value is
+// the loss of the whole grid on every rank. Its gradient w.r.t. the rank's
+// own output is exact: loss_local = L + sum_i c_i (G_i - detach(G_i)), with
+// c_i = dL/dS_i from the global, detached sums S_i, and G_i the terms of S_i
+// that depend on the rank's rows. The H1 loss's central differences along
+// the first dim take halo rows from each neighbour (periodic: the last rank's
+// neighbour is the first): one for the values, two for the gradient (the
+// differences at the neighbours' edge rows depend on this rank's edge rows),
+// so that backward sends nothing. All communication is `sum` (an in-place sum
+// over the ranks of one sample, e.g. c10d's all-reduce), called in the same
+// order on every rank.
+//
+// Parameter gradients of a band are partial sums: the caller adds them over
+// the ranks, as data parallel adds them over the batch.
+#pragma once
+
+#include <fno/losses.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+namespace fno {
+
+/// Where a rank's rows lie, and how it adds tensors up with the other ranks of
+/// its sample. The default is one process: the band is the whole grid.
+struct Band {
+  /// The first row of this rank's band in the grid.
+  int64_t row0 = 0;
+  /// S0, the rows of the whole grid; 0: the input's own (one process).
+  int64_t grid_rows = 0;
+  /// This rank among the ranks of its sample, and how many they are.
+  int64_t rank = 0;
+  int64_t ranks = 1;
+  /// In place: the sum over the ranks of the sample (complex: both parts).
+  /// Null: one process.
+  std::function<void(at::Tensor&)> sum;
+
+  bool split() const { return ranks > 1; }
+};
+
+/// The rows of rank r of `ranks` over a grid of `rows`: as even as can be, the
+/// first rows % ranks bands one row longer. Returns {row0, n}.
+std::pair<int64_t, int64_t> band_rows(int64_t rows, int64_t ranks, int64_t r);
+
+/// The relative Lp loss (LpLoss::rel) of the whole grid, from this rank's rows.
+// x, y: [B, C, n, *S'] (the rank's rows) -> scalar, the same on every rank
+at::Tensor band_rel_loss(const LpLoss& loss, const Band& band, const at::Tensor& x,
+                         const at::Tensor& y);
+/// The relative H1 loss (H1Loss::rel) of the whole grid, from this rank's
+/// rows. Across ranks the first dim must be periodic (periodic_in_x).
+// x, y: [B, C, n, *S'] -> scalar, the same on every rank
+at::Tensor band_rel_loss(const H1Loss& loss, const Band& band, const at::Tensor& x,
+                         const at::Tensor& y);
+
+/// x with the `k` rows just before and just after this rank's band (periodic)
+/// from the neighbouring ranks, detached. Every band must have >= k rows.
+// x: [B, C, n, *S'] -> [B, C, n + 2k, *S']
+at::Tensor band_halo(const Band& band, const at::Tensor& x, int64_t k);
+
+}  // namespace fno

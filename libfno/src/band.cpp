@@ -1,0 +1,161 @@
+#include <fno/band.h>
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace fno {
+
+std::pair<int64_t, int64_t> band_rows(int64_t rows, int64_t ranks, int64_t r) {
+  TORCH_CHECK(ranks >= 1 && r >= 0 && r < ranks, "band_rows: rank ", r, " of ", ranks);
+  TORCH_CHECK(rows >= ranks, "band_rows: a grid of ", rows, " rows cannot be split over ", ranks,
+              " ranks");
+  const int64_t base = rows / ranks, extra = rows % ranks;
+  const int64_t row0 = r * base + std::min(r, extra);
+  return {row0, base + (r < extra ? 1 : 0)};
+}
+
+at::Tensor band_halo(const Band& band, const at::Tensor& x, int64_t k) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = x.size(2);
+  TORCH_CHECK(n >= k, "band halo: a band of ", n, " rows is thinner than the halo of ", k, " rows");
+  if (!band.split()) {
+    // One process: the periodic wrap of its own rows.
+    return torch::cat({x.narrow(2, n - k, k), x, x.narrow(2, 0, k)}, 2);
+  }
+  TORCH_CHECK(band.sum != nullptr, "band halo: ", band.ranks, " ranks but no sum");
+  // Every rank's first and last k rows, each in its own slot, added over ranks.
+  auto shape = x.sizes().vec();
+  shape[2] = k;
+  shape.insert(shape.begin(), {band.ranks, 2});
+  auto slots = torch::zeros(shape, x.options());
+  slots[band.rank][0].copy_(x.narrow(2, 0, k));
+  slots[band.rank][1].copy_(x.narrow(2, n - k, k));
+  band.sum(slots);
+  const int64_t prev = (band.rank + band.ranks - 1) % band.ranks;
+  const int64_t next = (band.rank + 1) % band.ranks;
+  return torch::cat({slots[prev][1], x.detach(), slots[next][0]}, 2);
+}
+
+namespace {
+
+at::Tensor reduce_all(const at::Tensor& x, Reduction r) {
+  return (r == Reduction::kSum ? x.sum() : x.mean()).squeeze();
+}
+
+// The global loss from this rank's sums: `with_grad` ([K, B, C], depending on
+// the rank's rows as the global sums do) and `own` ([K, B, C], the rank's
+// share of the global sums, without gradient). Adds `own` over ranks, gets
+// L = value(sums) and its gradient c w.r.t. the sums, and returns
+// L + sum(c * (with_grad - detach(with_grad))): L's value, the exact gradient.
+at::Tensor global_loss(const Band& band, const at::Tensor& with_grad, at::Tensor own,
+                       const std::function<at::Tensor(const at::Tensor&)>& value) {
+  own = own.detach().to(torch::kDouble).contiguous();
+  if (band.split()) {
+    TORCH_CHECK(band.sum != nullptr, "band loss: ", band.ranks, " ranks but no sum");
+    band.sum(own);
+  }
+  at::Tensor l, c;
+  {
+    torch::AutoGradMode grad_mode(true);
+    const auto s = own.detach().requires_grad_(true);
+    l = value(s);
+    c = torch::autograd::grad({l}, {s})[0];
+  }
+  const auto g = with_grad;
+  const auto c_typed = c.to(g.scalar_type());
+  return l.detach().to(g.scalar_type()) + (c_typed * (g - g.detach())).sum();
+}
+
+void check_band_input(const at::Tensor& x, const at::Tensor& y, int64_t d, const char* who) {
+  TORCH_CHECK(x.sizes() == y.sizes(), who, ": prediction shape ", x.sizes(),
+              " differs from target shape ", y.sizes());
+  TORCH_CHECK(x.dim() == d + 2, who, ": a band loss takes [B, C, rows, *S'] with d=", d,
+              " spatial dims, got shape ", x.sizes());
+}
+
+}  // namespace
+
+at::Tensor band_rel_loss(const LpLoss& loss, const Band& band, const at::Tensor& x,
+                         const at::Tensor& y) {
+  if (!band.split()) return loss.rel(x, y);
+  const auto& o = loss.options();
+  check_band_input(x, y, o.d(), "band LpLoss");
+  const auto p = static_cast<double>(o.p());
+  const auto power = [&](const at::Tensor& t) {
+    const auto f = t.flatten(2);
+    return (o.p() % 2 == 0 ? f.pow(p) : f.abs().pow(p)).sum(-1);  // [B, C]
+  };
+  const auto num = power(x - y);
+  const auto den = power(y).detach();
+  const auto with_grad = torch::stack({num, torch::zeros_like(den)});
+  const auto own = torch::stack({num.detach(), den});
+  const double eps = o.eps();
+  const auto reduction = o.reduction();
+  return global_loss(band, with_grad, own, [&](const at::Tensor& s) {
+    const double inv = 1.0 / p;
+    const auto out = o.p() == 1 ? s[0] / (s[1] + eps) : s[0].pow(inv) / (s[1].pow(inv) + eps);
+    return reduce_all(out, reduction);
+  });
+}
+
+at::Tensor band_rel_loss(const H1Loss& loss, const Band& band, const at::Tensor& x,
+                         const at::Tensor& y) {
+  if (!band.split()) return loss.rel(x, y);
+  const auto& o = loss.options();
+  check_band_input(x, y, o.d(), "band H1Loss");
+  TORCH_CHECK(o.periodic_in_x(),
+              "band H1Loss: split over ranks, the first spatial dim must be periodic "
+              "(periodic_in_x)");
+  const int64_t d = o.d(), n = x.size(2);
+  TORCH_CHECK(band.grid_rows >= n, "band H1Loss: grid_rows ", band.grid_rows, " < band rows ", n);
+  const bool periodic[3] = {o.periodic_in_x(), o.periodic_in_y(), o.periodic_in_z()};
+  // The grid step per dim over the whole grid, as H1Loss's uniform quadrature.
+  const auto& m = o.measure();
+  TORCH_CHECK(m.size() == 1 || static_cast<int64_t>(m.size()) == d,
+              "band H1Loss: measure needs 1 or ", d, " entries, got ", m.size());
+  std::vector<double> h(static_cast<size_t>(d));
+  for (int64_t j = 0; j < d; ++j) {
+    const double mj = m.size() == 1 ? m[0] : m[static_cast<size_t>(j)];
+    h[static_cast<size_t>(j)] = mj / static_cast<double>(j == 0 ? band.grid_rows : x.size(2 + j));
+  }
+  const auto sq = [](const at::Tensor& t) { return t.flatten(2).pow(2).sum(-1); };  // [B, C]
+  // Halos of two rows: x's for the gradient of the differences at the
+  // neighbours' edge rows (detached: they are the neighbours' to train), y's
+  // for the norm.
+  at::Tensor xh, yh;
+  {
+    const auto both = band_halo(band, torch::cat({x.detach(), y}, 1), 2);
+    xh = both.narrow(1, 0, x.size(1));
+    yh = both.narrow(1, x.size(1), y.size(1));
+  }
+  // x with its halo, gradients flowing to its own rows only.
+  const auto xe = torch::cat({xh.narrow(2, 0, 2), x, xh.narrow(2, n + 2, 2)}, 2);
+  const auto de = xe - yh;  // [B, C, n + 4, *S']
+  // Central differences along dim 0 at rows -1 .. n (of the band): rows 0 .. n-1
+  // are this rank's share of the global sum, rows -1 and n depend on its edge rows.
+  const auto d0 = (de.narrow(2, 2, n + 2) - de.narrow(2, 0, n + 2)) / (2.0 * h[0]);
+  const auto y0 = (yh.narrow(2, 3, n) - yh.narrow(2, 1, n)) / (2.0 * h[0]);
+  const auto diff = x - y;
+  auto num_grad = sq(diff) + sq(d0);
+  auto num_own = sq(diff.detach()) + sq(d0.detach().narrow(2, 1, n));
+  auto den = sq(y) + sq(y0);
+  for (int64_t j = 1; j < d; ++j) {
+    const int64_t dim = 2 + j;
+    const auto dd = finite_diff_first(diff, dim, h[static_cast<size_t>(j)], periodic[j]);
+    const auto s = sq(dd);
+    num_grad = num_grad + s;
+    num_own = num_own + s.detach();
+    den = den + sq(finite_diff_first(y, dim, h[static_cast<size_t>(j)], periodic[j]));
+  }
+  den = den.detach();
+  const auto with_grad = torch::stack({num_grad, torch::zeros_like(den)});
+  const auto own = torch::stack({num_own, den});
+  const double eps = o.eps();
+  const auto reduction = o.reduction();
+  return global_loss(band, with_grad, own, [&](const at::Tensor& s) {
+    return reduce_all(s[0].pow(0.5) / (s[1].pow(0.5) + eps), reduction);
+  });
+}
+
+}  // namespace fno

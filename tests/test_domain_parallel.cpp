@@ -1,0 +1,315 @@
+// One sample across ranks (fno/band.h) on the CPU: N ranks as N threads of
+// this process, a Gloo group over the loopback. Each rank holds a band of rows
+// (uneven: the grid's rows are not a multiple of N) and runs the tiled step
+// with its spectra added over the ranks; the loss and every parameter
+// gradient (added over the ranks) must equal one process's whole-grid step.
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+
+#include <fno/band.h>
+#include <fno/losses.h>
+#include <fno/tiled.h>
+#include <fno_train/distributed.h>
+#include <fno_train/domain.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "golden.h"
+
+using fno::test::free_port;
+using fno::test::rel_err;
+
+namespace {
+
+// fn(rank, group) on n threads, as the ranks of one Gloo group on the CPU, or
+// with `cuda` of one NCCL group, rank r on GPU r.
+void ranks(int64_t n, const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,
+           bool cuda = false) {
+  const int port = free_port();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fno::dist::LaunchEnv env;
+        env.rank = r;
+        env.world_size = n;
+        env.local_rank = r;
+        env.local_world_size = n;
+        env.master_port = port;
+        fno::dist::GroupOptions o;
+        o.backend = cuda ? fno::dist::Backend::kNccl : fno::dist::Backend::kGloo;
+        o.timeout = std::chrono::seconds(60);
+        const auto device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
+                                 : torch::Device(torch::kCPU);
+        fn(r, fno::dist::Group::create(env, device, o));
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+}
+
+std::map<std::string, torch::Tensor> grads(const fno::FNO& model) {
+  std::map<std::string, torch::Tensor> g;
+  for (const auto& p : model->named_parameters()) {
+    const auto& t = p.value().grad();
+    g[p.key()] = t.defined() ? (t.is_complex() ? torch::view_as_real(t) : t).clone()
+                             : torch::zeros_like(torch::view_as_real_copy(p.value()));
+  }
+  return g;
+}
+
+using Loss =
+    std::function<torch::Tensor(const fno::Band&, const torch::Tensor&, const torch::Tensor&)>;
+
+// The whole-grid step of one process against N ranks' banded tiled steps.
+// With `cuda`: rank r on GPU r with NCCL, the references on GPU 0.
+void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape, int64_t n,
+                 int64_t tile_rows, const Loss& loss, bool cuda = false) {
+  const auto device = [&](int64_t r) {
+    return cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
+                : torch::Device(torch::kCPU);
+  };
+  torch::manual_seed(5);
+  const auto x = torch::randn(shape).to(device(0));
+  auto yshape = shape;
+  yshape[1] = opts.out_channels();
+  const auto y = torch::randn(yshape).to(device(0));
+  torch::manual_seed(0);
+  fno::FNO reference(opts);
+  reference->to(device(0));
+  const auto want_out = reference->forward(x);
+  const auto want_loss = loss(fno::Band{}, want_out, y);
+  want_loss.backward();
+  const auto want = grads(reference);
+  const int64_t rows = shape[2];
+  // fp32's own noise: one process's tiled step against the whole-grid model.
+  // Where a gradient is a sum with much cancellation (the last biases), the
+  // order of fp32 sums alone moves it by about 1e-5.
+  std::map<std::string, torch::Tensor> one;
+  {
+    torch::manual_seed(0);
+    fno::FNO model(opts);
+    model->to(device(0));
+    fno::TiledPlan plan;
+    plan.tile_rows = tile_rows;
+    fno::TiledStep step(model, plan);
+    step.forward_backward(x, y, [&](const at::Tensor& out, const at::Tensor& yy) {
+      return loss(fno::Band{}, out, yy);
+    });
+    one = grads(model);
+  }
+
+  std::vector<double> got_loss(static_cast<size_t>(n));
+  std::vector<std::map<std::string, torch::Tensor>> got(static_cast<size_t>(n));
+  std::vector<int64_t> sent(static_cast<size_t>(n));
+  std::vector<double> out_err(static_cast<size_t>(n));
+  // The ranks' models, made here: the threads would share the global generator.
+  std::vector<fno::FNO> models;
+  for (int64_t r = 0; r < n; ++r) {
+    torch::manual_seed(0);
+    models.emplace_back(opts);
+    models.back()->to(device(r));
+  }
+  ranks(
+      n,
+      [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+        auto& model = models[static_cast<size_t>(r)];
+        const auto [row0, count] = fno::band_rows(rows, n, r);
+        const auto xr = x.narrow(2, row0, count).to(device(r));
+        const auto yr = y.narrow(2, row0, count).to(device(r));
+        fno::Band band;
+        band.row0 = row0;
+        band.grid_rows = rows;
+        band.rank = r;
+        band.ranks = n;
+        band.sum = [&, g](at::Tensor& t) {
+          sent[static_cast<size_t>(r)] += t.numel() * static_cast<int64_t>(t.element_size());
+          g->all_reduce_sum(t);
+        };
+        fno::TiledPlan plan;
+        plan.tile_rows = tile_rows;
+        fno::TiledStep step(model, plan);
+        step.set_band(band);
+        const auto l = step.forward_backward(
+            xr, yr,
+            [&](const at::Tensor& out, const at::Tensor& yy) { return loss(band, out, yy); });
+        for (auto& p : model->parameters()) {
+          auto grad = p.mutable_grad();
+          g->all_reduce_sum(grad);
+        }
+        const int64_t step_bytes = sent[static_cast<size_t>(r)];
+        // Evaluation: the band's rows of the whole grid's output.
+        out_err[static_cast<size_t>(r)] =
+            rel_err(step.forward(xr), want_out.detach().narrow(2, row0, count));
+        sent[static_cast<size_t>(r)] = step_bytes;
+        got_loss[static_cast<size_t>(r)] = l.item<double>();
+        got[static_cast<size_t>(r)] = grads(model);
+      },
+      cuda);
+  // The spectra of every block, forward and backward: [B, hidden, k0, k1/2+1...] complex64.
+  int64_t spectra = 0;
+  for (int64_t j = 0; j < opts.n_layers(); ++j) {
+    int64_t k = shape[0] * opts.hidden_channels() * 8;
+    for (size_t i = 0; i < opts.n_modes().size(); ++i) {
+      const auto m = opts.n_modes()[i];
+      k *= i + 1 == opts.n_modes().size() ? m / 2 + 1 : m;
+    }
+    spectra += 2 * k;
+  }
+  double worst = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    INFO("rank ", r, " of ", n);
+    CHECK(got_loss[static_cast<size_t>(r)] ==
+          doctest::Approx(want_loss.item<double>()).epsilon(1e-5));
+    CHECK(out_err[static_cast<size_t>(r)] <= 1e-5);
+    // The spectra, and the loss's few sums and halo rows, nothing grid-sized.
+    CHECK(sent[static_cast<size_t>(r)] >= spectra);
+    CHECK(sent[static_cast<size_t>(r)] < spectra + 64 * 1024);
+    for (const auto& [name, w] : want) {
+      const double floor = rel_err(one.at(name), w);
+      INFO("gradient of ", name, "; one process's tiled step is ", floor, " off");
+      REQUIRE(got[static_cast<size_t>(r)].count(name) == 1);
+      CHECK(rel_err(got[static_cast<size_t>(r)].at(name), w) <= std::max(1e-5, 2 * floor));
+      worst = std::max(worst, rel_err(got[static_cast<size_t>(r)].at(name), w));
+    }
+  }
+  MESSAGE(n, " ranks, grid ", shape[2], " rows: worst gradient ", worst, " relative");
+}
+
+}  // namespace
+
+TEST_CASE("band_rows splits a grid as evenly as can be") {
+  CHECK(fno::band_rows(13, 3, 0) == std::pair<int64_t, int64_t>{0, 5});
+  CHECK(fno::band_rows(13, 3, 1) == std::pair<int64_t, int64_t>{5, 4});
+  CHECK(fno::band_rows(13, 3, 2) == std::pair<int64_t, int64_t>{9, 4});
+  CHECK(fno::band_rows(8, 2, 1) == std::pair<int64_t, int64_t>{4, 4});
+  CHECK_THROWS(fno::band_rows(2, 3, 0));
+}
+
+TEST_CASE("a sample split over 2 and 3 ranks: loss and gradients equal one process's (2D)") {
+  const auto opts = fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(3);
+  const fno::LpLoss l2(fno::LpLossOptions().d(2));
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss by_l2 = [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+    return fno::band_rel_loss(l2, b, o, y);
+  };
+  const Loss by_h1 = [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+    return fno::band_rel_loss(h1, b, o, y);
+  };
+  for (const int64_t n : {2, 3}) {
+    INFO(n, " ranks");
+    check_exact(opts, {2, 1, 13, 10}, n, 2, by_l2);
+    check_exact(opts, {2, 1, 13, 10}, n, 3, by_h1);
+  }
+}
+
+TEST_CASE("a sample split over 2 and 3 ranks: loss and gradients equal one process's (3D)") {
+  const auto opts = fno::FNOOptions({4, 4, 4}, 2, 1, 6).n_layers(2);
+  const fno::H1Loss h1(fno::H1LossOptions().d(3));
+  const fno::LpLoss l2(fno::LpLossOptions().d(3));
+  for (const int64_t n : {2, 3}) {
+    check_exact(opts, {1, 2, 11, 6, 7}, n, 2,
+                [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+                  return fno::band_rel_loss(h1, b, o, y);
+                });
+    check_exact(opts, {1, 2, 11, 6, 7}, n, 3,
+                [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+                  return fno::band_rel_loss(l2, b, o, y);
+                });
+  }
+}
+
+TEST_CASE("band losses name what they cannot do") {
+  const fno::H1Loss h1(fno::H1LossOptions().d(2).periodic_in_x(false));
+  fno::Band band;
+  band.ranks = 2;
+  band.grid_rows = 8;
+  band.sum = [](at::Tensor&) {};
+  const auto x = torch::randn({1, 1, 4, 5});
+  CHECK_THROWS_WITH(fno::band_rel_loss(h1, band, x, x),
+                    doctest::Contains("must be periodic (periodic_in_x)"));
+  CHECK_THROWS_WITH(fno::band_halo(band, x.narrow(2, 0, 1), 2),
+                    doctest::Contains("thinner than the halo"));
+}
+
+TEST_CASE("a 2D mesh of 4 ranks, 2 per sample: domain and data subgroups") {
+  std::vector<std::vector<double>> sums(4);
+  std::vector<std::string> refused(4);
+  ranks(4, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+    try {
+      fno::make_domain_mesh(g, 3);
+    } catch (const std::invalid_argument& e) {
+      refused[static_cast<size_t>(r)] = e.what();
+    }
+    const auto mesh = fno::make_domain_mesh(g, 2);
+    CHECK(mesh.band() == r % 2);
+    CHECK(mesh.sample_group() == r / 2);
+    CHECK(mesh.sample_groups() == 2);
+    auto t = torch::full({1}, static_cast<double>(r), torch::kDouble);
+    mesh.domain->all_reduce_sum(t);
+    auto u = torch::full({1}, static_cast<double>(r), torch::kDouble);
+    mesh.data->all_reduce_sum(u);
+    // A band's rows: 9 rows over 2 ranks, 5 and 4.
+    const auto band = fno::make_band(mesh, 9, nullptr);
+    sums[static_cast<size_t>(r)] = {t.item<double>(), u.item<double>(),
+                                    static_cast<double>(band.row0)};
+  });
+  for (int64_t r = 0; r < 4; ++r) {
+    INFO("rank ", r);
+    CHECK(refused[static_cast<size_t>(r)] ==
+          "distributed.domain_parallel: 3 does not divide the world size 4 (the ranks that share "
+          "one sample)");
+    const double group = static_cast<double>(r / 2), band = static_cast<double>(r % 2);
+    CHECK(sums[static_cast<size_t>(r)][0] == 4 * group + 1);  // 2g + 2g + 1
+    CHECK(sums[static_cast<size_t>(r)][1] == 2 * band + 2);   // b + b + 2
+    CHECK(sums[static_cast<size_t>(r)][2] == (r % 2 == 0 ? 0 : 5));
+  }
+}
+
+TEST_CASE("domain_unsupported names what a split cannot do") {
+  const fno::FNO model(fno::FNOOptions({8, 8}, 1, 1, 4).n_layers(1));
+  CHECK(fno::domain_unsupported(model, {64, 64}, 4).empty());
+  CHECK(fno::domain_unsupported(model, {64, 64}, 1).empty());
+  CHECK(fno::domain_unsupported(model, {64, 6}, 2).find("model.n_modes[1] = 8 exceeds") !=
+        std::string::npos);
+  CHECK(fno::domain_unsupported(model, {9, 64}, 8).find("thinner than the loss's halo") !=
+        std::string::npos);
+  CHECK(fno::domain_unsupported(model, {64, 64}, 4, 32).find("thinner than a tile of 32") !=
+        std::string::npos);
+  const fno::FNO one_d(fno::FNOOptions({8}, 1, 1, 4).n_layers(1));
+  CHECK(fno::domain_unsupported(one_d, {64}, 2).find("2D or 3D") != std::string::npos);
+}
+
+TEST_CASE("with NCCL on GPUs: 2 and 3 ranks equal one GPU's whole-grid step (skipped without)") {
+  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+  if (gpus < 2) {
+    MESSAGE("skipped: ", gpus, " GPUs visible, 2 needed");
+    return;
+  }
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const fno::LpLoss l2(fno::LpLossOptions().d(3));
+  for (int64_t n = 2; n <= std::min<int64_t>(gpus, 3); ++n) {
+    INFO(n, " ranks");
+    check_exact(
+        fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(3), {2, 1, 13, 10}, n, 3,
+        [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+          return fno::band_rel_loss(h1, b, o, y);
+        },
+        /*cuda=*/true);
+    check_exact(
+        fno::FNOOptions({4, 4, 4}, 2, 1, 6).n_layers(2), {1, 2, 11, 6, 7}, n, 2,
+        [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+          return fno::band_rel_loss(l2, b, o, y);
+        },
+        /*cuda=*/true);
+  }
+}

@@ -1,0 +1,276 @@
+#include "bench_domain.h"
+
+#include <fno/band.h>
+#include <fno/losses.h>
+#include <fno/optim.h>
+#include <fno/precision.h>
+#include <fno_train/domain.h>
+#include <fno_engine/offload_step.h>
+#include <fno_engine/tiled_plan.h>
+#include <fno_train/train_step.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include <fno_engine/tiled_runner.h>
+
+namespace fno {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// f() timed from an idle GPU to an idle GPU, in ms.
+template <class F>
+double timed(F&& f) {
+  torch::cuda::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  torch::cuda::synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A row's failure as its status, as bench.cpp's rows say it.
+template <class F>
+std::string status_of(F&& f) {
+  try {
+    f();
+    return "ok";
+  } catch (const dist::Error&) {
+    throw;  // the ranks can no longer step together
+  } catch (const c10::OutOfMemoryError&) {
+    return "oom";
+  } catch (const offload::BudgetError& e) {
+    return std::string("over budget: ") + e.what();
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    return what.find("out of memory") != std::string::npos
+               ? "oom"
+               : "error: " + what.substr(0, what.find('\n'));
+  } catch (const std::exception& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// A tiled plan as numbers, and back: rank 0's travels to every rank.
+std::vector<double> encode(const TiledChoice& c, int64_t layers) {
+  std::vector<double> v{static_cast<double>(c.plan.tile_rows), static_cast<double>(c.micro_batches),
+                        static_cast<double>(c.plan.gradient), c.plan.keep_latest ? 1.0 : 0.0};
+  for (int64_t j = 0; j < layers; ++j) {
+    v.push_back(c.plan.inputs.empty() ? -1.0
+                                      : static_cast<double>(c.plan.inputs[static_cast<size_t>(j)]));
+  }
+  return v;
+}
+
+TiledChoice decode(const std::vector<double>& v) {
+  TiledChoice c;
+  c.plan.tile_rows = static_cast<int64_t>(v[0]);
+  c.micro_batches = static_cast<int64_t>(v[1]);
+  c.plan.gradient = static_cast<TilePlace>(static_cast<int>(v[2]));
+  c.plan.keep_latest = v[3] > 0.5;
+  for (size_t j = 4; j < v.size() && v[j] >= 0; ++j) {
+    c.plan.inputs.push_back(static_cast<TilePlace>(static_cast<int>(v[j])));
+  }
+  return c;
+}
+
+struct DomainRunner {
+  const BenchOptions& o;
+  DomainMesh mesh;
+  FNO model{nullptr};
+  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<dist::GradientSync> sync;  // over every rank
+  std::unique_ptr<offload::Offloader> offloader;
+  std::shared_ptr<BandTraffic> traffic = std::make_shared<BandTraffic>();
+  H1Loss loss{H1LossOptions().d(static_cast<int64_t>(o.model.n_modes().size()))};
+
+  DomainRunner(const BenchOptions& opts, std::shared_ptr<dist::Group> world)
+      : o(opts), mesh(make_domain_mesh(world, opts.domain_parallel)) {
+    torch::manual_seed(0);
+    model = FNO(o.model);
+    model->to(torch::kCUDA);
+    optimizer = std::make_unique<AdamW>(model->parameters(), AdamWOptions(8e-3).weight_decay(1e-4));
+    mesh.world->broadcast_from_main(model->parameters());
+    sync = std::make_unique<dist::GradientSync>(mesh.world, model->parameters());
+    sync->set_hooks(false);  // pack, reduce, unpack after each step
+    offloader = std::make_unique<offload::Offloader>(
+        offload_settings(o.offload, PlanCacheText::kDirectory).options);
+    offloader->exclude(*model);
+  }
+
+  std::vector<int64_t> shape(int64_t batch, int64_t channels, int64_t res, int64_t rows) const {
+    std::vector<int64_t> s{batch, channels};
+    const size_t dims = o.model.n_modes().size();
+    for (size_t d = 0; d < dims; ++d) {
+      s.push_back(d == 0 ? rows : d == 2 && o.time_length > 0 ? o.time_length : res);
+    }
+    return s;
+  }
+
+  void free_memory() {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+
+  // Rank 0 alone: one GPU's step on the whole sample, auto's fastest plan.
+  void one_gpu(BenchRow& row, int64_t res) {
+    if (mesh.world->is_main()) {
+      row.one_gpu_status = status_of([&] {
+        auto settings = offload_settings(o.offload, PlanCacheText::kDirectory);
+        settings.policy = offload::Policy::of(offload::Policy::Kind::kAuto);
+        OffloadedStep step(model, settings);
+        const auto loss_fn = [this](const at::Tensor& out, const at::Tensor& y) {
+          return loss(out, y);
+        };
+        TrainStep train(step, *optimizer, loss_fn);
+        torch::manual_seed(1);
+        const auto x =
+            torch::randn(shape(row.batch, o.model.in_channels(), res, res), torch::kCUDA);
+        const auto y =
+            torch::randn(shape(row.batch, o.model.out_channels(), res, res), torch::kCUDA);
+        for (int64_t i = 0; i < o.warmup; ++i) train.run(x, y);
+        std::vector<double> ms;
+        for (int64_t i = 0; i < o.steps; ++i) ms.push_back(timed([&] { train.run(x, y); }));
+        row.ms_per_step_one_gpu = median(ms);
+      });
+      free_memory();
+    }
+    mesh.world->barrier();
+    row.ms_per_step_one_gpu = mesh.world->all_reduce_sum({row.ms_per_step_one_gpu})[0];
+    // The baseline's updates were rank 0's alone: every rank takes its weights again.
+    mesh.world->broadcast_from_main(model->parameters());
+  }
+
+  // Rank 0's fastest estimated tiled plan of its band, on every rank (0 tile
+  // rows: none fits).
+  TiledChoice plan(const std::vector<int64_t>& band_shape) {
+    std::vector<double> mine(4 + static_cast<size_t>(o.model.n_layers()), 0.0);
+    if (mesh.world->is_main()) {
+      TiledContext ctx;
+      ctx.base_bytes = static_cast<int64_t>(
+          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+              .allocated_bytes[0]
+              .current);
+      for (const auto& p : model->parameters()) ctx.grad_bytes += static_cast<int64_t>(p.nbytes());
+      ctx.window = offloader->options().max_inflight_bytes();
+      // The host's pinnable memory is shared by the ranks on it.
+      const int64_t host = o.offload.host_memory_limit > 0
+                               ? o.offload.host_memory_limit
+                               : pinnable_host_bytes(0) / mesh.world->local_size();
+      const auto found = tiled_candidates(
+          model, band_shape, resolve_gpu_budget(o.offload.gpu_memory_limit), host, ctx, 1);
+      if (!found.empty()) mine = encode(found.front(), o.model.n_layers());
+    }
+    return decode(mesh.world->all_reduce_sum(mine));
+  }
+
+  BenchRow run(Precision precision, int64_t res, int64_t batch) {
+    BenchRow row;
+    row.policy = "domain " + std::to_string(mesh.n);
+    row.precision = to_string(precision);
+    row.resolution = res;
+    row.batch = batch;
+    row.world_size = mesh.world->size();
+    row.domain_parallel = mesh.n;
+    if (o.model.n_modes().size() == 3) row.time_length = o.time_length;
+    const MatmulPrecisionGuard matmul(precision);
+    model->options.compute_dtype(compute_dtype(precision));
+    if (o.domain_baseline) one_gpu(row, res);
+    row.status = status_of([&] { measure(row, precision, res); });
+    free_memory();
+    model->options.compute_dtype(torch::kFloat);
+    return row;
+  }
+
+  void measure(BenchRow& row, Precision precision, int64_t res) {
+    TORCH_CHECK(!needs_loss_scaling(precision),
+                "--domain-parallel runs fp32 and bf16 (fp16 needs the loss scaler)");
+    const auto full = shape(row.batch, o.model.in_channels(), res, res);
+    const std::vector<int64_t> grid(full.begin() + 2, full.end());
+    const auto why = domain_unsupported(model, grid, mesh.n);
+    TORCH_CHECK(why.empty(), why);
+    const auto band = make_band(mesh, res, traffic);
+    const int64_t rows = mesh.n > 1 ? band_rows(res, mesh.n, band.rank).second : res;
+    const auto band_shape = shape(row.batch, o.model.in_channels(), res, rows);
+    const auto choice = plan(band_shape);
+    TORCH_CHECK(choice.plan.tile_rows > 0, "no tiled plan of a band of ", rows,
+                " rows fits rank 0's budget");
+    row.plan = choice.to_string();
+    torch::manual_seed(1 + mesh.world->rank());
+    const auto x = torch::randn(band_shape, torch::kCUDA);
+    const auto y = torch::randn(shape(row.batch, o.model.out_channels(), res, rows), torch::kCUDA);
+    TiledRunner runner(model, offloader.get());
+    runner.set_band(band);
+    const auto loss_fn = [&](const at::Tensor& out, const at::Tensor& yy) {
+      return band_rel_loss(loss, band, out, yy);
+    };
+    const auto step = [&] {
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      offloader->begin_step();
+      runner.step(choice, x, y, loss_fn, /*mean=*/false);
+      offloader->end_step();
+      sync->pack();
+      sync->reduce();
+      sync->unpack();
+      optimizer->step();
+    };
+    for (int64_t i = 0; i < o.warmup; ++i) step();
+    torch::cuda::synchronize();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    *traffic = BandTraffic{};
+    std::vector<double> ms;
+    for (int64_t i = 0; i < o.steps; ++i) ms.push_back(timed(step));
+    finish(row, median(ms), full);
+  }
+
+  // The row's figures from this rank's median: every rank's, the bytes.
+  void finish(BenchRow& row, double mine, const std::vector<int64_t>& full) {
+    std::vector<double> all(static_cast<size_t>(mesh.world->size()), 0.0);
+    all[static_cast<size_t>(mesh.world->rank())] = mine;
+    row.rank_ms = mesh.world->all_reduce_sum(all);
+    row.ms_per_step = *std::max_element(row.rank_ms.begin(), row.rank_ms.end());
+    const double groups = static_cast<double>(mesh.world->size() / mesh.n);
+    row.samples_per_s = 1e3 * static_cast<double>(row.batch) * groups / row.ms_per_step;
+    if (row.ms_per_step_one_gpu > 0) {
+      row.speedup = row.ms_per_step_one_gpu / row.ms_per_step * groups;
+      row.scaling_efficiency = row.speedup / static_cast<double>(mesh.world->size());
+    }
+    const auto steps = std::max<int64_t>(o.steps, 1);
+    row.domain_payload_bytes = traffic->bytes / steps;
+    row.domain_bytes_sent = traffic->sent_bytes(mesh.n) / steps;
+    row.spectra_bytes = 2 * o.model.n_layers() * spectrum_bytes(model, full);
+    int64_t grads = 0;
+    for (const auto& p : model->parameters()) grads += static_cast<int64_t>(p.nbytes());
+    const int64_t w = mesh.world->size();
+    row.gradient_bytes_sent = w > 1 ? 2 * (w - 1) * grads / w : 0;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    row.peak_allocated = stats.allocated_bytes[0].peak;
+    row.peak_reserved = stats.reserved_bytes[0].peak;
+  }
+};
+
+}  // namespace
+
+std::vector<BenchRow> run_domain_rows(const BenchOptions& o, std::shared_ptr<dist::Group> world,
+                                      const std::function<void(const BenchRow&)>& log) {
+  DomainRunner runner(o, std::move(world));
+  std::vector<BenchRow> rows;
+  for (const auto precision : o.precisions) {
+    for (const auto res : o.resolutions) {
+      for (const auto batch : o.batches) {
+        rows.push_back(runner.run(precision, res, batch));
+        log(rows.back());
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace fno
