@@ -20,7 +20,8 @@
 # (the large files; default /tmp/fno-predict-scratch, removed at the end unless
 # KEEP=1), MODEL_RUN, EPOCHS (default 10), N_TRAIN (default 256),
 # BIG (default 65536), MID (default 8192), HOST_LIMIT (fno_predict's
-# --host-memory-limit at BIG; default: none).
+# --host-memory-limit at BIG; default: none), DEVICE (default cuda; cpu with
+# small BIG/MID and a MODEL_RUN tries the script anywhere).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -30,13 +31,15 @@ scratch=${SCRATCH:-/tmp/fno-predict-scratch}
 logs=$out/predict_study
 rows=$out/predict_study.jsonl
 big=${BIG:-65536}
+device=${DEVICE:-cuda}
 mid=${MID:-8192}
 mkdir -p "$logs" "$scratch"
 : > "$rows"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 py=$(command -v python3)
 
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
+command -v nvidia-smi > /dev/null &&
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
 df -h "$scratch" | tail -1 | tee "$logs/disk.txt"
 grep -E 'MemTotal|MemAvailable' /proc/meminfo | tee "$logs/mem.txt"
 
@@ -54,33 +57,34 @@ echo "build: $(($(date +%s) - t0)) s"
 bin=$build/apps
 writer=$build/bench/write_field
 
-# Runs a command; prints "WALL_S MAX_RSS_BYTES EXIT" (the children's peak resident set).
+# measure FILE COMMAND...: runs COMMAND; writes "WALL_S MAX_RSS_BYTES EXIT" to FILE
+# (the wall time from start to exit, the command's peak resident set).
 measure() {
   "$py" - "$@" <<'PY'
 import resource, subprocess, sys, time
 t = time.perf_counter()
-rc = subprocess.call(sys.argv[1:])
+rc = subprocess.call(sys.argv[2:])
 wall = time.perf_counter() - t
 rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(f"{wall:.2f} {rss} {rc}")
+open(sys.argv[1], "w").write(f"{wall:.2f} {rss} {rc}\n")
 PY
 }
 # One row: NAME GRID LIMIT INPUT LOG [fno_predict arguments...]
 row() {
   local name=$1 grid=$2 limit=$3 input=$4 log=$5
   shift 5
-  local pred=$scratch/pred_$name.h5 m wall rss rc peak plan bytes
+  local pred=$scratch/pred_$name.h5 wall rss rc peak plan bytes
   rm -f "$pred"
-  m=$(measure "$bin/fno_predict" --model "$run" --input "$input" --out "$pred" --device cuda \
-        --precision fp32 "$@" 2> "$log" > "$log.out")
-  read -r wall rss rc <<< "$m"
+  measure "$log.m" "$bin/fno_predict" --model "$run" --input "$input" --out "$pred" \
+    --device "$device" --precision fp32 "$@" 2> "$log" > "$log.out"
+  read -r wall rss rc < "$log.m"
   cat "$log.out" >> "$log"
   peak=$(awk '/^gpu_peak_bytes/ {print $2}' "$log.out")
   plan=$(sed -n 's/^fno_predict: plan: //p' "$log" | tr '"' "'")
   bytes=$(stat -c %s "$pred" 2>/dev/null || echo 0)
   local line
-  line=$(printf '{"row": "%s", "grid": %s, "batch": 1, "precision": "fp32", "gpu_memory_limit": "%s", "exit": %s, "wall_s": %s, "host_peak_bytes": %s, "gpu_peak_bytes": %s, "output_bytes": %s, "plan": "%s"}' \
-    "$name" "$grid" "$limit" "$rc" "$wall" "$rss" "${peak:-0}" "$bytes" "$plan")
+  line=$(printf '{"row": "%s", "grid": %s, "batch": 1, "precision": "fp32", "gpu_memory_limit": "%s", "exit": %s, "wall_s": %s, "host_peak_bytes": %s, "gpu_peak_bytes": %s, "input_bytes": %s, "output_bytes": %s, "plan": "%s"}' \
+    "$name" "$grid" "$limit" "$rc" "$wall" "$rss" "${peak:-0}" "$(stat -c %s "$input")" "$bytes" "$plan")
   echo "$line" | tee -a "$rows"
   [ "$rc" = 0 ] || tail -3 "$log"
   rm -f "$pred"
@@ -92,7 +96,7 @@ if [ -z "$run" ]; then
   t0=$(date +%s)
   n_train=${N_TRAIN:-256}
   "$bin/fno_datagen" --resolution 256 --samples $((n_train + 32)) --test-samples 32 --seed 0 \
-    --device cuda --progress none --out "$scratch/darcy256.h5" > "$logs/datagen256.log" 2>&1 ||
+    --device "$device" --progress none --out "$scratch/darcy256.h5" > "$logs/datagen256.log" 2>&1 ||
     { tail -5 "$logs/datagen256.log"; exit 1; }
   run=$scratch/run256
   "$bin/fno_train" --config configs/darcy.yaml --out "$run" \
@@ -108,7 +112,7 @@ fi
 field() {
   local s=$1 path=$2
   if "$bin/fno_datagen" --help 2>&1 | grep -q -- '--inputs-only'; then
-    "$bin/fno_datagen" --resolution "$s" --samples 1 --seed 1 --inputs-only --device cuda \
+    "$bin/fno_datagen" --resolution "$s" --samples 1 --seed 1 --inputs-only --device "$device" \
       --progress none --out "$path" > "$logs/field$s.log" 2>&1
   else
     "$writer" --out "$path" --resolution "$s" --samples 1 --seed 1 > "$logs/field$s.log" 2>&1

@@ -467,9 +467,9 @@ PredictResult predict(const PredictOptions& o) {
   const bool host_short = o.host_memory_limit > 0 && whole_host > o.host_memory_limit;
   std::optional<Plan> plan;
   bool stream = reader && (o.tile_rows > 0 || host_short);
-  if (reader && !stream) {
-    plan = choose_plan(model, x_shape, batch, o, device, elem);
-    stream = plan->tiled.has_value();
+  if (reader && !stream && device.is_cuda() && o.gpu_memory_limit > 0) {
+    // One sample's whole grid over the GPU budget: tiles, streamed.
+    stream = whole_grid_bytes(model, x_shape, 1, elem) > o.gpu_memory_limit;
   }
   if (!stream) {
     if (host_short) {
