@@ -45,12 +45,12 @@ struct Run {
 };
 
 Run make_run(const std::string& name, const std::string& modes,
-             const std::vector<int64_t>& fit_shape) {
+             const std::vector<int64_t>& fit_shape, const std::string& normalization = "channel") {
   Run r;
   r.dir = out_path(name);
   std::filesystem::remove_all(r.dir);
   std::filesystem::create_directories(r.dir);
-  const auto cfg = fno::parse_config(yaml(modes), "stream");
+  const auto cfg = fno::parse_config(yaml(modes, normalization), "stream");
   std::ofstream(r.dir + "/config.yaml") << cfg.resolved_yaml;
   torch::manual_seed(5);
   r.model = fno::FNO(cfg.model);
@@ -229,6 +229,31 @@ TEST_CASE("a streamed prediction equals the whole-grid forward (2D), and the in-
   const auto w = predict_to(whole, "stream2_whole.h5");
   CHECK(w.plan.find("whole grid") != std::string::npos);
   CHECK(rel_max(read_pred(w.out), want) <= 1e-5);
+}
+
+TEST_CASE("pointwise normalizers apply per tile at the training grid, and are refused at another") {
+  const auto run = make_run("stream_pointwise", "[8, 8]", {4, 1, 16, 16}, "pointwise");
+  const auto cfg = fno::load_config(run.dir + "/config.yaml");
+  torch::manual_seed(11);
+  const auto x = torch::rand({2, 1, 16, 16}) * 3 + 2;
+  const std::string input = out_path("stream_pw16.h5");
+  data::write_hdf5(input, {{"coeff", x.squeeze(1)}});
+  fno::PredictOptions o;
+  o.run_dir = run.dir;
+  o.input = input;
+  o.device = "cpu";
+  o.tile_rows = 5;
+  const auto r = predict_to(o, "stream_pw16_out.h5");
+  CHECK_MESSAGE(r.plan.find("streamed in tiles of 5 rows") != std::string::npos, r.plan);
+  CHECK(rel_max(read_pred(r.out), whole_grid(run, cfg, x)) <= 1e-5);
+  o.input = out_path("stream_pw32.h5");
+  data::write_hdf5(o.input, {{"coeff", torch::rand({2, 32, 32}) + 2}});
+  o.out = out_path("stream_pw32_out.h5");
+  std::filesystem::remove(o.out);
+  const auto msg = error_of(o);
+  CHECK_MESSAGE(msg.find("was fitted at 16x16; it cannot apply at 32x32") != std::string::npos,
+                msg);
+  CHECK_FALSE(std::filesystem::exists(o.out));
 }
 
 TEST_CASE("an HDF5 input whose arrays do not fit the host limit is streamed on its own") {
