@@ -540,7 +540,15 @@ PredictResult predict(const PredictOptions& o) {
   }
   data::Hdf5SampleWriter writer(written, sets, wo);
   // The pinned stores' copy engine, and the GPU's peak memory over the forward.
-  offload::Offloader offloader(offload::OffloadOptions().host_memory_limit(o.host_memory_limit));
+  // (pinned stores: two tiles in flight to the host at most, as the plan counts)
+  auto oo = offload::OffloadOptions().host_memory_limit(o.host_memory_limit);
+  if (stream) {
+    std::vector<int64_t> one = x_shape;
+    one[0] = 1;
+    const int64_t tile = tiled_sizes(model, one).tile_hidden(streamed->plan.tile_rows);
+    oo.max_inflight_bytes(std::max<int64_t>(2 * tile, int64_t{16} << 20));
+  }
+  offload::Offloader offloader(oo);
   offloader.begin_step();
   if (stream) {
     detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm, out_norm,
