@@ -20,7 +20,10 @@
 # (the large files; default /tmp/fno-predict-scratch, removed at the end unless
 # KEEP=1), MODEL_RUN, EPOCHS (default 10), N_TRAIN (default 256),
 # BIG (default 65536), MID (default 8192), HOST_LIMIT (fno_predict's
-# --host-memory-limit at BIG; default: none), DEVICE (default cuda; cpu with
+# --host-memory-limit at BIG; default: none), STEPS (default "mid big": the
+# 8192^2 rows, the 65536^2 row; "none": the build and the model alone, for a
+# first call; a model in SCRATCH/run256 from an earlier call with KEEP=1 is
+# taken again), DEVICE (default cuda; cpu with
 # small BIG/MID and a MODEL_RUN tries the script anywhere).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +34,7 @@ scratch=${SCRATCH:-/tmp/fno-predict-scratch}
 logs=$out/predict_study
 rows=$out/predict_study.jsonl
 big=${BIG:-65536}
+steps=" ${STEPS:-mid big} "
 device=${DEVICE:-cuda}
 mid=${MID:-8192}
 mkdir -p "$logs" "$scratch"
@@ -92,6 +96,8 @@ row() {
 
 # 1. The model, trained at 256^2.
 run=${MODEL_RUN:-}
+[ -z "$run" ] && [ -f "$scratch/run256/model.pt" ] && run=$scratch/run256 &&
+  echo "model: $run (an earlier call's)"
 if [ -z "$run" ]; then
   t0=$(date +%s)
   n_train=${N_TRAIN:-256}
@@ -122,13 +128,16 @@ field() {
 }
 
 # 2. 8192^2: whole grid, 12 GiB, 2 GiB.
+if [[ "$steps" == *" mid "* ]]; then
 field "$mid" "$scratch/field$mid.h5" || exit 1
 row "${mid}_whole" "$mid" none "$scratch/field$mid.h5" "$logs/p${mid}_whole.log"
 row "${mid}_12GiB" "$mid" 12GiB "$scratch/field$mid.h5" "$logs/p${mid}_12.log" --gpu-memory-limit 12GiB
 row "${mid}_2GiB" "$mid" 2GiB "$scratch/field$mid.h5" "$logs/p${mid}_2.log" --gpu-memory-limit 2GiB
 rm -f "$scratch/field$mid.h5"
+fi
 
 # 3. 65536^2 under 8 GiB.
+if [[ "$steps" == *" big "* ]]; then
 t0=$(date +%s)
 field "$big" "$scratch/field$big.h5" || exit 1
 echo "field $big^2 written in $(($(date +%s) - t0)) s"
@@ -136,4 +145,6 @@ host=()
 [ -n "${HOST_LIMIT:-}" ] && host=(--host-memory-limit "$HOST_LIMIT")
 row "${big}_8GiB" "$big" 8GiB "$scratch/field$big.h5" "$logs/p${big}_8.log" \
   --gpu-memory-limit 8GiB "${host[@]}"
+rm -f "$scratch/field$big.h5"
+fi
 echo "rows: $rows"
