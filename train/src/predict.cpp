@@ -526,17 +526,16 @@ PredictResult predict(const PredictOptions& o) {
   const bool replacing = o.overwrite && std::filesystem::exists(o.out);
   const std::string written =
       replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
+  // No deflate past 64 MiB of output: its single thread would bound the run.
   data::SampleWriterOptions wo;
+  wo.compress(n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
   if (stream) {
-    // Chunks of bands of rows that the tiles' writes cover whole (at most
-    // ~1 MiB); no deflate past 1 GiB of output, whose single thread would
-    // bound the run.
+    // Chunks of bands of rows that the tiles' writes cover whole (at most ~1 MiB).
     const int64_t row_bytes = points / grid[0] * mo.out_channels() * 4;
     int64_t band = 1;
     while (band * 2 * row_bytes <= (int64_t{1} << 20) && streamed->plan.tile_rows % (band * 2) == 0)
       band *= 2;
     wo.band_rows(band).band_dim(mo.out_channels() > 1 ? 2 : 1);
-    wo.compress(n * points * mo.out_channels() * 4 <= (int64_t{1} << 30));
   }
   data::Hdf5SampleWriter writer(written, sets, wo);
   // The pinned stores' copy engine, and the GPU's peak memory over the forward.
