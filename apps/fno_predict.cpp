@@ -51,9 +51,14 @@ int main(int argc, char** argv) {
       "any grid, and writes the decoded predictions to an HDF5 file (dataset 'pred';\n"
       "given the truth, per-sample relative errors 'l2' and 'h1' and OUT.summary.json)."};
   fno::PredictOptions o;
-  std::string samples, gpu_memory_limit;
-  app.add_option("--model", o.run_dir, "the training run's directory (config.yaml, model.pt)")
+  std::string samples, gpu_memory_limit, host_memory_limit;
+  app.add_option("--model", o.run_dir,
+                 "the training run's directory (config.yaml, model.pt); with --model-config, a "
+                 "state dict file (e.g. neuraloperator's FNO.state_dict())")
       ->required();
+  app.add_option("--model-config", o.model_config,
+                 "the model's settings for a state dict --model: a YAML file in fno_train's keys "
+                 "(its model: section); no normalizers apply");
   app.add_option("--checkpoint", o.checkpoint,
                  "weights to use instead of RUN_DIR/model.pt (a checkpoint_*.pt or a state dict)");
   app.add_option("--input", o.input, "the inputs: a .pt or HDF5 (.h5, .mat v7.3) file")->required();
@@ -71,6 +76,9 @@ int main(int argc, char** argv) {
       ->transform(fno::cli::positive_integer<int64_t>());
   app.add_option("--gpu-memory-limit", gpu_memory_limit,
                  "GPU memory the forward may take, e.g. 8GiB (micro-batches or tiles)");
+  app.add_option("--host-memory-limit", host_memory_limit,
+                 "host memory the run's data may take, e.g. 24GiB (an HDF5 input without "
+                 "--y-key is streamed tile by tile when its arrays do not fit)");
   app.add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (default: the run's)");
   app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->default_val("auto");
   app.add_option("--tile-rows", o.tile_rows,
@@ -95,6 +103,13 @@ int main(int argc, char** argv) {
       return fail(2, std::string("--gpu-memory-limit: ") + e.what());
     }
   }
+  if (!host_memory_limit.empty()) {
+    try {
+      o.host_memory_limit = fno::offload::parse_bytes(host_memory_limit);
+    } catch (const std::invalid_argument& e) {
+      return fail(2, std::string("--host-memory-limit: ") + e.what());
+    }
+  }
   if (!o.precision.empty()) {
     try {
       fno::parse_precision(o.precision);
@@ -106,6 +121,9 @@ int main(int argc, char** argv) {
     const auto r = fno::predict(o);
     std::fprintf(stderr, "fno_predict: plan: %s\n", r.plan.c_str());
     if (!r.l2.empty()) std::printf("mean_l2 %.6f\nmean_h1 %.6f\n", r.mean_l2, r.mean_h1);
+    if (r.gpu_peak_bytes > 0) {
+      std::printf("gpu_peak_bytes %lld\n", static_cast<long long>(r.gpu_peak_bytes));
+    }
     std::printf("wrote %s\n", r.out.c_str());
     if (!r.summary.empty()) std::printf("wrote %s\n", r.summary.c_str());
     return fno::cli::flushed(fail);

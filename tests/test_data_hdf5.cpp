@@ -2,6 +2,7 @@
 // hyperslab, numeric dtypes, MATLAB v7.3 layout, one-line errors naming the
 // file (with nothing printed by HDF5 itself), atomic writes, attributes.
 #include <fno_data/darcy.h>
+#include <fno_data/hdf5_slab.h>
 
 #include <doctest/doctest.h>
 #include <hdf5.h>
@@ -357,6 +358,13 @@ TEST_CASE("hdf5: MATLAB v7.3 files (user block, column-major dims) load transpos
   check_pairs(load_hdf5(path, LoadOptions().subsample(3)), every(coeff, 3), every(sol, 3));
   check_pairs(load_hdf5(path, LoadOptions().n_samples(2).subsample(2)), every(coeff.slice(0, 0, 2), 2),
               every(sol.slice(0, 0, 2), 2));
+
+  // The hyperslab reader reads the same samples and rows (MATLAB's order undone).
+  {
+    const fno::data::Hdf5SlabReader slab(path, "coeff");
+    CHECK(slab.shape() == std::vector<int64_t>{4, 1, 6, 10});
+    CHECK(torch::equal(slab.read(1, 3, 2, 5), load_hdf5(path).x.narrow(0, 1, 2).narrow(2, 2, 3)));
+  }
 
   // The shape message uses MATLAB's order, (N, R1, R2).
   const auto bad = out_path("darcy_matlab_mismatch.mat");

@@ -288,28 +288,3 @@ TEST_CASE("domain_unsupported names what a split cannot do") {
   const fno::FNO one_d(fno::FNOOptions({8}, 1, 1, 4).n_layers(1));
   CHECK(fno::domain_unsupported(one_d, {64}, 2).find("2D or 3D") != std::string::npos);
 }
-
-TEST_CASE("with NCCL on GPUs: 2 and 3 ranks equal one GPU's whole-grid step (skipped without)") {
-  const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
-  if (gpus < 2) {
-    MESSAGE("skipped: ", gpus, " GPUs visible, 2 needed");
-    return;
-  }
-  const fno::H1Loss h1(fno::H1LossOptions().d(2));
-  const fno::LpLoss l2(fno::LpLossOptions().d(3));
-  for (int64_t n = 2; n <= std::min<int64_t>(gpus, 3); ++n) {
-    INFO(n, " ranks");
-    check_exact(
-        fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(3), {2, 1, 13, 10}, n, 3,
-        [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
-          return fno::band_rel_loss(h1, b, o, y);
-        },
-        /*cuda=*/true);
-    check_exact(
-        fno::FNOOptions({4, 4, 4}, 2, 1, 6).n_layers(2), {1, 2, 11, 6, 7}, n, 2,
-        [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
-          return fno::band_rel_loss(l2, b, o, y);
-        },
-        /*cuda=*/true);
-  }
-}

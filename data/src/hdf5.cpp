@@ -8,6 +8,8 @@
 // one-line messages instead.
 #include <fno_data/darcy.h>
 
+#include "hdf5_internal.h"
+
 #include <hdf5.h>
 
 #include <ATen/Parallel.h>
@@ -35,7 +37,8 @@
 #include <vector>
 
 namespace fno::data {
-namespace {
+using namespace h5;
+namespace h5 {
 
 // ---------------------------------------------------------------------------
 // HDF5 plumbing
@@ -46,53 +49,6 @@ std::mutex& hdf5_mutex() {
   static std::mutex m;
   return m;
 }
-
-/// Turns off HDF5's printing of its error stack to stderr, for the whole
-/// process and for good: our messages carry the detail instead. It is not
-/// restored afterwards because HDF5 1.10 leaks internal state when opening
-/// some corrupt files fails, and at exit prints "HDF5: infinite loop closing
-/// library" (and a line of codes) whenever error printing is on.
-class QuietErrors {
- public:
-  QuietErrors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-  QuietErrors(const QuietErrors&) = delete;
-  QuietErrors& operator=(const QuietErrors&) = delete;
-};
-
-/// Owns one HDF5 identifier and closes it with the matching H5?close.
-class Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Handle() = default;
-  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  ~Handle() { close(); }
-  Handle(Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = H5I_INVALID_HID; }
-  Handle& operator=(Handle&& other) noexcept {
-    if (this != &other) {
-      close();
-      id_ = other.id_;
-      closer_ = other.closer_;
-      other.id_ = H5I_INVALID_HID;
-    }
-    return *this;
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-  /// Closes now; returns the close function's status (0 when nothing was open).
-  herr_t close() {
-    herr_t status = 0;
-    if (id_ >= 0 && closer_ != nullptr) status = closer_(id_);
-    id_ = H5I_INVALID_HID;
-    return status;
-  }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-  Closer closer_ = nullptr;
-};
 
 /// One line with no control characters.
 std::string one_line(std::string s) {
@@ -124,27 +80,6 @@ std::string hdf5_error_detail() {
   H5Eclear2(H5E_DEFAULT);
   return one_line(text);
 }
-
-/// Errors of one file: every message is one line that starts with the path.
-struct Context {
-  std::string path;
-
-  [[noreturn]] void fail(const std::string& message) const {
-    throw std::runtime_error(path + ": " + one_line(message));
-  }
-  /// fail() with the innermost HDF5 error appended: "MESSAGE: DETAIL".
-  [[noreturn]] void fail_h5(const std::string& message) const {
-    const std::string detail = hdf5_error_detail();
-    fail(detail.empty() ? message : message + ": " + detail);
-  }
-  Handle check(hid_t id, Handle::Closer closer, const std::string& what) const {
-    if (id < 0) fail_h5(what);
-    return Handle(id, closer);
-  }
-  void check(herr_t status, const std::string& what) const {
-    if (status < 0) fail_h5(what);
-  }
-};
 
 std::string single_quoted(const std::string& s) { return "'" + s + "'"; }
 
@@ -235,29 +170,6 @@ bool path_exists(hid_t file, const std::string& key, std::string* deepest_group)
   }
 }
 
-/// A numeric dataset of rank 3 or 4 (a 2D or 3D grid), one more with a
-/// channel layout, opened and checked.
-struct Source {
-  std::string key;
-  Handle dataset;
-  Handle file_type;
-  bool is_enum = false;
-  Layout layout = Layout::kGrid;
-  std::vector<hsize_t> dims;   // as stored in the file
-  std::vector<hsize_t> shape;  // (N, R1, R2[, R3]): dims, reversed for MATLAB files
-  /// The channel dim in shape (-1: none, kGrid).
-  int channel_dim() const {
-    if (layout == Layout::kGrid) return -1;
-    return layout == Layout::kChannelsFirst ? 1 : static_cast<int>(shape.size()) - 1;
-  }
-  /// shape without the channel dim: (N, *S).
-  std::vector<hsize_t> grid() const {
-    std::vector<hsize_t> g = shape;
-    if (channel_dim() >= 0) g.erase(g.begin() + channel_dim());
-    return g;
-  }
-};
-
 Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab, Layout layout,
                    const std::string& key_setting) {
   while (!key.empty() && key.front() == '/') key.erase(0, 1);
@@ -345,20 +257,30 @@ torch::Tensor allocate(const Context& ctx, const std::vector<hsize_t>& count, to
 /// (with a channel dim where the layout has it).
 torch::Tensor read_source(const Context& ctx, const Source& src, hsize_t n, hsize_t k, bool matlab) {
   const auto kept = [k](hsize_t r) { return (r + k - 1) / k; };
-  // File order: (N, R1, R2[, R3]), or reversed, ([R3, ]R2, R1, N), for MATLAB.
-  const size_t rank = src.dims.size();
-  const size_t sample_dim = matlab ? rank - 1 : 0;
+  // In the loaders' order (N, ...).
+  const size_t rank = src.shape.size();
   std::vector<hsize_t> start(rank, 0);
   std::vector<hsize_t> stride(rank, k);
   std::vector<hsize_t> count(rank);
-  for (size_t d = 0; d < rank; ++d) count[d] = kept(src.dims[d]);
-  stride[sample_dim] = 1;
-  count[sample_dim] = n;
+  for (size_t d = 0; d < rank; ++d) count[d] = kept(src.shape[d]);
+  stride[0] = 1;
+  count[0] = n;
   if (src.channel_dim() >= 0) {
-    const size_t c = matlab ? rank - 1 - static_cast<size_t>(src.channel_dim())
-                            : static_cast<size_t>(src.channel_dim());
+    const auto c = static_cast<size_t>(src.channel_dim());
     stride[c] = 1;
-    count[c] = src.dims[c];
+    count[c] = src.shape[c];
+  }
+  return read_hyperslab(ctx, src, std::move(start), std::move(stride), std::move(count), matlab);
+}
+
+torch::Tensor read_hyperslab(const Context& ctx, const Source& src, std::vector<hsize_t> start,
+                             std::vector<hsize_t> stride, std::vector<hsize_t> count, bool matlab) {
+  // File order: (N, R1, R2[, R3]), or reversed, ([R3, ]R2, R1, N), for MATLAB.
+  const size_t rank = src.dims.size();
+  if (matlab) {
+    std::reverse(start.begin(), start.end());
+    std::reverse(stride.begin(), stride.end());
+    std::reverse(count.begin(), count.end());
   }
   const std::string& key = src.key;
   const hid_t ds = src.dataset.get();
@@ -410,9 +332,28 @@ void check_finite(const Context& ctx, const torch::Tensor& t, const Source& src)
 
 constexpr char kMatlabHeader[] = "MATLAB 7.3 MAT-file";
 
-}  // namespace
+bool is_matlab(const Context& ctx, hid_t file, const char* header, size_t header_size) {
+  Handle fcpl = ctx.check(H5Fget_create_plist(file), H5Pclose, "cannot read the file properties");
+  hsize_t userblock = 0;
+  ctx.check(H5Pget_userblock(fcpl.get(), &userblock), "cannot read the user block size");
+  return userblock >= header_size &&
+         std::strncmp(header, kMatlabHeader, sizeof kMatlabHeader - 1) == 0;
+}
 
-namespace {
+bool is_matlab_file(const Context& ctx, hid_t file, const std::string& path) {
+  char header[128] = {0};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) ctx.fail(std::strerror(errno));
+  ssize_t got = 0;
+  while ((got = ::pread(fd, header, sizeof header, 0)) < 0 && errno == EINTR) {
+  }
+  ::close(fd);
+  return got > 0 && is_matlab(ctx, file, header, sizeof header);
+}
+
+}  // namespace h5
+
+namespace h5 {
 
 FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const LoadOptions& options,
                             const char (&header)[128], bool quiet_warnings);
@@ -465,7 +406,7 @@ void probe_in_child(const Context& ctx, const std::function<void()>& read) {
                      "); the file is damaged or not a valid HDF5 file");
 }
 
-}  // namespace
+}  // namespace h5
 
 FieldPairs load_hdf5(const std::string& path, const LoadOptions& options) {
   const Context ctx{path};
@@ -501,7 +442,7 @@ FieldPairs load_hdf5(const std::string& path, const LoadOptions& options) {
   return read_hdf5_locked(ctx, path, options, header, /*quiet=*/false);
 }
 
-namespace {
+namespace h5 {
 
 // `path` opened for reading, or a one-line failure naming it ("not an HDF5
 // file", ...); the caller holds a QuietErrors and hdf5_mutex().
@@ -571,7 +512,7 @@ std::vector<Attribute> read_attributes_locked(const Context& ctx, const std::str
   return out;
 }
 
-}  // namespace
+}  // namespace h5
 
 std::vector<Attribute> read_hdf5_attributes(const std::string& path) {
   const Context ctx{path};
@@ -584,7 +525,7 @@ std::vector<Attribute> read_hdf5_attributes(const std::string& path) {
   return read_attributes_locked(ctx, path);
 }
 
-namespace {
+namespace h5 {
 
 // The HDF5 part of load_hdf5, under hdf5_mutex(). `quiet`: no warnings on stderr.
 FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const LoadOptions& options,
@@ -595,14 +536,7 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   Handle file = open_read_only(ctx, path);
 
   // MATLAB v7.3: a 512-byte user block that starts with the MAT-file header.
-  bool matlab = false;
-  {
-    Handle fcpl = ctx.check(H5Fget_create_plist(file.get()), H5Pclose, "cannot read the file properties");
-    hsize_t userblock = 0;
-    ctx.check(H5Pget_userblock(fcpl.get(), &userblock), "cannot read the user block size");
-    matlab = userblock >= sizeof header &&
-             std::strncmp(header, kMatlabHeader, sizeof kMatlabHeader - 1) == 0;
-  }
+  const bool matlab = is_matlab(ctx, file.get(), header, sizeof header);
 
   Source xs =
       open_source(ctx, file.get(), x_key, matlab, options.x_layout(), options.x_key_setting());
@@ -659,12 +593,12 @@ FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const L
   return pairs;
 }
 
-}  // namespace
+}  // namespace h5
 
 // ---------------------------------------------------------------------------
 // Writing
 // ---------------------------------------------------------------------------
-namespace {
+namespace h5 {
 
 struct PreparedDataset {
   std::string name;
@@ -809,7 +743,7 @@ std::string create_temp_file(const Context& ctx, const std::string& dir, const s
 /// temporary file is linked to `path` (which fails if it exists), then
 /// unlinked; a file system without hard links gets a checked rename.
 void fsync_and_rename(const Context& ctx, const std::string& tmp, const std::string& path,
-                      bool replace = true) {
+                      bool replace) {
   const int tfd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
   if (tfd < 0) ctx.fail(std::string("cannot reopen the temporary file: ") + std::strerror(errno));
   if (::fsync(tfd) != 0) {
@@ -841,7 +775,7 @@ void fsync_dir(const std::string& dir) {
   }
 }
 
-}  // namespace
+}  // namespace h5
 
 void write_hdf5(const std::string& path,
                 const std::vector<std::pair<std::string, torch::Tensor>>& datasets,
@@ -868,168 +802,6 @@ void write_hdf5(const std::string& path,
     throw;
   }
   fsync_dir(dir);
-}
-
-// ---------------------------------------------------------------------------
-// Writing sample by sample
-// ---------------------------------------------------------------------------
-
-struct Hdf5SampleWriter::Impl {
-  Context ctx;
-  std::string dir;
-  std::string tmp;
-  Handle file;
-  struct Dataset {
-    Handle id;
-    std::vector<hsize_t> dims;
-  };
-  std::map<std::string, Dataset> datasets;
-  bool done = false;  // committed, or failed past repair
-
-  /// Closes every handle and removes the temporary file; under the HDF5 lock.
-  void discard() {
-    datasets.clear();
-    file.close();
-    if (!tmp.empty()) ::unlink(tmp.c_str());
-    tmp.clear();
-    done = true;
-  }
-};
-
-Hdf5SampleWriter::Hdf5SampleWriter(
-    const std::string& path,
-    const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets)
-    : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.ctx.path = path;
-  const Context& ctx = m.ctx;
-  std::string base;
-  std::tie(m.dir, base) = split_path(ctx, path);
-  if (datasets.empty()) ctx.fail("no datasets to write");
-  for (const auto& [name, shape] : datasets) {
-    if (name.empty()) ctx.fail("a dataset has an empty name");
-    if (shape.size() < 2) ctx.fail("dataset " + single_quoted(name) + " needs a shape (N, *S)");
-    for (int64_t d : shape) {
-      if (d < 1) ctx.fail("dataset " + single_quoted(name) + " has an empty dimension");
-    }
-  }
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  QuietErrors quiet;
-  m.tmp = create_temp_file(ctx, m.dir, base);
-  try {
-    Handle fapl = file_access(ctx);
-    m.file = ctx.check(H5Fcreate(m.tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
-                       "cannot create the HDF5 file");
-    Handle lcpl = ctx.check(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "cannot create link properties");
-    ctx.check(H5Pset_create_intermediate_group(lcpl.get(), 1),
-              "cannot set intermediate group creation");
-    for (const auto& [name, shape] : datasets) {
-      const std::string what = "dataset " + single_quoted(name);
-      std::vector<hsize_t> dims(shape.begin(), shape.end());
-      Handle space =
-          ctx.check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose,
-                    "cannot create the dataspace of " + what);
-      Handle dcpl =
-          ctx.check(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "cannot create dataset properties");
-      std::vector<hsize_t> one = dims;
-      one[0] = 1;
-      const std::vector<hsize_t> chunk = chunk_shape(one, sizeof(float));
-      ctx.check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
-                "cannot chunk " + what);
-      ctx.check(H5Pset_shuffle(dcpl.get()), "cannot set the shuffle filter on " + what);
-      ctx.check(H5Pset_deflate(dcpl.get(), 4), "cannot set deflate compression on " + what);
-      ctx.check(H5Pset_obj_track_times(dcpl.get(), 0), "cannot turn off timestamps on " + what);
-      Handle ds = ctx.check(H5Dcreate2(m.file.get(), name.c_str(), H5T_IEEE_F32LE, space.get(),
-                                       lcpl.get(), dcpl.get(), H5P_DEFAULT),
-                            H5Dclose, "cannot create " + what);
-      m.datasets[name] = Impl::Dataset{std::move(ds), dims};
-    }
-  } catch (...) {
-    m.discard();
-    throw;
-  }
-}
-
-Hdf5SampleWriter::~Hdf5SampleWriter() {
-  if (!impl_ || impl_->done) return;
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  QuietErrors quiet;
-  impl_->discard();
-}
-
-const std::string& Hdf5SampleWriter::path() const { return impl_->ctx.path; }
-
-void Hdf5SampleWriter::write(const std::string& name, int64_t first, const torch::Tensor& data) {
-  Impl& m = *impl_;
-  const Context& ctx = m.ctx;
-  if (m.done) ctx.fail("write after commit");
-  const auto it = m.datasets.find(name);
-  if (it == m.datasets.end()) ctx.fail("no dataset " + single_quoted(name) + " to write");
-  const std::vector<hsize_t>& dims = it->second.dims;
-  const std::string what = "dataset " + single_quoted(name);
-  if (!data.defined() || data.dim() != static_cast<int64_t>(dims.size()) ||
-      !data.is_floating_point()) {
-    ctx.fail(what + ": expected a float tensor of rank " + std::to_string(dims.size()));
-  }
-  for (size_t i = 1; i < dims.size(); ++i) {
-    if (static_cast<hsize_t>(data.size(static_cast<int64_t>(i))) != dims[i]) {
-      ctx.fail(what + ": sample shape does not match " + shape_text(dims));
-    }
-  }
-  const int64_t b = data.size(0);
-  if (first < 0 || b < 0 || static_cast<hsize_t>(first + b) > dims[0]) {
-    ctx.fail(what + ": samples [" + std::to_string(first) + ", " + std::to_string(first + b) +
-             ") outside " + shape_text(dims));
-  }
-  if (b == 0) return;
-  const torch::Tensor host = data.detach().to(torch::kCPU, torch::kFloat).contiguous();
-  std::vector<hsize_t> start(dims.size(), 0), count = dims;
-  start[0] = static_cast<hsize_t>(first);
-  count[0] = static_cast<hsize_t>(b);
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  QuietErrors quiet;
-  const hid_t ds = it->second.id.get();
-  Handle file_space =
-      ctx.check(H5Dget_space(ds), H5Sclose, "cannot read the shape of " + single_quoted(name));
-  ctx.check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr,
-                                count.data(), nullptr),
-            "cannot select samples of " + what);
-  Handle mem_space =
-      ctx.check(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose,
-                "cannot create a dataspace");
-  ctx.check(H5Dwrite(ds, H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT,
-                     host.data_ptr()),
-            "cannot write " + what);
-}
-
-void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
-  Impl& m = *impl_;
-  const Context& ctx = m.ctx;
-  if (m.done) ctx.fail("commit after commit");
-  for (const auto& a : attributes) {
-    if (a.name.empty()) ctx.fail("an attribute has an empty name");
-    if (!a.is_number && a.text.find('\0') != std::string::npos) {
-      ctx.fail("attribute " + single_quoted(a.name) + " contains a NUL character");
-    }
-  }
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  QuietErrors quiet;
-  try {
-    for (auto& [name, d] : m.datasets) {
-      if (d.id.close() < 0) ctx.fail_h5("cannot close dataset " + single_quoted(name));
-    }
-    m.datasets.clear();
-    for (const auto& a : attributes) write_attribute(ctx, m.file.get(), a);
-    ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
-    if (m.file.close() < 0) ctx.fail_h5("cannot close the file");
-    fsync_and_rename(ctx, m.tmp, ctx.path, /*replace=*/false);
-  } catch (...) {
-    m.discard();
-    throw;
-  }
-  m.tmp.clear();
-  m.done = true;
-  fsync_dir(m.dir);
 }
 
 }  // namespace fno::data

@@ -199,6 +199,10 @@ struct TiledStep::Impl {
   // device and type: making them copies from the host, which waits for the GPU.
   std::vector<at::Tensor> coords;
   std::vector<int64_t> coords_grid;
+  // A streamed forward (forward(TileSource, TileSink)): the model input's rows
+  // come from x_rows instead of x, and the output's go to sink.
+  std::function<at::Tensor(int64_t, int64_t)> x_rows;
+  TileSink sink;
 
   Band band;       // this rank's rows of the grid (set_band)
   int64_t n0 = 0;  // rows of the input: the band's, or the grid's
@@ -216,7 +220,8 @@ struct TiledStep::Impl {
     return full.narrow(2, r0(t), rows(t));
   }
 
-  void setup(const at::Tensor& x);
+  void setup(const at::Tensor& x) { setup(x.sizes(), x.options()); }
+  void setup(at::IntArrayRef x_shape, const at::TensorOptions& x_options);
   std::unique_ptr<TileStore> make_store(TilePlace place, const std::string& name) const;
   at::Tensor lift_input(const at::Tensor& x, int64_t t);
   at::Tensor lift(const at::Tensor& x, int64_t t) {
@@ -250,13 +255,14 @@ struct TiledStep::Impl {
   void finish_step();
 };
 
-void TiledStep::Impl::setup(const at::Tensor& x) {
+void TiledStep::Impl::setup(at::IntArrayRef x_shape, const at::TensorOptions& x_options) {
   const auto why = tiled_unsupported(model);
   TORCH_CHECK(why.empty(), why);
-  TORCH_CHECK(x.dim() == model->n_dim() + 2, "tiled step: expected a ", model->n_dim() + 2,
-              "-d input [B, C, *S] for a ", model->n_dim(), "-d FNO, got shape ", x.sizes());
-  TORCH_CHECK(x.size(1) == model->options.in_channels(), "tiled step: expected ",
-              model->options.in_channels(), " input channels, got ", x.size(1));
+  const int64_t x_dim = static_cast<int64_t>(x_shape.size());
+  TORCH_CHECK(x_dim == model->n_dim() + 2, "tiled step: expected a ", model->n_dim() + 2,
+              "-d input [B, C, *S] for a ", model->n_dim(), "-d FNO, got shape ", x_shape);
+  TORCH_CHECK(x_shape[1] == model->options.in_channels(), "tiled step: expected ",
+              model->options.in_channels(), " input channels, got ", x_shape[1]);
   TORCH_CHECK(plan.tile_rows >= 1, "tiled step: tile_rows must be >= 1, got ", plan.tile_rows);
   layers = model->options.n_layers();
   TORCH_CHECK(plan.inputs.empty() || static_cast<int64_t>(plan.inputs.size()) == layers,
@@ -264,7 +270,7 @@ void TiledStep::Impl::setup(const at::Tensor& x) {
               layers, " blocks");
   TORCH_CHECK(plan.gradient != TilePlace::kRecompute,
               "tiled step: the gradient between blocks cannot be recomputed (device or host)");
-  spatial = x.sizes().slice(2).vec();
+  spatial = x_shape.slice(2).vec();
   n0 = spatial[0];
   if (band.grid_rows > 0) {
     TORCH_CHECK(band.row0 >= 0 && band.row0 + n0 <= band.grid_rows, "tiled step: a band of ", n0,
@@ -274,8 +280,8 @@ void TiledStep::Impl::setup(const at::Tensor& x) {
   TORCH_CHECK(n0 >= 1, "tiled step: the input has no rows");
   count = (n0 + plan.tile_rows - 1) / plan.tile_rows;
   const auto cd = model->options.compute_dtype();
-  dtype = cd == torch::kFloat ? x.scalar_type() : cd;
-  const auto options = x.options().dtype(dtype);
+  dtype = cd == torch::kFloat ? x_options.dtype().toScalarType() : cd;
+  const auto options = x_options.dtype(dtype);
   modes.clear();
   for (int64_t j = 0; j < layers; ++j) {
     const auto& conv = *model->fno_blocks->convs[j]->as<SpectralConv>();
@@ -300,14 +306,17 @@ void TiledStep::Impl::setup(const at::Tensor& x) {
   }
   latest.clear();
   const bool same_coords = !coords.empty() && coords_grid == spatial &&
-                           coords[0].device() == x.device() && coords[0].scalar_type() == dtype;
+                           coords[0].device() == x_options.device() &&
+                           coords[0].scalar_type() == dtype;
   if (model->positional_embedding && !same_coords) {
     coords.clear();
     coords_grid = spatial;
     // linspace(0, 1, res + 1)[:-1] in float32 on the CPU, as GridEmbedding makes them.
     for (const auto s : spatial) {
-      coords.push_back(
-          torch::linspace(0.0, 1.0, s + 1).narrow(0, 0, s).to(x.device(), dtype).contiguous());
+      coords.push_back(torch::linspace(0.0, 1.0, s + 1)
+                           .narrow(0, 0, s)
+                           .to(x_options.device(), dtype)
+                           .contiguous());
     }
   }
 }
@@ -327,10 +336,11 @@ std::unique_ptr<TileStore> TiledStep::Impl::make_store(TilePlace place,
   return nullptr;
 }
 
-// The lifting's input on tile t: its rows of x, the grid coordinates appended.
+// The lifting's input on tile t: its rows of x (or of the source), the grid
+// coordinates of the whole grid's rows appended.
 // x: [B, Cin, *S] -> [B, Cin + d, rows, *S']
 at::Tensor TiledStep::Impl::lift_input(const at::Tensor& x, int64_t t) {
-  auto xt = rows_of(x, t);
+  auto xt = x_rows ? x_rows(r0(t), rows(t)) : rows_of(x, t);
   if (xt.scalar_type() != dtype) xt = xt.to(dtype);
   if (!coords.empty()) {
     const int64_t d = static_cast<int64_t>(spatial.size());
@@ -525,10 +535,14 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
   reduce(X[0]);
   Y[0] = detail::mix_modes(conv0, modes[0], X[0], true);
   latest = std::move(next);
-  auto out_shape = x.sizes().vec();
-  out_shape[1] = model->options.out_channels();
-  const auto param_type = model->projection->fcs[0]->as<PointwiseLinear>()->weight.scalar_type();
-  auto out = torch::empty(out_shape, x.options().dtype(param_type));
+  // The output, whole, unless a sink takes its tiles.
+  at::Tensor out;
+  if (!sink) {
+    auto out_shape = x.sizes().vec();
+    out_shape[1] = model->options.out_channels();
+    const auto param_type = model->projection->fcs[0]->as<PointwiseLinear>()->weight.scalar_type();
+    out = torch::empty(out_shape, x.options().dtype(param_type));
+  }
   for (int64_t j = 0; j < layers; ++j) {
     const bool last = j == layers - 1;
     // Training keeps the last block's input (all of it is on the device at
@@ -544,7 +558,11 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
       // the next block's input, or z
       const auto a = block(j, hold ? latest[static_cast<size_t>(t)] : input(x, j, t), t);
       if (last) {
-        rows_of(out, t).copy_(project(a, t));
+        if (sink) {
+          sink(r0(t), project(a, t));
+        } else {
+          rows_of(out, t).copy_(project(a, t));
+        }
         continue;
       }
       const auto part = detail::analysis_tile(modes[static_cast<size_t>(j + 1)], a, g0(t));
@@ -747,13 +765,38 @@ at::Tensor TiledStep::forward_backward(
 }
 
 at::Tensor TiledStep::forward(const at::Tensor& x) {
+  // (the streamed forward, from x's rows into the output's)
+  auto out_shape = x.sizes().vec();
+  TORCH_CHECK(out_shape.size() >= 3, "tiled step: expected an input [B, C, *S], got shape ",
+              x.sizes());
+  out_shape[1] = p_->model->options.out_channels();
+  const auto param_type =
+      p_->model->projection->fcs[0]->as<PointwiseLinear>()->weight.scalar_type();
+  auto out = torch::empty(out_shape, x.options().dtype(param_type));
+  TileSource source;
+  source.shape = x.sizes().vec();
+  source.options = x.options();
+  source.rows = [&x](int64_t r0, int64_t rows) { return x.narrow(2, r0, rows); };
+  forward(source, [&out](int64_t r0, const at::Tensor& tile) {
+    out.narrow(2, r0, tile.size(2)).copy_(tile);
+  });
+  return out;
+}
+
+void TiledStep::forward(const TileSource& x, const TileSink& out) {
   auto& p = *p_;
-  p.setup(x);
+  TORCH_CHECK(x.rows && out, "tiled step: a streamed forward needs a source and a sink");
+  p.setup(x.shape, x.options);
+  p.x_rows = x.rows;
+  p.sink = out;
   try {
-    auto out = p.forward_sweeps(x, /*training=*/false);
+    p.forward_sweeps(at::Tensor(), /*training=*/false);
+    p.x_rows = nullptr;
+    p.sink = nullptr;
     p.finish_step();
-    return out;
   } catch (...) {
+    p.x_rows = nullptr;
+    p.sink = nullptr;
     p.finish_step();
     throw;
   }

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# domain: issue 50 on 4 GPUs: the domain-parallel exactness test with NCCL (rank r on GPU r;
-#   when fno_tests is among FNO_TARGETS), then bench/domain_parallel_study.sh: fno_bench
+# domain: issue 50 on 4 GPUs: bench/domain_parallel_study.sh: fno_bench
 #   --domain-parallel on 1, 2 and 4 GPUs (DOMAIN_ROWS: strong8k weak strong16k 3d largest,
 #   default all; about 8 minutes on 4 x H100): per-rank and total step times, speed-ups,
 #   weak-scaling efficiency and the bytes each rank sends per step
@@ -9,11 +8,6 @@
 # Environment: DOMAIN_ROWS, and bench/domain_parallel_study.sh's own (ROW_TIMEOUT, BUDGET_S)
 # shellcheck disable=SC2154,SC2168  # (sourced by run_suite in lib.sh: its variables, in a function)
 [ "${BASH_SOURCE[0]}" != "$0" ] || exec bash "$(dirname "$0")/../gpu.sh" domain
-if [ -x "$build/tests/fno_tests" ]; then
-  "$build/tests/fno_tests" -tc="with NCCL on GPUs*" > "$out/domain_nccl_test.log" 2>&1
-  say "domain: NCCL exactness test exit $? ($(grep -c 'worst gradient' "$out/domain_nccl_test.log") checks)"
-  grep -E 'worst gradient|test cases|skipped' "$out/domain_nccl_test.log" | tee -a "$summary"
-fi
 local rows=()
 read -r -a rows <<< "${DOMAIN_ROWS:-}"
 FNO_BUILD_DIR=$build bench/domain_parallel_study.sh "$out/domain" "${rows[@]}" \

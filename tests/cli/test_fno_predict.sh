@@ -59,6 +59,18 @@ cp -r "$run" "$work/old" && rm "$work/old/normalizers.pt"
   close "$(value "$work/old.summary.json" mean_l2)" "$(value "$run/summary.json" 32_l2)" 1e-5 &&
   ok || bad "a run without normalizers.pt: $(cat "$work/old.err")"
 
+# Streamed: an HDF5 input without truth in tiles, its rows read and written per tile.
+"$bin" --model "$run" --input "$work/x_only.h5" --x-key pred --tile-rows 8 --host-memory-limit 64MiB \
+  --out "$work/s.h5" --device cpu > /dev/null 2> "$work/s.err" &&
+  grep -q "streamed in tiles of 8 rows" "$work/s.err" && [ -f "$work/s.h5" ] && ok ||
+  bad "streamed: $(cat "$work/s.err")"
+# A neuraloperator 2.0.0 state dict with its settings in YAML.
+printf 'model: {n_modes: [8, 6], in_channels: 1, out_channels: 2, hidden_channels: 8, n_layers: 3}\n' \
+  > "$work/nop.yaml"
+"$bin" --model "$src/tests/golden/fno2d_even_state.pt" --model-config "$work/nop.yaml" \
+  --input "$work/x_only.h5" --x-key pred --out "$work/nop.h5" --device cpu > /dev/null 2> "$work/nop.err" &&
+  [ -f "$work/nop.h5" ] && ok || bad "a state dict with --model-config: $(cat "$work/nop.err")"
+
 # An existing --out is refused (exit 2), and replaced with --overwrite.
 before=$(cksum < "$work/p32.h5")
 expect 2 "p32.h5 exists; choose another --out or pass --overwrite" -- \
@@ -84,6 +96,13 @@ expect 3 "darcy_test_32.pt: no entry 'truth'" -- --model "$run" --input "$test32
 expect 3 "model.pt does not match .*config.yaml's model" -- --model "$work/wrong_model" --input "$test32" --out "$work/e.h5"
 expect 3 "missing.pt: no such file" -- --model "$run" --checkpoint "$work/missing.pt" --input "$test32" --out "$work/e.h5"
 expect 3 "e.h5" -- --model "$run" --input "$test32" --out "$work/no/such/dir/e.h5"
+expect 2 "--host-memory-limit: " -- --model "$run" --input "$test32" --host-memory-limit lots --out "$work/e.h5"
+expect 3 "--host-memory-limit 1000000 B is under the floor: streaming one sample" -- --model "$run" \
+  --input "$work/x_only.h5" --x-key pred --tile-rows 8 --host-memory-limit 1MB --device cpu --out "$work/e.h5"
+expect 3 "the input and output held whole need about" -- --model "$run" --input "$test32" \
+  --host-memory-limit 100kB --device cpu --out "$work/e.h5"
+expect 3 "seed_state.pt does not match .*nop.yaml's model" -- --model "$src/tests/golden/seed_state.pt" \
+  --model-config "$work/nop.yaml" --input "$work/x_only.h5" --x-key pred --out "$work/e.h5"
 [ -z "$(find "$work" -maxdepth 1 -name 'e.*')" ] && ok || bad "an error left $(find "$work" -maxdepth 1 -name 'e.*')"
 
 finish fno_predict_cli

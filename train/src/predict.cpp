@@ -5,6 +5,7 @@
 #include <fno/serialize.h>
 #include <fno/tiled.h>
 #include <fno_data/darcy.h>
+#include <fno_data/hdf5_slab.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
 #include <fno_engine/offload_step.h>
@@ -24,9 +25,12 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "dict_prefix.h"
 #include "json.h"
+#include "predict_stream.h"
+
 #include <fno_engine/tiled_runner.h>
 
 namespace fno {
@@ -244,6 +248,53 @@ data::Attribute number_attr(const std::string& name, double v) {
   return a;
 }
 
+// A model's settings alone (--model-config): a config file in fno_train's
+// keys, of which the model: section matters; without data.train_file it
+// still parses. A state dict carries no normalizers: none apply.
+RunConfig load_model_config(const std::string& path) {
+  RunConfig cfg;
+  try {
+    cfg = load_config(path);
+  } catch (const ConfigError& e) {
+    if (std::string(e.what()).find("data.train_file") == std::string::npos) throw;
+    cfg = load_config(path, {"data.train_file=" + path});
+  }
+  cfg.data.encode_input = false;
+  cfg.data.encode_output = false;
+  return cfg;
+}
+
+// Samples [first, first + count) of the input (and the truth), read whole by
+// the loaders; a range past the file's end is a PredictUsageError.
+std::pair<torch::Tensor, torch::Tensor> load_range(const PredictOptions& o,
+                                                   const data::LoadOptions& lo, bool truth) {
+  // The loaders warn on std::cerr when a file holds fewer samples than asked;
+  // that case is an error here, said in one line, so their warnings are held
+  // back and passed on only when the range fits.
+  std::ostringstream warnings;
+  data::FieldPairs pairs;
+  {
+    struct Redirect {
+      std::streambuf* old;
+      explicit Redirect(std::streambuf* to) : old(std::cerr.rdbuf(to)) {}
+      ~Redirect() { std::cerr.rdbuf(old); }
+    } redirect(warnings.rdbuf());
+    pairs = data::load_darcy(o.input, lo);
+  }
+  const int64_t held = pairs.x.size(0);
+  const bool past = o.first >= held || (o.count > 0 && o.first + o.count > held);
+  if (!past) std::cerr << warnings.str();
+  if (past) {
+    throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
+                            (o.count > 0 ? std::to_string(o.count) : std::string()) +
+                            " asks past the " + std::to_string(held) + " samples it holds");
+  }
+  const int64_t n = o.count > 0 ? o.count : held - o.first;
+  auto x = pairs.x.narrow(0, o.first, n);
+  auto y = truth ? pairs.y.narrow(0, o.first, n) : torch::Tensor();
+  return {x, y};
+}
+
 }  // namespace
 
 std::string predict_summary_path(const std::string& out) {
@@ -270,6 +321,9 @@ PredictResult predict(const PredictOptions& o) {
   if (o.tile_rows < 0) {
     throw PredictUsageError("--tile-rows must be >= 1, got " + std::to_string(o.tile_rows));
   }
+  if (o.host_memory_limit < 0 || o.gpu_memory_limit < 0) {
+    throw PredictUsageError("a memory limit must be >= 0");
+  }
   const std::string summary_path = predict_summary_path(o.out);
   if (!o.overwrite) {
     for (const auto& path : {o.out, summary_path}) {
@@ -280,12 +334,20 @@ PredictResult predict(const PredictOptions& o) {
   }
   if (o.out == o.input) throw PredictUsageError(o.out + ": --out is the --input file");
 
-  // The run.
-  const std::string cfg_path = o.run_dir + "/config.yaml";
-  if (!exists(cfg_path)) {
-    throw std::runtime_error(o.run_dir + ": not a run directory (no config.yaml)");
+  // The run, or a state dict and the model's settings (--model-config).
+  const bool state_dict_model = !o.model_config.empty();
+  const std::string cfg_path = state_dict_model ? o.model_config : o.run_dir + "/config.yaml";
+  if (state_dict_model && !o.checkpoint.empty()) {
+    throw PredictUsageError("--checkpoint: with --model-config, --model names the weights");
   }
-  RunConfig cfg = load_config(cfg_path);
+  if (!exists(cfg_path)) {
+    throw std::runtime_error(state_dict_model
+                                 ? cfg_path + ": no such file"
+                                 : o.run_dir + ": not a run directory (no config.yaml)");
+  }
+  // (a model's settings need no training data: data.train_file is filled in
+  // when the file leaves it out)
+  RunConfig cfg = state_dict_model ? load_model_config(cfg_path) : load_config(cfg_path);
   if (cfg.data.problem != DataProblem::kDarcy) {
     throw std::runtime_error(cfg_path + ": data.problem " + to_string(cfg.data.problem) +
                              ": predicting Navier-Stokes rollouts is not done yet");
@@ -296,12 +358,19 @@ PredictResult predict(const PredictOptions& o) {
   MatmulPrecisionGuard matmul(precision);
 
   // The weights.
-  const std::string weights_path = o.checkpoint.empty() ? o.run_dir + "/model.pt" : o.checkpoint;
+  const std::string weights_path =
+      state_dict_model ? o.run_dir
+                       : (o.checkpoint.empty() ? o.run_dir + "/model.pt" : o.checkpoint);
   if (!exists(weights_path)) {
     throw std::runtime_error(weights_path + ": no such file" +
-                             (o.checkpoint.empty() ? " (the run has not finished; name a "
-                                                     "checkpoint with --checkpoint)"
-                                                   : ""));
+                             (o.checkpoint.empty() && !state_dict_model
+                                  ? " (the run has not finished; name a "
+                                    "checkpoint with --checkpoint)"
+                                  : ""));
+  }
+  if (state_dict_model && std::filesystem::is_directory(weights_path)) {
+    throw PredictUsageError("--model " + weights_path +
+                            ": with --model-config, --model names a state dict file");
   }
   const TensorDict weights_file = load_tensor_dict(weights_path);
   const bool is_checkpoint = has_prefix(weights_file, "model.");
@@ -328,46 +397,45 @@ PredictResult predict(const PredictOptions& o) {
     lo.y_key(lo.x_key());
   }
   if (o.count > 0) lo.n_samples(o.first + o.count);
-  // The loaders warn on std::cerr when a file holds fewer samples than asked;
-  // that case is an error here, said in one line, so their warnings are held
-  // back and passed on only when the range fits.
-  std::ostringstream warnings;
-  data::FieldPairs pairs;
-  {
-    struct Redirect {
-      std::streambuf* old;
-      explicit Redirect(std::streambuf* to) : old(std::cerr.rdbuf(to)) {}
-      ~Redirect() { std::cerr.rdbuf(old); }
-    } redirect(warnings.rdbuf());
-    pairs = data::load_darcy(o.input, lo);
+  // An HDF5 input without truth can be streamed: its shape is read first.
+  std::unique_ptr<data::Hdf5SlabReader> reader;
+  if (!truth && data::detect_format(o.input) == data::FileFormat::kHdf5) {
+    reader = std::make_unique<data::Hdf5SlabReader>(o.input, lo.x_key(), lo.x_layout());
   }
-  const int64_t held = pairs.x.size(0);
-  const bool past = o.first >= held || (o.count > 0 && o.first + o.count > held);
-  if (!past) std::cerr << warnings.str();
-  if (past) {
-    throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
-                            (o.count > 0 ? std::to_string(o.count) : std::string()) +
-                            " asks past the " + std::to_string(held) + " samples it holds");
+  torch::Tensor x, y;
+  std::vector<int64_t> x_shape;  // [n, Cin, *S]
+  int64_t n = 0;
+  if (reader) {
+    x_shape = reader->shape();
+    const int64_t held = x_shape[0];
+    if (o.first >= held || (o.count > 0 && o.first + o.count > held)) {
+      throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
+                              (o.count > 0 ? std::to_string(o.count) : std::string()) +
+                              " asks past the " + std::to_string(held) + " samples it holds");
+    }
+    n = o.count > 0 ? o.count : held - o.first;
+    x_shape[0] = n;
+  } else {
+    std::tie(x, y) = load_range(o, lo, truth);
+    n = x.size(0);
+    x_shape = x.sizes().vec();
   }
-  const int64_t n = o.count > 0 ? o.count : held - o.first;
-  auto x = pairs.x.narrow(0, o.first, n);
-  auto y = truth ? pairs.y.narrow(0, o.first, n) : torch::Tensor();
-  pairs = {};
   const auto& mo = cfg.model;
   const int64_t n_dim = static_cast<int64_t>(mo.n_modes().size());
   const std::string xk = lo.x_key().empty() ? "x" : lo.x_key();
-  if (x.dim() - 2 != n_dim) {
-    throw std::runtime_error(o.input + ": '" + xk + "' has " + std::to_string(x.dim() - 2) +
+  const auto x_dim = static_cast<int64_t>(x_shape.size());
+  if (x_dim - 2 != n_dim) {
+    throw std::runtime_error(o.input + ": '" + xk + "' has " + std::to_string(x_dim - 2) +
                              " spatial dims; the model (" + cfg_path + ") has " +
                              std::to_string(n_dim));
   }
-  if (x.size(1) != mo.in_channels() || (truth && y.size(1) != mo.out_channels())) {
-    throw std::runtime_error(o.input + ": '" + xk + "' gives " + std::to_string(x.size(1)) +
+  if (x_shape[1] != mo.in_channels() || (truth && y.size(1) != mo.out_channels())) {
+    throw std::runtime_error(o.input + ": '" + xk + "' gives " + std::to_string(x_shape[1]) +
                              " input channel(s); the model takes " +
                              std::to_string(mo.in_channels()) + " in and gives " +
                              std::to_string(mo.out_channels()) + " out");
   }
-  const auto grid = x.sizes().slice(2);
+  const auto grid = at::IntArrayRef(x_shape).slice(2);
   for (int64_t i = 0; i < n_dim; ++i) {
     // n_modes counts both signs of a dim's frequencies: a smaller grid would
     // drop some of the trained spectrum.
@@ -390,18 +458,57 @@ PredictResult predict(const PredictOptions& o) {
              ? o.batch_size
              : (cfg.data.tests.empty() ? cfg.data.batch_size : cfg.data.tests.front().batch_size));
   const int64_t elem = c10::elementSize(compute_dtype(precision));
-  const Plan plan = choose_plan(model, x.sizes(), batch, o, device, elem);
+  // Streamed (an HDF5 input without truth that needs tiles, or whose arrays
+  // do not fit the host budget), or the arrays whole.
+  int64_t points = 1;
+  for (const auto v : grid) points *= v;
+  const int64_t whole_host = n * points * (mo.in_channels() + (truth ? mo.out_channels() : 0)) * 4 +
+                             2 * batch * points * mo.out_channels() * 4 +
+                             (device.is_cpu() ? whole_grid_bytes(model, x_shape, batch, elem) : 0);
+  const bool host_short = o.host_memory_limit > 0 && whole_host > o.host_memory_limit;
+  std::optional<Plan> plan;
+  bool stream = reader && (o.tile_rows > 0 || host_short);
+  if (reader && !stream && device.is_cuda() && o.gpu_memory_limit > 0) {
+    // One sample's whole grid over the GPU budget: tiles, streamed.
+    stream = whole_grid_bytes(model, x_shape, 1, elem) > o.gpu_memory_limit;
+  }
+  if (!stream) {
+    if (host_short) {
+      throw std::runtime_error(
+          "--host-memory-limit " + offload::format_bytes(o.host_memory_limit) +
+          ": the input and output held whole need about " + offload::format_bytes(whole_host) +
+          (truth ? " (errors against the truth, --y-key, are computed on whole arrays)"
+                 : " (a .pt input is read whole; HDF5 inputs are streamed)"));
+    }
+    if (reader) {
+      reader.reset();
+      std::tie(x, y) = load_range(o, lo, truth);
+    }
+    if (!plan) plan = choose_plan(model, x_shape, batch, o, device, elem);
+  }
+  std::optional<detail::StreamPlan> streamed;
+  if (stream) {
+    detail::StreamRequest req;
+    req.x_shape = x_shape;
+    req.x_shape[0] = 1;
+    req.device = device;
+    req.gpu_memory_limit = o.gpu_memory_limit;
+    req.host_memory_limit = o.host_memory_limit;
+    req.tile_rows = o.tile_rows;
+    req.reader_cache = reader->cache_bytes();
+    streamed = detail::choose_stream_plan(model, req);
+  }
   r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
-           " sample(s) at " + grid_text(grid) + ": " + plan.text;
+           " sample(s) at " + grid_text(grid) + ": " + (stream ? streamed->text : plan->text);
   OffloadedStep step(model, OffloadSettings{});
   std::unique_ptr<TiledRunner> tiled;
-  if (plan.tiled) tiled = std::make_unique<TiledRunner>(model, nullptr);
+  if (!stream && plan->tiled) tiled = std::make_unique<TiledRunner>(model, nullptr);
   in_norm.to(device);
   out_norm.to(device);
   auto forward = [&](const torch::Tensor& xb) {
     torch::NoGradGuard no_grad;
     auto in = in_norm.fitted() ? in_norm.transform(xb) : xb;
-    auto out = tiled ? tiled->forward(*plan.tiled, in) : step.forward(in);
+    auto out = tiled ? tiled->forward(*plan->tiled, in) : step.forward(in);
     out = out.to(torch::kFloat);
     return out_norm.fitted() ? out_norm.inverse_transform(out) : out;
   };
@@ -420,11 +527,37 @@ PredictResult predict(const PredictOptions& o) {
   const bool replacing = o.overwrite && std::filesystem::exists(o.out);
   const std::string written =
       replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
-  data::Hdf5SampleWriter writer(written, sets);
+  // No deflate past 64 MiB of output: its single thread would bound the run.
+  data::SampleWriterOptions wo;
+  wo.compress(n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
+  if (stream) {
+    // Chunks of bands of rows that the tiles' writes cover whole (at most ~1 MiB).
+    const int64_t row_bytes = points / grid[0] * mo.out_channels() * 4;
+    int64_t band = 1;
+    while (band * 2 * row_bytes <= (int64_t{1} << 20) && streamed->plan.tile_rows % (band * 2) == 0)
+      band *= 2;
+    wo.band_rows(band).band_dim(mo.out_channels() > 1 ? 2 : 1);
+  }
+  data::Hdf5SampleWriter writer(written, sets, wo);
+  // The pinned stores' copy engine, and the GPU's peak memory over the forward.
+  // (pinned stores: two tiles in flight to the host at most, as the plan counts)
+  auto oo = offload::OffloadOptions().host_memory_limit(o.host_memory_limit);
+  if (stream) {
+    std::vector<int64_t> one = x_shape;
+    one[0] = 1;
+    const int64_t tile = tiled_sizes(model, one).tile_hidden(streamed->plan.tile_rows);
+    oo.max_inflight_bytes(std::max<int64_t>(2 * tile, int64_t{16} << 20));
+  }
+  offload::Offloader offloader(oo);
+  offloader.begin_step();
+  if (stream) {
+    detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm, out_norm,
+                             writer, &offloader);
+  }
   const auto l2 = relative_loss(LossName::kL2, n_dim);
   const auto h1 = relative_loss(LossName::kH1, n_dim);
-  for (int64_t first = 0; first < n; first += plan.micro) {
-    const int64_t b = std::min(plan.micro, n - first);
+  for (int64_t first = 0; !stream && first < n; first += plan->micro) {
+    const int64_t b = std::min(plan->micro, n - first);
     const auto out = forward(x.narrow(0, first, b).to(device));
     writer.write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
     if (truth) {
@@ -443,6 +576,7 @@ PredictResult predict(const PredictOptions& o) {
       }
     }
   }
+  r.gpu_peak_bytes = device.is_cuda() ? offloader.end_step().peak_allocated : 0;
   for (const double v : r.l2) r.mean_l2 += v / static_cast<double>(n);
   for (const double v : r.h1) r.mean_h1 += v / static_cast<double>(n);
 
@@ -458,7 +592,9 @@ PredictResult predict(const PredictOptions& o) {
       text_attr("precision", to_string(precision)),
       text_attr("device", device.str()),
       text_attr("plan", r.plan),
+      number_attr("gpu_peak_bytes", static_cast<double>(r.gpu_peak_bytes)),
       number_attr("gpu_memory_limit", static_cast<double>(o.gpu_memory_limit)),
+      number_attr("host_memory_limit", static_cast<double>(o.host_memory_limit)),
       text_attr("config", cfg.resolved_yaml)};
   if (truth) {
     attrs.push_back(number_attr("mean_l2", r.mean_l2));

@@ -107,6 +107,19 @@ void write_hdf5(const std::string& path,
                 const std::vector<std::pair<std::string, torch::Tensor>>& datasets,
                 const std::vector<Attribute>& attributes = {});
 
+/// How Hdf5SampleWriter lays its datasets out.
+struct SampleWriterOptions {
+  /// Shuffle + deflate (level 4); off: plain chunks, for outputs of many GB
+  /// that deflate would slow to its single thread's pace.
+  TORCH_ARG(bool, compress) = true;
+  /// > 0: chunks of one sample cut into bands of this many rows along dim
+  /// `band_dim` (the dims before it whole, those after whole), for writes of
+  /// row bands (write_rows) that cover whole chunks. 0: chunks of whole
+  /// samples, split when over ~1 MiB.
+  TORCH_ARG(int64_t, band_rows) = 0;
+  TORCH_ARG(int64_t, band_dim) = 1;
+};
+
 /// Writes float32 datasets of shape (N, *S) a few samples at a time into a
 /// temporary file beside `path` (chunks of one sample, split when over ~1 MiB;
 /// shuffle + deflate; no object timestamps, so equal contents give equal
@@ -118,7 +131,8 @@ class Hdf5SampleWriter {
  public:
   /// `datasets`: names ('/' makes groups) and shapes (N, *S), N >= 1.
   Hdf5SampleWriter(const std::string& path,
-                   const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets);
+                   const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets,
+                   const SampleWriterOptions& options = {});
   ~Hdf5SampleWriter();
   Hdf5SampleWriter(const Hdf5SampleWriter&) = delete;
   Hdf5SampleWriter& operator=(const Hdf5SampleWriter&) = delete;
@@ -126,6 +140,11 @@ class Hdf5SampleWriter {
   /// Writes samples [first, first + b) of dataset `name`: data [b, *S], any
   /// float dtype, on any device (converted to float32 on the CPU).
   void write(const std::string& name, int64_t first, const torch::Tensor& data);
+  /// Writes a band of rows: samples [first, first + b) and rows [row0, row0 +
+  /// rows) of dim `dim` (>= 1) of dataset `name`, from data whose shape is the
+  /// dataset's but for b and rows; the rest of the dataset is not touched.
+  void write_rows(const std::string& name, int64_t first, int64_t dim, int64_t row0,
+                  const torch::Tensor& data);
   /// Root attributes, flush, close, fsync, rename to the path; once.
   void commit(const std::vector<Attribute>& attributes = {});
   const std::string& path() const;

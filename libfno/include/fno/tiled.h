@@ -104,6 +104,26 @@ struct TiledPlan {
 /// what does not parse.
 TiledPlan parse_tiled_plan(const std::string& text);
 
+/// The model input of a streamed forward (TiledStep::forward(TileSource,
+/// TileSink)), given row band by row band instead of whole: e.g. read from a
+/// file per tile, so that neither the device nor the host holds all of it.
+struct TileSource {
+  /// The whole input's shape, [B, Cin, *S].
+  std::vector<int64_t> shape;
+  /// The tiles' device and dtype (the compute device; the activations take
+  /// this dtype where the model's compute type is float32).
+  at::TensorOptions options;
+  /// Rows [r0, r0 + rows) of the first spatial dim: [B, Cin, rows, *S'] on
+  /// `options`' device. Called for each tile, in order, in the lifting's
+  /// sweep, and again in each sweep whose block input is remade from the
+  /// model input (TilePlace::kRecompute below every kept input).
+  std::function<at::Tensor(int64_t r0, int64_t rows)> rows;
+};
+
+/// Takes the output's rows [r0, r0 + rows): tile [B, Cout, rows, *S'] in the
+/// parameters' type, on the compute device. Called once per tile, in order.
+using TileSink = std::function<void(int64_t r0, const at::Tensor& tile)>;
+
 /// Full-size bytes of the step's tensors for a batch of `x_shape`
 /// ([B, Cin, *S]): one block input (or the gradient), the model's output.
 struct TiledSizes {
@@ -139,6 +159,13 @@ class TiledStep {
   /// kept, only the latest (keep_latest) or none (each tile's input remade).
   // x: [B, Cin, *S] -> [B, Cout, *S]
   at::Tensor forward(const at::Tensor& x);
+
+  /// model(x) over tiles, without gradients, streamed: the input's tiles come
+  /// from `x` when a sweep needs them, and each tile of the output goes to
+  /// `out` as soon as it is made; nothing of full size is held but the block
+  /// inputs the plan keeps. Equal to forward(x) on the same values.
+  // x: rows of [B, Cin, *S] -> out(r0, [B, Cout, rows, *S']) per tile
+  void forward(const TileSource& x, const TileSink& out);
 
   const TiledPlan& plan() const;
 

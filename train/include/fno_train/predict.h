@@ -12,8 +12,11 @@
 // The plan: on the CPU, or without a GPU memory limit, the whole grid in
 // batches of batch_size; with a limit on a GPU, the largest micro-batch whose
 // estimated forward fits, else tiles of rows (fno/tiled.h) with block inputs on
-// the GPU or remade, else a refusal naming the floor. It is said in one line
-// (PredictResult::plan).
+// the GPU or remade, else a refusal naming the floor. An HDF5 input without
+// truth that needs tiles, or whose arrays do not fit host_memory_limit, is
+// streamed: its rows read per tile (data::Hdf5SlabReader), the output written
+// per tile, block inputs on the device, in pinned host memory or remade. It is
+// said in one line (PredictResult::plan).
 //
 // Every error is std::runtime_error with a one-line message naming the file,
 // key or value; PredictUsageError marks the ones of the command line (an
@@ -35,8 +38,14 @@ class PredictUsageError : public std::runtime_error {
 };
 
 struct PredictOptions {
-  /// The training run's directory: config.yaml, model.pt, normalizers.pt or checkpoints.
+  /// The training run's directory: config.yaml, model.pt, normalizers.pt or
+  /// checkpoints; with model_config, a state dict file (neuraloperator 2.0.0's
+  /// FNO.state_dict(), torch.save'd, or a model.pt).
   std::string run_dir;
+  /// The model's settings for a state dict in run_dir: a YAML file in
+  /// fno_train's keys (its model: section; data.train_file may be left out).
+  /// The output is the model's own (no normalizers apply). "": run_dir is a run.
+  std::string model_config;
   /// The weights: "" takes run_dir/model.pt; else a state dict (model.pt-like)
   /// or a checkpoint (its model.* keys, and its norm.* keys when present).
   std::string checkpoint;
@@ -57,12 +66,19 @@ struct PredictOptions {
   int64_t batch_size = 0;
   /// GPU bytes the forward may take (0: no limit; the whole grid, batch_size at once).
   int64_t gpu_memory_limit = 0;
+  /// Host bytes the run's data may take: the input and output held, their
+  /// tiles, the pinned stores, HDF5's caches (0: no limit). An HDF5 input
+  /// whose arrays do not fit is streamed tile by tile; below the floor of
+  /// streaming, a refusal names both.
+  int64_t host_memory_limit = 0;
   /// "fp32", "tf32", "bf16", "fp16"; "": the run's training.precision.
   std::string precision;
   /// "auto" (CUDA when there is one), "cpu", "cuda", "cuda:N".
   std::string device = "auto";
   /// Force tiles of this many rows of the first spatial dim (0: the plan decides).
-  /// For tests and measurements; block inputs stay on the device.
+  /// For tests and measurements. With an HDF5 input and no truth the
+  /// prediction is then streamed (the input read and the output written per
+  /// tile); else block inputs stay on the device.
   int64_t tile_rows = 0;
 };
 
@@ -77,6 +93,8 @@ struct PredictResult {
   std::vector<double> l2, h1;
   double mean_l2 = 0, mean_h1 = 0;
   std::string out, summary;  // the files written (summary "" without truth)
+  /// The GPU's peak allocated bytes over the forward (0 on the CPU).
+  int64_t gpu_peak_bytes = 0;
 };
 
 /// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".
