@@ -470,7 +470,7 @@ TEST_CASE("datagen: a train/test split and subsampling keep the samples of the f
 TEST_CASE("datagen: a stopped run leaves no output and no temporary file") {
   const std::string dir = fresh_dir("datagen_stop");
   int polls = 0;
-  fno::data::DarcyGenHooks hooks;
+  fno::data::GenHooks hooks;
   hooks.stop_requested = [&] { return ++polls >= 3 ? 2 : 0; };  // SIGINT before the 3rd batch
   const auto opts = DarcyGenOptions().resolution(17).samples(8).batch_size(2).seed(1).device("cpu");
   bool stopped = false;
@@ -739,7 +739,7 @@ TEST_CASE(
 TEST_CASE("poisson3d datagen: a stopped run leaves no output and no temporary file") {
   const std::string dir = fresh_dir("poisson3d_stop");
   int polls = 0;
-  fno::data::DarcyGenHooks hooks;
+  fno::data::GenHooks hooks;
   hooks.stop_requested = [&] { return ++polls >= 2 ? 15 : 0; };  // SIGTERM before the 2nd batch
   bool stopped = false;
   try {

@@ -1,10 +1,12 @@
 // Darcy-flow data generation (see fno_data/darcy_gen.h): the GRF by DCT-I, the
 // matrix-free Darcy operator, the DST-I Poisson preconditioner, batched PCG,
-// and the generator that streams samples into HDF5 files.
+// and the generator's sampler and solver, which run_generator (gen_common.h)
+// streams into HDF5 files (--inputs-only: darcy_inputs.cpp).
 #include <fno_data/darcy_gen.h>
 
 #include <fno_data/darcy.h>
 
+#include "darcy_internal.h"
 #include "gen_common.h"
 
 #include <ATen/Parallel.h>
@@ -15,15 +17,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 namespace fno::data {
 namespace {
 
+using darcy_detail::kGeneratorVersion;
 using gen::kPi;
-/// Bumped whenever the same options would give different data.
-constexpr int kGeneratorVersion = 1;
 
 // x: [B, R, R] -> x[:, ::k, ::k]
 torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
@@ -71,21 +73,6 @@ torch::Tensor batch_dot(const torch::Tensor& a, const torch::Tensor& b) {
     }
   });
   return out;
-}
-
-/// y_j = sum_{k=0}^{R-1} c_k cos(pi k j / (R - 1)) along the last dim (DCT-I
-/// synthesis), through a real inverse FFT of length 2 (R - 1).
-// c: [..., R] float64 -> [..., R] float64
-torch::Tensor cosine_synthesis_last(const torch::Tensor& c) {
-  const int64_t r = c.size(-1);
-  torch::Tensor c2 = c.clone();
-  c2.select(-1, 0).mul_(2.0);
-  c2.select(-1, r - 1).mul_(2.0);
-  // irfft (norm "forward", no 1/n) of X_k = c2_k gives c2_0 + c2_{R-1} (-1)^j
-  // + 2 sum_{0<k<R-1} c_k cos(...): twice the sum wanted.
-  const torch::Tensor y = torch::fft::irfft(torch::complex(c2, torch::zeros_like(c2)), 2 * (r - 1),
-                                            /*dim=*/-1, "forward");
-  return y.narrow(-1, 0, r).mul(0.5);
 }
 
 /// -2 sum_{m=1}^{n} x_m sin(pi k m / (n + 1)), k = 1..n, along the last dim (a
@@ -172,6 +159,42 @@ void check_same(const torch::Tensor& a, const torch::Tensor& b, const char* fn, 
 
 }  // namespace
 
+using darcy_detail::cosine_synthesis_last;
+using darcy_detail::grf_weights;
+
+namespace darcy_detail {
+
+torch::Tensor cosine_synthesis_last(const torch::Tensor& c, int64_t n) {
+  const int64_t k = c.size(-1);
+  TORCH_CHECK(k >= 1 && k <= n && n >= 2, "cosine_synthesis_last: ", k, " coefficients for ", n,
+              " points");
+  torch::Tensor c2 = c.clone();
+  c2.select(-1, 0).mul_(2.0);
+  if (k == n) c2.select(-1, n - 1).mul_(2.0);
+  // irfft (norm "forward", no 1/n) of X_k = c2_k (zero past the last given)
+  // gives c2_0 + c2_{R-1} (-1)^j + 2 sum_{0<k<R-1} c_k cos(...): twice the sum wanted.
+  const torch::Tensor y = torch::fft::irfft(torch::complex(c2, torch::zeros_like(c2)), 2 * (n - 1),
+                                            /*dim=*/-1, "forward");
+  return y.narrow(-1, 0, n).mul(0.5);
+}
+
+torch::Tensor grf_weights(int64_t modes, double alpha, double tau,
+                          const torch::TensorOptions& options) {
+  const auto opts = options.dtype(torch::kDouble);
+  const torch::Tensor k = torch::arange(modes, opts);
+  const torch::Tensor k2 = k.unsqueeze(1).square() + k.unsqueeze(0).square();
+  torch::Tensor sqrt_lambda =
+      std::pow(tau, alpha - 1.0) * (kPi * kPi * k2 + tau * tau).pow(-alpha / 2.0);
+  torch::Tensor w =
+      torch::full({modes}, std::sqrt(2.0), opts);  // phi_k = sqrt(2) cos(pi k x), phi_0 = 1
+  w[0] = 1.0;
+  sqrt_lambda = sqrt_lambda * w.unsqueeze(1) * w.unsqueeze(0);
+  sqrt_lambda[0][0] = 0.0;  // zero mean
+  return sqrt_lambda;
+}
+
+}  // namespace darcy_detail
+
 // ---------------------------------------------------------------------------
 // The random coefficient
 // ---------------------------------------------------------------------------
@@ -197,20 +220,11 @@ torch::Tensor grf_from_noise(const torch::Tensor& xi, double alpha, double tau) 
               " tau=", tau);
   torch::NoGradGuard no_grad;
   const int64_t r = xi.size(1);
-  const auto opts = xi.options().dtype(torch::kDouble);
-  const torch::Tensor k = torch::arange(r, opts);
-  const torch::Tensor k2 = k.unsqueeze(1).square() + k.unsqueeze(0).square();
-  torch::Tensor sqrt_lambda =
-      std::pow(tau, alpha - 1.0) * (kPi * kPi * k2 + tau * tau).pow(-alpha / 2.0);
-  torch::Tensor w =
-      torch::full({r}, std::sqrt(2.0), opts);  // phi_k = sqrt(2) cos(pi k x), phi_0 = 1
-  w[0] = 1.0;
-  sqrt_lambda = sqrt_lambda * w.unsqueeze(1) * w.unsqueeze(0);
-  sqrt_lambda[0][0] = 0.0;                                      // zero mean
+  const torch::Tensor sqrt_lambda = grf_weights(r, alpha, tau, xi.options());
   const torch::Tensor c = xi.to(torch::kDouble) * sqrt_lambda;  // [B, k1, k2]
   // As matrices, with C_jk = cos(pi k j / (R-1)): synthesis along k2 gives c C^T;
   // transposed and synthesized again, C c^T C^T = g^T.
-  const torch::Tensor gt = cosine_synthesis_last(cosine_synthesis_last(c).transpose(1, 2));
+  const torch::Tensor gt = cosine_synthesis_last(cosine_synthesis_last(c, r).transpose(1, 2), r);
   return gt.transpose(1, 2).contiguous();
 }
 
@@ -325,8 +339,10 @@ torch::Tensor darcy_residual(const torch::Tensor& a, const torch::Tensor& u,
 // ---------------------------------------------------------------------------
 
 void validate_darcy_options(const DarcyGenOptions& o) {
+  const int64_t max_resolution = o.inputs_only() ? darcy_detail::kMaxInputsResolution : 16385;
   TORCH_CHECK_VALUE(o.resolution() >= 3, "resolution must be >= 3, got ", o.resolution());
-  TORCH_CHECK_VALUE(o.resolution() <= 16385, "resolution must be <= 16385, got ", o.resolution());
+  TORCH_CHECK_VALUE(o.resolution() <= max_resolution, "resolution must be <= ", max_resolution,
+                    o.inputs_only() ? " with inputs_only" : "", ", got ", o.resolution());
   gen::check_sample_counts(o.samples(), o.test_samples());
   TORCH_CHECK_VALUE(o.subsample() >= 1, "subsample must be >= 1, got ", o.subsample());
   TORCH_CHECK_VALUE((o.resolution() - 1) % o.subsample() == 0, "subsample ", o.subsample(),
@@ -344,6 +360,10 @@ void validate_darcy_options(const DarcyGenOptions& o) {
                     o.tolerance());
   TORCH_CHECK_VALUE(o.max_iterations() >= 1, "max_iterations must be >= 1, got ",
                     o.max_iterations());
+  if (o.inputs_only()) darcy_detail::validate_inputs_only(o);
+  TORCH_CHECK_VALUE(o.inputs_only() || o.grf_modes() == 0,
+                    "grf_modes applies to inputs_only (the solved run keeps every mode), got ",
+                    o.grf_modes());
   gen::check_batch_out_device(o.batch_size(), o.out(), darcy_output_paths(o), o.device());
 }
 
@@ -351,76 +371,100 @@ std::vector<std::string> darcy_output_paths(const DarcyGenOptions& o) {
   return gen::output_paths(o.out(), o.test_samples());
 }
 
-DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& hooks) {
+namespace darcy_detail {
+
+std::vector<std::pair<std::string, std::string>> own_settings(const DarcyGenOptions& o) {
+  using gen::format_number;
+  return {{"alpha", format_number(o.alpha())},
+          {"tau", format_number(o.tau())},
+          {"value_high", format_number(o.value_high())},
+          {"value_low", format_number(o.value_low())},
+          {"forcing", format_number(o.forcing())},
+          {"tolerance", format_number(o.tolerance())},
+          {"max_iterations", std::to_string(o.max_iterations())}};
+}
+
+std::vector<Attribute> grf_attrs(const DarcyGenOptions& o) {
+  using gen::number_attr;
+  using gen::text_attr;
+  return {
+      text_attr("grf",
+                "g = sum_(k != 0) tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2) xi_k phi_k, "
+                "phi_k zero-Neumann cosines, k in [0, R-1]^2 (GRF.m), at the nodes"),
+      number_attr("alpha", o.alpha()),
+      number_attr("tau", o.tau()),
+      text_attr("values", gen::format_number(o.value_high()) + " where g >= 0, " +
+                              gen::format_number(o.value_low()) + " where g < 0"),
+      number_attr("value_high", o.value_high()),
+      number_attr("value_low", o.value_low()),
+  };
+}
+
+}  // namespace darcy_detail
+
+namespace {
+
+/// The solved run's samples [start, start + b): the coefficients on the CPU,
+/// one sample at a time (the same numbers for every batch size and device),
+/// then the batch's solve on the device.
+gen::GenBatch solved_batch(const DarcyGenOptions& o, const torch::Device& device, int64_t start,
+                           int64_t b) {
+  const int64_t r = o.resolution();
+  const int64_t k = o.subsample();
+  std::vector<torch::Tensor> fields;
+  fields.reserve(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    fields.push_back(
+        grf_from_noise(grf_noise(o.seed(), start + i, r).unsqueeze(0), o.alpha(), o.tau()));
+  }
+  const torch::Tensor a = threshold_coefficient(torch::cat(fields), o.value_high(), o.value_low());
+  const torch::Tensor a_dev = a.to(device);
+  const torch::Tensor f = torch::full_like(a_dev, o.forcing());
+  const DarcySolution sol = solve_darcy(
+      a_dev, f, DarcySolveOptions().tolerance(o.tolerance()).max_iterations(o.max_iterations()));
+  const torch::Tensor residual = darcy_residual(a_dev, sol.u, f);  // [b], CPU
+  const torch::Tensor coeff = every_kth(a, k).to(torch::kFloat);
+  const torch::Tensor u = every_kth(sol.u, k).to(torch::kCPU, torch::kFloat);
+  TORCH_CHECK(torch::isfinite(u).all().item<bool>(), "samples ", start, "..", start + b - 1,
+              ": the solution is not finite");
+  return {{coeff, u}, {{"residual", residual}, {"iterations", sol.iterations}}};
+}
+
+}  // namespace
+
+GenSummary generate_darcy(const DarcyGenOptions& o, const GenHooks& hooks) {
   validate_darcy_options(o);
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   const torch::Device device = gen::resolve_device(o.device());
-  const std::vector<std::string> paths = darcy_output_paths(o);
+  if (o.inputs_only()) return darcy_detail::generate_inputs(o, hooks, device, t0);
   const int64_t r = o.resolution();
   const int64_t k = o.subsample();
   const int64_t stored = (r - 1) / k + 1;
   const int64_t total = o.samples();
 
+  gen::GenSpec spec;
   // Measured fastest on a 2-core CPU at 421^2: one sample at a time (cache).
   const int64_t batch_size = o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? 32 : 1);
-  using gen::format_number;
-  const auto settings = gen::resume_settings(
-      {"darcy", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
-       batch_size},
-      {{"alpha", format_number(o.alpha())},
-       {"tau", format_number(o.tau())},
-       {"value_high", format_number(o.value_high())},
-       {"value_low", format_number(o.value_low())},
-       {"forcing", format_number(o.forcing())},
-       {"tolerance", format_number(o.tolerance())},
-       {"max_iterations", std::to_string(o.max_iterations())}});
-  gen::GenOutput output(
-      paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored},
-      gen::resume_of(hooks, o.out(), settings));
-  if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
-
-  DarcyGenSummary summary;
-  summary.device = device.str();
-  const gen::GenProgress progress(output, hooks, total, batch_size);
-  for (int64_t start = output.next_batch(0, batch_size); start < total;) {
-    output.check_stop(hooks, start);  // before each batch
-    const int64_t b = output.batch_end(start, batch_size) - start;
-    // The coefficients on the CPU, one sample at a time: the same numbers for
-    // every batch size and device.
-    std::vector<torch::Tensor> fields;
-    fields.reserve(static_cast<size_t>(b));
-    for (int64_t i = 0; i < b; ++i) {
-      fields.push_back(
-          grf_from_noise(grf_noise(o.seed(), start + i, r).unsqueeze(0), o.alpha(), o.tau()));
-    }
-    const torch::Tensor a =
-        threshold_coefficient(torch::cat(fields), o.value_high(), o.value_low());
-    const torch::Tensor a_dev = a.to(device);
-    const torch::Tensor f = torch::full_like(a_dev, o.forcing());
-    const DarcySolution sol = solve_darcy(
-        a_dev, f, DarcySolveOptions().tolerance(o.tolerance()).max_iterations(o.max_iterations()));
-    const torch::Tensor residual = darcy_residual(a_dev, sol.u, f);  // [b], CPU
-    const torch::Tensor coeff = every_kth(a, k).to(torch::kFloat);
-    const torch::Tensor u = every_kth(sol.u, k).to(torch::kCPU, torch::kFloat);
-    TORCH_CHECK(torch::isfinite(u).all().item<bool>(), "samples ", start, "..", start + b - 1,
-                ": the solution is not finite");
-    output.write(start, {coeff, u}, {{"residual", residual}, {"iterations", sol.iterations}});
-    if (hooks.progress) hooks.progress(progress.done(output.kept()), progress.of());
-    start = output.next_batch(start + b, batch_size);
-  }
-  if (gen::ends_as_worker(output, hooks, total, t0, summary)) return summary;
-  output.check_stop(hooks, total);  // before the files appear
-
+  spec.run = {"darcy", kGeneratorVersion, r,         total, o.test_samples(), o.seed(),
+              k,       device.is_cuda(),  batch_size};
+  spec.own = darcy_detail::own_settings(o);
+  spec.out = o.out();
+  spec.paths = darcy_output_paths(o);
+  spec.datasets = {{"coeff", {stored, stored}}, {"sol", {stored, stored}}};
+  spec.device = device;
+  spec.make_batch = [&](int64_t start, int64_t b, const gen::BatchContext&) {
+    return solved_batch(o, device, start, b);
+  };
   const std::string fd_scheme =
       "5-point finite differences on the nodes x_i = i/(R-1), boundary included; face "
       "coefficients (a_i + a_(i+1))/2 (arithmetic, as solve_gwf.m); u = 0 on the boundary nodes";
   const std::string solver =
       "matrix-free preconditioned CG in float64, preconditioner: exact DST-I inverse of the "
       "constant-coefficient 5-point Laplacian";
-  using gen::number_attr;
-  using gen::text_attr;
-  output.commit([&](size_t p) {
+  spec.attributes = [&](const gen::GenOutput& output, size_t p) {
+    using gen::number_attr;
+    using gen::text_attr;
     const gen::GenOutput::Part& part = output.parts()[p];
     std::vector<Attribute> attrs{
         text_attr("generator", "fno_datagen: Darcy flow of Li et al. 2020 (FNO), appendix A.3.2"),
@@ -431,34 +475,31 @@ DarcyGenSummary generate_darcy(const DarcyGenOptions& o, const DarcyGenHooks& ho
     gen::append(attrs, gen::grid_attrs(r, k, stored));
     gen::append(attrs, gen::seed_attrs(o.seed()));
     gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
+    gen::append(attrs, darcy_detail::grf_attrs(o));
     gen::append(attrs, {
-        text_attr("grf",
-                  "g = sum_(k != 0) tau^(alpha-1) (pi^2 |k|^2 + tau^2)^(-alpha/2) xi_k phi_k, "
-                  "phi_k zero-Neumann cosines, k in [0, R-1]^2 (GRF.m), at the nodes"),
-        number_attr("alpha", o.alpha()),
-        number_attr("tau", o.tau()),
-        text_attr("values", gen::format_number(o.value_high()) + " where g >= 0, " +
-                                gen::format_number(o.value_low()) + " where g < 0"),
-        number_attr("value_high", o.value_high()),
-        number_attr("value_low", o.value_low()),
-        number_attr("f", o.forcing()),
-        text_attr("fd_scheme", fd_scheme),
-        text_attr("solver", solver),
-        number_attr("tolerance", o.tolerance()),
-        number_attr("max_residual", output.stat_max(p, "residual")),
-        number_attr("max_cg_iterations", output.stat_max(p, "iterations")),
-        text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
-        text_attr("command_line", o.command_line()),
-    });
+                           number_attr("f", o.forcing()),
+                           text_attr("fd_scheme", fd_scheme),
+                           text_attr("solver", solver),
+                           number_attr("tolerance", o.tolerance()),
+                           number_attr("max_residual", output.stat_max(p, "residual")),
+                           number_attr("max_cg_iterations", output.stat_max(p, "iterations")),
+                           text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
+                           text_attr("command_line", o.command_line()),
+                       });
     return attrs;
-  });
-  summary.max_residual = output.stat_max("residual");
-  summary.max_iterations = static_cast<int64_t>(output.stat_max("iterations"));
-  summary.files = paths;
-  summary.samples = total;
-  summary.mean_iterations = output.stat_sum("iterations") / static_cast<double>(total);
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return summary;
+  };
+  spec.summarize = [&](const gen::GenOutput& output, GenSummary& summary) {
+    summary.max_residual = output.stat_max("residual");
+    summary.max_iterations = static_cast<int64_t>(output.stat_max("iterations"));
+    summary.mean_iterations = output.stat_sum("iterations") / static_cast<double>(total);
+    char line[96];
+    std::snprintf(line, sizeof line, "max_residual %.3g", summary.max_residual);
+    summary.report.emplace_back(line);
+    std::snprintf(line, sizeof line, "cg_iterations mean %.1f max %lld", summary.mean_iterations,
+                  static_cast<long long>(summary.max_iterations));
+    summary.report.emplace_back(line);
+  };
+  return gen::run_generator(spec, hooks, t0);
 }
 
 }  // namespace fno::data

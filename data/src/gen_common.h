@@ -1,12 +1,14 @@
-// What the data generators (darcy_gen.cpp, poisson3d_gen.cpp) share, private
-// to fno::data: the per-sample random streams, the device choice, the
-// attribute helpers, the output file names, and GenOutput, which streams the
-// samples into one file or a train/test pair that appear together or not at
-// all.
+// What the data generators (darcy_gen.cpp, poisson3d_gen.cpp,
+// navier_stokes_gen.cpp) share, private to fno::data: the per-sample random
+// streams, the device choice, the attribute helpers, the output file names,
+// GenOutput, which streams the samples into one file or a train/test pair
+// that appear together or not at all, and run_generator, the one batch loop
+// (progress, stop, resume, workers) into which each problem plugs its
+// sampler and solver (a GenSpec).
 #pragma once
 
 #include <fno_data/darcy.h>
-#include <fno_data/darcy_gen.h>
+#include <fno_data/generator.h>
 
 #include <torch/types.h>
 
@@ -81,25 +83,28 @@ std::vector<Attribute> split_attrs(const std::string& split, int64_t count, int6
 /// Appends `more` to `attrs`.
 void append(std::vector<Attribute>& attrs, const std::vector<Attribute>& more);
 
+/// "SIGINT", "SIGTERM" or "a signal".
+const char* signal_name(int sig);
+
 /// Throws DatagenInterrupted when hooks.stop_requested answers a signal.
-void check_stop(const DarcyGenHooks& hooks, int64_t done, int64_t total);
+void check_stop(const GenHooks& hooks, int64_t done, int64_t total);
 
 /// Per-sample statistics of a batch: (name, [b] values of any dtype and device).
 /// GenOutput keeps their largest value per file and their sum.
 using SampleStats = std::vector<std::pair<std::string, torch::Tensor>>;
 
-/// A resumable run (DarcyGenHooks::resume): `dir` (empty: not resumable) keeps
+/// A resumable run (GenHooks::resume): `dir` (empty: not resumable) keeps
 /// the finished batches; `settings` (name, value), which every kept batch
 /// records, must match those of a run that goes on with them.
 struct Resume {
   std::string dir;
   std::vector<std::pair<std::string, std::string>> settings;
   int64_t stop_after = 0;
-  int worker = 0, workers = 1;  // DarcyGenHooks::worker, workers
+  int worker = 0, workers = 1;  // GenHooks::worker, workers
 };
 
 /// Resume of `hooks` for the output `out` (dir empty when hooks.resume is off).
-Resume resume_of(const DarcyGenHooks& hooks, const std::string& out,
+Resume resume_of(const GenHooks& hooks, const std::string& out,
                  std::vector<std::pair<std::string, std::string>> settings);
 
 /// What every generator's resume compares: the problem and its generator's
@@ -125,6 +130,7 @@ std::vector<std::pair<std::string, std::string>> resume_settings(
 /// (so that equal data give equal bytes whatever the batch size).
 class GenOutput {
  public:
+  class File;  // the HDF5 writer of one part (gen_output.cpp)
   struct Part {
     std::string path;
     std::string split;  // "all", "train" or "test"
@@ -132,15 +138,15 @@ class GenOutput {
     int64_t count = 0;
   };
 
-  GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
-            const std::vector<std::string>& names, const std::vector<int64_t>& sample_shape,
-            Resume resume = {});
-  /// Datasets of different sample shapes: (name, sample shape) each. With
-  /// resume.dir, the samples kept there by an earlier run are found (and
-  /// checked: settings, names, order) and the output files are made at commit.
+  /// `datasets`: (name, sample shape) each. With resume.dir, the samples
+  /// kept there by an earlier run are found (and checked: settings, names,
+  /// order) and the output files are made at commit. chunk_rows > 0: the
+  /// datasets are (N, R1, R2), chunked by rows, (1, chunk_rows, R2), not
+  /// compressed (Hdf5SampleWriter's bands), and written band by band (write_rows, then
+  /// mark_written); not resumable.
   GenOutput(const std::vector<std::string>& paths, int64_t total, int64_t test_samples,
             const std::vector<std::pair<std::string, std::vector<int64_t>>>& datasets,
-            Resume resume = {});
+            Resume resume = {}, int64_t chunk_rows = 0);
   ~GenOutput();
 
   const std::vector<Part>& parts() const { return parts_; }
@@ -158,10 +164,16 @@ class GenOutput {
   /// for names[d], `stats` their per-sample statistics. Resumable: the batch
   /// becomes one file in resume.dir (none of its samples kept), kept from then on.
   void write(int64_t start, const std::vector<torch::Tensor>& data, const SampleStats& stats = {});
+  /// Row layout: rows [row, row + r) of the run's sample `sample` of dataset
+  /// `dataset` (an index into the datasets), data [r, R2] ...
+  void write_rows(size_t dataset, int64_t sample, int64_t row, const torch::Tensor& data);
+  /// ... and, once all rows of the samples [start, start + b) are written,
+  /// their statistics: they are kept from then on.
+  void mark_written(int64_t start, int64_t b, const SampleStats& stats = {});
   /// check_stop for this output: `done` samples done (not resumable), or the
   /// samples kept and how to go on; resumable, also stops (signal 0) once
   /// resume.stop_after samples are kept, before the last.
-  void check_stop(const DarcyGenHooks& hooks, int64_t done) const;
+  void check_stop(const GenHooks& hooks, int64_t done) const;
   /// The largest value of statistic `name` over the samples of part p (0 when none) ...
   double stat_max(size_t p, const std::string& name) const;
   /// ... over all samples, and its sum over all samples.
@@ -189,11 +201,12 @@ class GenOutput {
   void find_kept();
 
   std::vector<Part> parts_;
-  std::vector<std::unique_ptr<Hdf5SampleWriter>> writers_;
+  std::vector<std::unique_ptr<File>> writers_;
   std::vector<std::string> names_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> datasets_;  // sample shapes
   int64_t total_ = 0;
   Resume resume_;
+  int64_t chunk_rows_ = 0;    // > 0: the row layout
   bool created_dir_ = false;  // find_kept made resume_.dir (removed again if left empty)
   int64_t kept_ = 0;
   std::vector<Shard> shards_;
@@ -201,28 +214,56 @@ class GenOutput {
   std::map<std::string, double> sum_;
 };
 
-/// What a run's progress counts, in samples: the set's kept samples of all of
-/// them; a worker's (hooks.workers > 1), its own batches' samples made of those
-/// it makes (the batches other workers keep meanwhile are not seen).
-class GenProgress {
- public:
-  /// Before the run's first batch; `batch` as next_batch's.
-  GenProgress(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total, int64_t batch);
-  /// The samples done when the output keeps `kept` (GenOutput::kept()), and of
-  /// how many: hooks.progress's arguments.
-  int64_t done(int64_t kept) const { return kept - base_; }
-  int64_t of() const { return of_; }
+// ---------------------------------------------------------------------------
+// The batch loop
+// ---------------------------------------------------------------------------
 
- private:
-  int64_t base_ = 0;  // a worker: the samples kept before it started
-  int64_t of_ = 0;
+/// What a problem's make_batch may call while it makes a batch.
+struct BatchContext {
+  /// Polls hooks.stop_requested within a long batch (DatagenInterrupted);
+  /// `done`: the samples done, for the message.
+  std::function<void(int64_t done)> check_stop;
+  /// The batch's units done so far, of b x units_per_sample (hooks.progress).
+  std::function<void(int64_t units)> progress;
+  /// Row layout: rows [row, row + r) of the run's sample `sample` of dataset d.
+  std::function<void(size_t d, int64_t sample, int64_t row, const torch::Tensor& rows)> write_rows;
 };
 
-/// After a run's batches: a worker's (hooks.workers > 1), or a run that left
-/// samples to others, ends with summary (written false, the samples kept,
-/// the seconds since t0) and true: its batches are kept and no file is
-/// written. Otherwise false: the run goes on to write its files.
-bool ends_as_worker(const GenOutput& output, const DarcyGenHooks& hooks, int64_t total,
-                    std::chrono::steady_clock::time_point t0, DarcyGenSummary& summary);
+/// A batch made: one float tensor [b, *sample shape] per dataset (none in
+/// the row layout, whose rows went to BatchContext::write_rows), and the
+/// per-sample statistics the files' attributes and the summary use.
+struct GenBatch {
+  std::vector<torch::Tensor> data;
+  SampleStats stats;
+};
+
+/// One problem, as run_generator runs it.
+struct GenSpec {
+  /// The problem's name and version, the grid, counts, seed, subsampling,
+  /// device kind and batch size: the settings every resume compares ...
+  RunSettings run;
+  /// ... then the problem's own (name, value).
+  std::vector<std::pair<std::string, std::string>> own;
+  std::string out;                 // the --out option (the resume directory's name)
+  std::vector<std::string> paths;  // the files, output_paths(out, test_samples)
+  std::vector<std::pair<std::string, std::vector<int64_t>>> datasets;  // (name, sample shape)
+  int64_t chunk_rows = 0;  // > 0: the row layout (GenOutput)
+  torch::Device device{torch::kCPU};
+  /// What the progress counts per sample (Navier-Stokes: records; rows).
+  int64_t units_per_sample = 1;
+  /// Makes the run's samples [start, start + b).
+  std::function<GenBatch(int64_t start, int64_t b, const BatchContext& ctx)> make_batch;
+  /// Root attributes of part p of the output (GenOutput::parts()).
+  std::function<std::vector<Attribute>(const GenOutput& output, size_t p)> attributes;
+  /// After the files are written: the problem's summary fields and report lines.
+  std::function<void(const GenOutput& output, GenSummary& summary)> summarize;
+};
+
+/// The batch loop of every generator: finds the samples a resumable run kept,
+/// makes the others batch by batch (a worker: its own batches), polls the
+/// stop request before each batch, reports progress, and writes the files
+/// atomically at the end (a worker writes none). t0: when the run started.
+GenSummary run_generator(const GenSpec& spec, const GenHooks& hooks,
+                         std::chrono::steady_clock::time_point t0);
 
 }  // namespace fno::data::gen

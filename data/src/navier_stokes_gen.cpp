@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -523,8 +524,69 @@ int64_t cuda_auto_batch(const NavierStokesGenOptions& o, const torch::Device& de
 
 }  // namespace
 
-DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
-                                       const DarcyGenHooks& hooks) {
+namespace {
+
+/// The root attributes of one output file.
+std::vector<Attribute> ns_attributes(const NavierStokesGenOptions& o,
+                                     const gen::GenOutput::Part& part, int64_t total,
+                                     int64_t records, int64_t steps_per_record,
+                                     const torch::Device& device, int64_t batch_size) {
+  using gen::number_attr;
+  using gen::text_attr;
+  const int64_t r = o.resolution();
+  const int64_t k = o.subsample();
+  const int64_t stored = r / k;
+  std::vector<Attribute> attrs{
+      text_attr("generator",
+                "fno_datagen --problem ns: 2D incompressible Navier-Stokes in vorticity form "
+                "on the unit torus, as in the FNO paper"),
+      number_attr("generator_version", kGeneratorVersion),
+      text_attr("problem", "ns"),
+      text_attr("equation",
+                "dw/dt + u.grad(w) = nu Laplace(w) + f, u = (dpsi/dy, -dpsi/dx), "
+                "-Laplace(psi) = w, on [0,1)^2 periodic"),
+      text_attr("layout",
+                "a = w(t=0): (sample, i, j); u = w at t = (r+1) record_every: (sample, i, j, "
+                "r); point (i, j) at (x, y) = (i, j) / R'"),
+      number_attr("viscosity", o.viscosity()),
+      number_attr("dt", o.dt()),
+      number_attr("t_final", o.t_final()),
+      number_attr("record_every", o.record_every()),
+      number_attr("records", static_cast<double>(records)),
+      number_attr("steps_per_record", static_cast<double>(steps_per_record)),
+      text_attr("forcing",
+                o.forcing() == "paper" ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))" : "none"),
+      text_attr("scheme",
+                "pseudo-spectral, " + o.precision() +
+                    ", real half spectrum; 2/3-rule dealiasing of u.grad(w); Crank-Nicolson "
+                    "diffusion, explicit Euler advection and forcing (the paper's ns_2d.py)"),
+      text_attr("precision", o.precision()),
+  };
+  gen::append(attrs, gen::grid_attrs(r, k, stored));
+  gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
+  attrs.push_back(text_attr("device", device.is_cuda() ? "cuda" : "cpu"));
+  // On CUDA the batch's cuFFT plans may round differently from another batch's.
+  if (device.is_cuda()) {
+    attrs.push_back(number_attr("cuda_batch", static_cast<double>(batch_size)));
+  }
+  attrs.push_back(text_attr("command_line", o.command_line()));
+  if (o.initial().empty()) {
+    attrs.push_back(
+        text_attr("initial",
+                  "Gaussian random field: Re ifft2(sqrt(2) tau^(alpha-1) (4 pi^2 |k|^2 + "
+                  "tau^2)^(-alpha/2) (z1 + i z2)), zero mean (the paper's GaussianRF)"));
+    attrs.push_back(number_attr("alpha", o.alpha()));
+    attrs.push_back(number_attr("tau", o.tau()));
+    gen::append(attrs, gen::seed_attrs(o.seed()));
+  } else {
+    attrs.push_back(text_attr("initial", "w0 of " + o.initial()));
+  }
+  return attrs;
+}
+
+}  // namespace
+
+GenSummary generate_navier_stokes(const NavierStokesGenOptions& o, const GenHooks& hooks) {
   check_options(o);
   // A resumable run pins the initial file's contents, not only its path: a
   // file changed between runs would mix two sets of initial fields.
@@ -550,33 +612,28 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
       o.batch_size() > 0 ? o.batch_size()
                          : (device.is_cuda() ? cuda_auto_batch(o, device, records, precision) : 1);
   using gen::format_number;
-  const auto settings =
-      gen::resume_settings({"ns", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k,
-                            device.is_cuda(), batch_size},
-                           {{"viscosity", format_number(o.viscosity())},
-                            {"dt", format_number(o.dt())},
-                            {"t_final", format_number(o.t_final())},
-                            {"record_every", format_number(o.record_every())},
-                            {"forcing", o.forcing()},
-                            {"initial", o.initial().empty() ? "grf" : o.initial()},
-                            {"initial_contents", initial_contents},
-                            {"alpha", format_number(o.alpha())},
-                            {"tau", format_number(o.tau())},
-                            {"precision", o.precision()}});
-  gen::GenOutput output(
-      navier_stokes_output_paths(o), total, o.test_samples(),
-      {{"a", {stored, stored}}, {"u", {stored, stored, records}}},
-      gen::resume_of(hooks, o.out(), settings));
-  if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
-  DarcyGenSummary summary;
-  summary.device = device.str();
-  const gen::GenProgress progress(output, hooks, total, batch_size);
+  gen::GenSpec spec;
+  spec.run = {"ns", kGeneratorVersion, r,         total, o.test_samples(), o.seed(),
+              k,    device.is_cuda(),  batch_size};
+  spec.own = {{"viscosity", format_number(o.viscosity())},
+              {"dt", format_number(o.dt())},
+              {"t_final", format_number(o.t_final())},
+              {"record_every", format_number(o.record_every())},
+              {"forcing", o.forcing()},
+              {"initial", o.initial().empty() ? "grf" : o.initial()},
+              {"initial_contents", initial_contents},
+              {"alpha", format_number(o.alpha())},
+              {"tau", format_number(o.tau())},
+              {"precision", o.precision()}};
+  spec.out = o.out();
+  spec.paths = navier_stokes_output_paths(o);
+  spec.datasets = {{"a", {stored, stored}}, {"u", {stored, stored, records}}};
+  spec.device = device;
+  spec.units_per_sample = records;
+  double solve_seconds = 0;
   const auto solve_options =
       NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k);
-  for (int64_t start = output.next_batch(0, batch_size); start < total;) {
-    output.check_stop(hooks, start);
-    const int64_t b = output.batch_end(start, batch_size) - start;
-    const int64_t kept_before = output.kept();
+  spec.make_batch = [&](int64_t start, int64_t b, const gen::BatchContext& ctx) {
     torch::Tensor w0;
     if (initial.defined()) {
       w0 = initial.narrow(0, start, b);
@@ -593,12 +650,8 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     const auto solve = [&](int64_t first, int64_t count) {
       return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
                       steps_per_record, records, solve_options, [&](int64_t rec) {
-                        output.check_stop(hooks, first);
-                        if (hooks.progress) {
-                          hooks.progress((progress.done(kept_before) + first - start) * records +
-                                             (rec + 1) * count,
-                                         progress.of() * records);
-                        }
+                        ctx.check_stop(first);
+                        ctx.progress((first - start) * records + (rec + 1) * count);
                       });
     };
     const auto solve_t0 = std::chrono::steady_clock::now();
@@ -613,76 +666,30 @@ DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& o,
     }
     const torch::Tensor a32 = every_kth(w0, k).to(torch::kCPU, torch::kFloat);
     const torch::Tensor u32 = u.to(torch::kCPU, torch::kFloat);  // (subsampled by the solve)
-    summary.solve_seconds +=
+    solve_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_t0).count();
     TORCH_CHECK(torch::isfinite(u32).all().item<bool>(), "samples ", start, "..", start + b - 1,
                 ": the vorticity exceeds float32's range");
     // The largest |w| of each sample, stored (a and u).
     const torch::Tensor max_abs =
         torch::maximum(a32.abs().flatten(1).amax(1), u32.abs().flatten(1).amax(1));
-    output.write(start, {a32, u32}, {{"max_abs", max_abs}});
-    start = output.next_batch(start + b, batch_size);
-  }
-  summary.batch = batch_size;
-  if (gen::ends_as_worker(output, hooks, total, t0, summary)) return summary;
-  output.check_stop(hooks, total);  // before the files appear
-
-  using gen::number_attr;
-  using gen::text_attr;
-  output.commit([&](size_t p) {
-    const gen::GenOutput::Part& part = output.parts()[p];
-    std::vector<Attribute> attrs{
-        text_attr("generator",
-                  "fno_datagen --problem ns: 2D incompressible Navier-Stokes in vorticity form "
-                  "on the unit torus, as in the FNO paper"),
-        number_attr("generator_version", kGeneratorVersion),
-        text_attr("problem", "ns"),
-        text_attr("equation",
-                  "dw/dt + u.grad(w) = nu Laplace(w) + f, u = (dpsi/dy, -dpsi/dx), "
-                  "-Laplace(psi) = w, on [0,1)^2 periodic"),
-        text_attr("layout",
-                  "a = w(t=0): (sample, i, j); u = w at t = (r+1) record_every: (sample, i, j, "
-                  "r); point (i, j) at (x, y) = (i, j) / R'"),
-        number_attr("viscosity", o.viscosity()),
-        number_attr("dt", o.dt()),
-        number_attr("t_final", o.t_final()),
-        number_attr("record_every", o.record_every()),
-        number_attr("records", static_cast<double>(records)),
-        number_attr("steps_per_record", static_cast<double>(steps_per_record)),
-        text_attr("forcing", o.forcing() == "paper"
-                                 ? "0.1 (sin(2 pi (x + y)) + cos(2 pi (x + y)))"
-                                 : "none"),
-        text_attr("scheme",
-                  "pseudo-spectral, " + o.precision() +
-                      ", real half spectrum; 2/3-rule dealiasing of u.grad(w); Crank-Nicolson "
-                      "diffusion, explicit Euler advection and forcing (the paper's ns_2d.py)"),
-        text_attr("precision", o.precision()),
-    };
-    gen::append(attrs, gen::grid_attrs(r, k, stored));
-    gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
-    attrs.push_back(text_attr("device", device.is_cuda() ? "cuda" : "cpu"));
-    // On CUDA the batch's cuFFT plans may round differently from another batch's.
-    if (device.is_cuda()) {
-      attrs.push_back(number_attr("cuda_batch", static_cast<double>(batch_size)));
-    }
-    attrs.push_back(text_attr("command_line", o.command_line()));
-    if (o.initial().empty()) {
-      attrs.push_back(text_attr(
-          "initial", "Gaussian random field: Re ifft2(sqrt(2) tau^(alpha-1) (4 pi^2 |k|^2 + "
-                     "tau^2)^(-alpha/2) (z1 + i z2)), zero mean (the paper's GaussianRF)"));
-      attrs.push_back(number_attr("alpha", o.alpha()));
-      attrs.push_back(number_attr("tau", o.tau()));
-      gen::append(attrs, gen::seed_attrs(o.seed()));
-    } else {
-      attrs.push_back(text_attr("initial", "w0 of " + o.initial()));
-    }
-    return attrs;
-  });
-  summary.max_abs = output.stat_max("max_abs");
-  summary.files = navier_stokes_output_paths(o);
-  summary.samples = total;
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return summary;
+    return gen::GenBatch{{a32, u32}, {{"max_abs", max_abs}}};
+  };
+  spec.attributes = [&](const gen::GenOutput& output, size_t p) {
+    return ns_attributes(o, output.parts()[p], total, records, steps_per_record, device,
+                         batch_size);
+  };
+  spec.summarize = [&](const gen::GenOutput& output, GenSummary& summary) {
+    summary.max_abs = output.stat_max("max_abs");
+    summary.solve_seconds = solve_seconds;
+    char line[64];
+    std::snprintf(line, sizeof line, "max_abs_vorticity %.4g", summary.max_abs);
+    summary.report.emplace_back(line);
+    summary.report.push_back("batch " + std::to_string(summary.batch));
+    std::snprintf(line, sizeof line, "solve_seconds %.3f", summary.solve_seconds);
+    summary.report.emplace_back(line);
+  };
+  return gen::run_generator(spec, hooks, t0);
 }
 
 }  // namespace fno::data

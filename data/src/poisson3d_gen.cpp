@@ -1,6 +1,6 @@
 // The periodic 3D Poisson generator (see fno_data/poisson3d_gen.h): white
 // noise, the GRF and the exact solution by real FFTs, streamed into HDF5 files
-// by the machinery the Darcy generator uses (gen_common.h).
+// by the batch loop every generator uses (gen_common.h).
 #include <fno_data/poisson3d_gen.h>
 
 #include <fno_data/darcy.h>
@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -168,12 +169,46 @@ std::vector<std::string> poisson3d_output_paths(const Poisson3dGenOptions& o) {
   return gen::output_paths(o.out(), o.test_samples());
 }
 
-DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenHooks& hooks) {
+namespace {
+
+/// Samples [start, start + b): the white noise on the CPU, the fields on the
+/// device (on the CPU one sample at a time: its numbers are then its own
+/// whatever the batch).
+gen::GenBatch poisson3d_batch(const Poisson3dGenOptions& o, const torch::Device& device,
+                              int64_t start, int64_t b) {
+  const int64_t r = o.resolution();
+  const int64_t k = o.subsample();
+  std::vector<torch::Tensor> noise;
+  noise.reserve(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) noise.push_back(white_noise3d(o.seed(), start + i, r));
+  const torch::Tensor w = torch::stack(noise).to(device);
+  Fields fields;
+  if (device.is_cpu()) {
+    std::vector<torch::Tensor> fs, us, res;
+    for (int64_t i = 0; i < b; ++i) {
+      Fields one = fields_of_noise(w.narrow(0, i, 1), o.alpha(), o.tau());
+      fs.push_back(one.f);
+      us.push_back(one.u);
+      res.push_back(one.residual);
+    }
+    fields = {torch::cat(fs), torch::cat(us), torch::cat(res)};
+  } else {
+    fields = fields_of_noise(w, o.alpha(), o.tau());
+  }
+  const torch::Tensor f = every_kth(fields.f, k).to(torch::kCPU, torch::kFloat);
+  const torch::Tensor u = every_kth(fields.u, k).to(torch::kCPU, torch::kFloat);
+  TORCH_CHECK(torch::isfinite(f).all().item<bool>() && torch::isfinite(u).all().item<bool>(),
+              "samples ", start, "..", start + b - 1, ": the fields are not finite");
+  return {{f, u}, {{"residual", fields.residual}}};
+}
+
+}  // namespace
+
+GenSummary generate_poisson3d(const Poisson3dGenOptions& o, const GenHooks& hooks) {
   validate_poisson3d_options(o);
   torch::NoGradGuard no_grad;
   const auto t0 = std::chrono::steady_clock::now();
   const torch::Device device = gen::resolve_device(o.device());
-  const std::vector<std::string> paths = poisson3d_output_paths(o);
   const int64_t r = o.resolution();
   const int64_t k = o.subsample();
   const int64_t stored = r / k;
@@ -183,55 +218,20 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
   const int64_t batch_size =
       o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
   using gen::format_number;
-  const auto settings = gen::resume_settings(
-      {"poisson3d", kGeneratorVersion, r, total, o.test_samples(), o.seed(), k, device.is_cuda(),
-       batch_size},
-      {{"alpha", format_number(o.alpha())},
-       {"tau", format_number(o.tau())}});
-  gen::GenOutput output(
-      paths, total, o.test_samples(), {"coeff", "sol"}, {stored, stored, stored},
-      gen::resume_of(hooks, o.out(), settings));
-  if (hooks.resume && hooks.resumed) hooks.resumed(output.kept(), total);
-
-  DarcyGenSummary summary;
-  summary.device = device.str();
-  const gen::GenProgress progress(output, hooks, total, batch_size);
-  for (int64_t start = output.next_batch(0, batch_size); start < total;) {
-    output.check_stop(hooks, start);  // before each batch
-    const int64_t b = output.batch_end(start, batch_size) - start;
-    std::vector<torch::Tensor> noise;
-    noise.reserve(static_cast<size_t>(b));
-    for (int64_t i = 0; i < b; ++i) noise.push_back(white_noise3d(o.seed(), start + i, r));
-    const torch::Tensor w = torch::stack(noise).to(device);
-    Fields fields;
-    if (device.is_cpu()) {
-      // One sample at a time: its numbers are then its own whatever the batch.
-      std::vector<torch::Tensor> fs, us, res;
-      for (int64_t i = 0; i < b; ++i) {
-        Fields one = fields_of_noise(w.narrow(0, i, 1), o.alpha(), o.tau());
-        fs.push_back(one.f);
-        us.push_back(one.u);
-        res.push_back(one.residual);
-      }
-      fields = {torch::cat(fs), torch::cat(us), torch::cat(res)};
-    } else {
-      fields = fields_of_noise(w, o.alpha(), o.tau());
-    }
-    const torch::Tensor f = every_kth(fields.f, k).to(torch::kCPU, torch::kFloat);
-    const torch::Tensor u = every_kth(fields.u, k).to(torch::kCPU, torch::kFloat);
-    TORCH_CHECK(torch::isfinite(f).all().item<bool>() && torch::isfinite(u).all().item<bool>(),
-                "samples ", start, "..", start + b - 1, ": the fields are not finite");
-
-    output.write(start, {f, u}, {{"residual", fields.residual}});
-    if (hooks.progress) hooks.progress(progress.done(output.kept()), progress.of());
-    start = output.next_batch(start + b, batch_size);
-  }
-  if (gen::ends_as_worker(output, hooks, total, t0, summary)) return summary;
-  output.check_stop(hooks, total);  // before the files appear
-
-  using gen::number_attr;
-  using gen::text_attr;
-  output.commit([&](size_t p) {
+  gen::GenSpec spec;
+  spec.run = {"poisson3d", kGeneratorVersion, r,         total, o.test_samples(), o.seed(),
+              k,           device.is_cuda(),  batch_size};
+  spec.own = {{"alpha", format_number(o.alpha())}, {"tau", format_number(o.tau())}};
+  spec.out = o.out();
+  spec.paths = poisson3d_output_paths(o);
+  spec.datasets = {{"coeff", {stored, stored, stored}}, {"sol", {stored, stored, stored}}};
+  spec.device = device;
+  spec.make_batch = [&](int64_t start, int64_t b, const gen::BatchContext&) {
+    return poisson3d_batch(o, device, start, b);
+  };
+  spec.attributes = [&](const gen::GenOutput& output, size_t p) {
+    using gen::number_attr;
+    using gen::text_attr;
     const gen::GenOutput::Part& part = output.parts()[p];
     std::vector<Attribute> attrs{
         text_attr("generator",
@@ -261,12 +261,14 @@ DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& o, const DarcyGenH
         text_attr("command_line", o.command_line()),
     });
     return attrs;
-  });
-  summary.max_residual = output.stat_max("residual");
-  summary.files = paths;
-  summary.samples = total;
-  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return summary;
+  };
+  spec.summarize = [&](const gen::GenOutput& output, GenSummary& summary) {
+    summary.max_residual = output.stat_max("residual");
+    char line[64];
+    std::snprintf(line, sizeof line, "max_residual %.3g", summary.max_residual);
+    summary.report.emplace_back(line);
+  };
+  return gen::run_generator(spec, hooks, t0);
 }
 
 }  // namespace fno::data

@@ -18,12 +18,12 @@
 // Array layout: [B, i, j] = sample, x_i, y_j.
 #pragma once
 
+#include <fno_data/generator.h>
+
 #include <torch/arg.h>
 #include <torch/types.h>
 
 #include <cstdint>
-#include <functional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -98,20 +98,52 @@ torch::Tensor darcy_residual(const torch::Tensor& a, const torch::Tensor& u,
                              const torch::Tensor& f);
 
 // ---------------------------------------------------------------------------
+// The coefficient field row band by row band (fno_datagen --inputs-only)
+// ---------------------------------------------------------------------------
+
+/// The GRF's KL coefficients of sample `index` with the modes max(k1, k2) < K
+/// kept: c_k = sqrt(lambda_k) xi_k (grf_from_noise's weights, the mean mode
+/// zero), xi_k the first K shells of grf_noise(seed, index, R) for any R >= K
+/// (the shells come first, so they are the same numbers).
+// -> c: [K, K] float64, CPU
+torch::Tensor grf_coefficients(uint64_t seed, int64_t index, int64_t modes, double alpha,
+                               double tau);
+
+/// Rows of the GRF g(x_i, y_j) = sum_(k1, k2 < K) c_k phi_k1(x_i) phi_k2(y_j)
+/// on the R x R node grid from its kept coefficients c [K, K] (K <= R), a
+/// band of rows at a time, so that no R x R array is ever held: the sum over
+/// k1 is made once for every row, U [R, K] (kept as U^T [K, R], R K doubles),
+/// and each band's sum over k2 is a DCT-I of length R by a real inverse FFT,
+/// as grf_from_noise's. With K = R it is grf_from_noise's field up to
+/// rounding (the two sums in the other order).
+class GrfRows {
+ public:
+  /// c: [K, K] float64 (CPU or any device); the work runs on `device`.
+  GrfRows(const torch::Tensor& c, int64_t resolution, const torch::Device& device);
+  /// Rows i = first, first + step, ..., `count` of them, at every step-th
+  /// column j = 0, step, ...: [count, (R - 1) / step + 1] float64 on the device.
+  torch::Tensor rows(int64_t first, int64_t count, int64_t step = 1) const;
+  int64_t resolution() const { return resolution_; }
+  int64_t modes() const { return modes_; }
+
+ private:
+  torch::Tensor ut_;  // [K, R] float64: U^T
+  int64_t resolution_ = 0;
+  int64_t modes_ = 0;
+};
+
+// ---------------------------------------------------------------------------
 // The generator (apps/fno_datagen)
 // ---------------------------------------------------------------------------
 
-struct DarcyGenOptions {
-  /// Nodes per side of the solve grid, boundary nodes included (>= 3).
-  TORCH_ARG(int64_t, resolution) = 421;
-  /// Samples in all (1 to 10^9); sample i depends only on (seed, i).
-  TORCH_ARG(int64_t, samples) = 1;
-  /// Seed of the random fields.
-  TORCH_ARG(uint64_t, seed) = 0;
-  /// The last test_samples samples go to a separate test file (0: one file).
-  TORCH_ARG(int64_t, test_samples) = 0;
-  /// Store every k-th node per side; k must divide resolution - 1 (boundary kept).
-  TORCH_ARG(int64_t, subsample) = 1;
+struct DarcyGenOptions : GeneratorOptions<DarcyGenOptions> {
+  /// resolution: nodes per side of the solve grid, boundary nodes included
+  /// (>= 3; at most 16385, or 65537 with inputs_only). subsample: k must
+  /// divide resolution - 1 (the boundary kept). batch_size: 0 is 1 on the
+  /// CPU, 32 on CUDA; memory and speed only: every sample's arithmetic is its
+  /// own (tests check the bytes on the CPU; on CUDA a test does where CUDA is,
+  /// as cuFFT's batching is not ours).
+  DarcyGenOptions() : GeneratorOptions(421) {}
   /// GRF exponent: covariance tau^(2 alpha - 2) (-Laplacian + tau^2)^(-alpha).
   TORCH_ARG(double, alpha) = 2.0;
   /// GRF inverse length scale.
@@ -126,79 +158,23 @@ struct DarcyGenOptions {
   TORCH_ARG(double, tolerance) = 1e-10;
   /// CG iteration limit (an error when reached).
   TORCH_ARG(int64_t, max_iterations) = 1000;
-  /// Samples solved together, 0: 1 on the CPU, 32 on CUDA. Memory and speed
-  /// only: every sample's arithmetic is its own (tests check the bytes on the
-  /// CPU; on CUDA a test does where CUDA is, as cuFFT's batching is not ours).
-  TORCH_ARG(int64_t, batch_size) = 0;
-  /// "cpu", "cuda", "cuda:N" or "auto" (CUDA when available).
-  TORCH_ARG(std::string, device) = "auto";
-  /// Output file (.h5); with test_samples > 0, STEM_train.EXT and STEM_test.EXT instead.
-  TORCH_ARG(std::string, out) = "";
-  /// Stored in the files' command_line attribute.
-  TORCH_ARG(std::string, command_line) = "";
+  /// The coefficient alone, without the solve: one dataset `coeff`, float32
+  /// (N, R', R'), chunked by rows and not compressed, written row band by row
+  /// band from GrfRows (never a whole field in memory), and a root attribute
+  /// `solution` saying that none was computed. Not resumable.
+  TORCH_ARG(bool, inputs_only) = false;
+  /// With inputs_only: the GRF's modes kept per dim, max(k1, k2) < K (0:
+  /// automatic, min(R, kDarcyAutoModes)). With every mode (K = R) the field
+  /// is the solved run's (same seed, same bytes of coeff but for rounding at
+  /// |g| ~ 1e-16); with fewer, the same field less its finest modes.
+  TORCH_ARG(int64_t, grf_modes) = 0;
 };
 
-struct DarcyGenHooks {
-  /// Called after each batch with the samples done and the total.
-  std::function<void(int64_t done, int64_t total)> progress;
-  /// Polled before each batch; a non-zero answer (a signal number) stops the
-  /// run with DatagenInterrupted, leaving no output file.
-  std::function<int()> stop_requested;
-  /// Resumable (fno_datagen --resume): each finished batch is kept as its own
-  /// file (written atomically) in the directory datagen_partial_dir(out), and
-  /// a run finds the samples kept there by an earlier one, checks that they
-  /// were made with the same settings and goes on after them; at the end the
-  /// output files are made from the kept samples (the same bytes as a run
-  /// without resume) and the directory is removed. A stop leaves the kept
-  /// samples. Refused (c10::ValueError): other settings, or no directory while
-  /// an output file exists; a directory that holds anything else or damaged
-  /// files: std::runtime_error.
-  bool resume = false;
-  /// With resume: stops with DatagenInterrupted (signal 0) before a batch
-  /// once at least this many samples are kept (0: never; for tests).
-  int64_t stop_after_samples = 0;
-  /// With resume: called once before the first batch with the samples kept.
-  std::function<void(int64_t kept, int64_t total)> resumed;
-  /// With resume, worker `worker` of `workers` processes that make one run's
-  /// samples together in the same directory (one per GPU, say): it makes only
-  /// the run's batches j (samples [j B, (j + 1) B), B the batch size) with
-  /// j % workers == worker that are not kept yet, and returns once they are,
-  /// without the output files (DarcyGenSummary::written false). A run without
-  /// workers then makes any batch still missing and writes the files: the
-  /// same bytes as one run on CUDA with the same batch size (and on the CPU).
-  int worker = 0;
-  int workers = 1;
-};
-
-/// Where a resumable run keeps its finished samples: OUT.partial (a directory).
-std::string datagen_partial_dir(const std::string& out);
-
-/// The run stopped on request (SIGINT, SIGTERM; signal() 0: stop_after_samples
-/// was reached): no output file was written (a resumable run keeps its samples).
-class DatagenInterrupted : public std::runtime_error {
- public:
-  DatagenInterrupted(int signal, const std::string& what)
-      : std::runtime_error(what), signal_(signal) {}
-  int signal() const { return signal_; }
-
- private:
-  int signal_;
-};
-
-struct DarcyGenSummary {
-  std::vector<std::string> files;
-  std::string device;
-  int64_t samples = 0;
-  double seconds = 0;
-  double max_residual = 0;  // largest true relative residual ||f - A u|| / ||f|| (float64)
-  int64_t max_iterations = 0;
-  double mean_iterations = 0;
-  double max_abs = 0;  // largest |value| stored (Navier-Stokes: the vorticity)
-  int64_t batch = 0;   // Navier-Stokes: the samples solved together
-  double solve_seconds = 0;  // Navier-Stokes: the time in the solver (device to host included)
-  bool written = true;       // false: a worker's batches kept, no file written (hooks.workers)
-  int64_t kept = 0;          // the samples kept in all (written false)
-};
+/// The automatic grf_modes: every mode of any grid the solve takes (16385
+/// nodes per side), so that up to there inputs_only draws the solved run's
+/// field; above, the 16385^2 lowest modes (the rest carry a relative variance
+/// of about 1e-9: see docs/data.md).
+constexpr int64_t kDarcyAutoModes = 16385;
 
 /// Checks the options; throws c10::ValueError naming the option and its value.
 void validate_darcy_options(const DarcyGenOptions& options);
@@ -209,10 +185,11 @@ std::vector<std::string> darcy_output_paths(const DarcyGenOptions& options);
 /// Generates the samples batch by batch and writes them as HDF5 files that
 /// load_darcy reads directly: `coeff` and `sol`, float32 (N, R', R'),
 /// R' = (resolution - 1) / subsample + 1, one chunk per sample, shuffle +
-/// deflate, with the generator's settings as root attributes. The files appear
-/// atomically at the end (temporary file, fsync, rename). Throws c10::ValueError
-/// for bad options, DatagenInterrupted when stopped, std::runtime_error or
-/// c10::Error otherwise; no output file is left behind in any of these cases.
-DarcyGenSummary generate_darcy(const DarcyGenOptions& options, const DarcyGenHooks& hooks = {});
+/// deflate, with the generator's settings as root attributes (inputs_only:
+/// `coeff` alone, see there). The files appear atomically at the end
+/// (temporary file, fsync, rename). Throws c10::ValueError for bad options,
+/// DatagenInterrupted when stopped, std::runtime_error or c10::Error
+/// otherwise; no output file is left behind in any of these cases.
+GenSummary generate_darcy(const DarcyGenOptions& options, const GenHooks& hooks = {});
 
 }  // namespace fno::data

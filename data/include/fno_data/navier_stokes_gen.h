@@ -38,7 +38,7 @@
 // Records: record r (r = 0 .. T-1) is the field at time (r + 1) * record_every.
 #pragma once
 
-#include <fno_data/darcy_gen.h>
+#include <fno_data/generator.h>
 
 #include <torch/arg.h>
 #include <torch/types.h>
@@ -132,18 +132,15 @@ int64_t ns_auto_batch(int64_t resolution, int64_t subsample, int64_t records,
 /// --resume loses little when a run is stopped.
 constexpr int64_t kNsMaxAutoBatch = 256;
 
-struct NavierStokesGenOptions {
-  /// Grid points per side of the solve (x_i = i / R), 8 to 4096, even.
-  TORCH_ARG(int64_t, resolution) = 256;
-  /// Samples in all (1 to 10^9); sample i depends only on (seed, i) (or on
-  /// the initial file's sample i).
-  TORCH_ARG(int64_t, samples) = 1;
-  /// Seed of the initial fields.
-  TORCH_ARG(uint64_t, seed) = 0;
-  /// The last test_samples samples go to a separate test file (0: one file).
-  TORCH_ARG(int64_t, test_samples) = 0;
-  /// Store every k-th grid point per side (the paper: 256 -> 64, k = 4); k must divide resolution.
-  TORCH_ARG(int64_t, subsample) = 1;
+struct NavierStokesGenOptions : GeneratorOptions<NavierStokesGenOptions> {
+  /// resolution: grid points per side of the solve (x_i = i / R), 8 to 4096,
+  /// even. samples: sample i depends only on (seed, i), or on the initial
+  /// file's sample i. subsample: k must divide resolution (the paper: 256 ->
+  /// 64, k = 4). batch_size: 0 is 1 on the CPU, on CUDA ns_auto_batch of the
+  /// device's free memory; on the CPU every sample is solved alone, so the
+  /// data do not depend on it; on CUDA cuFFT's batched plans may round
+  /// differently for another batch size.
+  NavierStokesGenOptions() : GeneratorOptions(256) {}
   /// Kinematic viscosity nu (> 0; the paper: 1e-3, 1e-4, 1e-5).
   TORCH_ARG(double, viscosity) = 1e-3;
   /// Time step (the paper: 1e-4).
@@ -160,22 +157,11 @@ struct NavierStokesGenOptions {
   /// The initial GRF's exponent and inverse length scale.
   TORCH_ARG(double, alpha) = 2.5;
   TORCH_ARG(double, tau) = 7.0;
-  /// Samples solved together, 0: automatic (1 on the CPU; on CUDA
-  /// ns_auto_batch of the device's free memory). On the CPU every sample is
-  /// solved alone, so the data do not depend on it; on CUDA cuFFT's batched
-  /// plans may round differently for another batch size.
-  TORCH_ARG(int64_t, batch_size) = 0;
   /// "float64" (default) or "float32": the solve's precision (NsSolveOptions);
   /// a resume setting, and the files' `precision` attribute.
   TORCH_ARG(std::string, precision) = "float64";
   /// On CUDA, replay the steps from CUDA graphs (the same numbers; false for timing).
   TORCH_ARG(bool, cuda_graph) = true;
-  /// "cpu", "cuda", "cuda:N" or "auto" (CUDA when available).
-  TORCH_ARG(std::string, device) = "auto";
-  /// Output file (.h5); with test_samples > 0, STEM_train.EXT and STEM_test.EXT instead.
-  TORCH_ARG(std::string, out) = "";
-  /// Stored in the files' command_line attribute.
-  TORCH_ARG(std::string, command_line) = "";
 };
 
 /// Checks the options (and the initial file's shape, when given); throws
@@ -194,8 +180,8 @@ std::vector<std::string> navier_stokes_output_paths(const NavierStokesGenOptions
 /// at time (r + 1) record_every). Atomic, interruptible and with the errors of
 /// generate_darcy; NsBlowUp (no file written) when the vorticity is not
 /// finite. hooks.progress counts records of samples: (done, samples x T). The
-/// summary's max_abs is the largest |w| stored; its residual and CG fields are 0.
-DarcyGenSummary generate_navier_stokes(const NavierStokesGenOptions& options,
-                                       const DarcyGenHooks& hooks = {});
+/// summary's max_abs is the largest |w| stored.
+GenSummary generate_navier_stokes(const NavierStokesGenOptions& options,
+                                  const GenHooks& hooks = {});
 
 }  // namespace fno::data

@@ -23,7 +23,7 @@
 // Array layout: [B, i, j, l] = sample, x_i, y_j, z_l.
 #pragma once
 
-#include <fno_data/darcy_gen.h>
+#include <fno_data/generator.h>
 
 #include <torch/arg.h>
 #include <torch/types.h>
@@ -59,31 +59,16 @@ torch::Tensor periodic_neg_laplacian(const torch::Tensor& u);
 // f: [B, R1, R2, R3] -> u: [B, R1, R2, R3] float64
 torch::Tensor periodic_poisson_solve(const torch::Tensor& f);
 
-struct Poisson3dGenOptions {
-  /// Grid points per side (x_i = i / R), 4 to 1024.
-  TORCH_ARG(int64_t, resolution) = 32;
-  /// Samples in all (1 to 10^9); sample i depends only on (seed, i).
-  TORCH_ARG(int64_t, samples) = 1;
-  /// Seed of the random fields.
-  TORCH_ARG(uint64_t, seed) = 0;
-  /// The last test_samples samples go to a separate test file (0: one file).
-  TORCH_ARG(int64_t, test_samples) = 0;
-  /// Store every k-th grid point per side; k must divide resolution.
-  TORCH_ARG(int64_t, subsample) = 1;
+struct Poisson3dGenOptions : GeneratorOptions<Poisson3dGenOptions> {
+  /// resolution: grid points per side (x_i = i / R), 4 to 1024. subsample: k
+  /// must divide resolution. batch_size: 0 is 1 on the CPU, 2^24 / R^3 within
+  /// [1, 32] on CUDA; on the CPU every sample is transformed alone, so the
+  /// data do not depend on it; on CUDA cuFFT's batching is not ours.
+  Poisson3dGenOptions() : GeneratorOptions(32) {}
   /// GRF exponent: covariance tau^(2 alpha - 3) (-Laplace + tau^2)^(-alpha).
   TORCH_ARG(double, alpha) = 2.5;
   /// GRF inverse length scale.
   TORCH_ARG(double, tau) = 3.0;
-  /// Samples transformed together, 0: 1 on the CPU, 2^24 / R^3 within [1, 32] on
-  /// CUDA. On the CPU every sample is transformed alone, so the data do not
-  /// depend on it; on CUDA cuFFT's batching is not ours.
-  TORCH_ARG(int64_t, batch_size) = 0;
-  /// "cpu", "cuda", "cuda:N" or "auto" (CUDA when available).
-  TORCH_ARG(std::string, device) = "auto";
-  /// Output file (.h5); with test_samples > 0, STEM_train.EXT and STEM_test.EXT instead.
-  TORCH_ARG(std::string, out) = "";
-  /// Stored in the files' command_line attribute.
-  TORCH_ARG(std::string, command_line) = "";
 };
 
 /// Checks the options; throws c10::ValueError naming the option and its value.
@@ -99,7 +84,6 @@ std::vector<std::string> poisson3d_output_paths(const Poisson3dGenOptions& optio
 /// ||f + Laplace(u)|| / ||f|| of the float64 fields, Laplace by FFT. Atomic,
 /// interruptible and with the errors of generate_darcy; the summary's CG fields
 /// are 0.
-DarcyGenSummary generate_poisson3d(const Poisson3dGenOptions& options,
-                                   const DarcyGenHooks& hooks = {});
+GenSummary generate_poisson3d(const Poisson3dGenOptions& options, const GenHooks& hooks = {});
 
 }  // namespace fno::data
