@@ -203,12 +203,21 @@ torch::Tensor grf_noise(uint64_t seed, int64_t index, int64_t resolution) {
   TORCH_CHECK(resolution >= 1, "grf_noise: resolution must be >= 1, got ", resolution);
   TORCH_CHECK(index >= 0, "grf_noise: index must be >= 0, got ", index);
   gen::StandardNormals normal(seed, index);
+  // The numbers in order, then each to its place: shell m (max(k1, k2) = m)
+  // takes numbers [m^2, (m + 1)^2), first row m's k2 = 0 .. m, then column
+  // m's k1 = 0 .. m - 1.
+  std::vector<double> numbers(static_cast<size_t>(resolution * resolution));
+  normal.fill(numbers.data(), resolution * resolution);
   torch::Tensor xi = torch::empty({resolution, resolution}, torch::kDouble);
   double* p = xi.data_ptr<double>();
-  for (int64_t m = 0; m < resolution; ++m) {  // shell max(k1, k2) = m
-    for (int64_t j = 0; j <= m; ++j) p[m * resolution + j] = normal();
-    for (int64_t i = 0; i < m; ++i) p[i * resolution + m] = normal();
-  }
+  const double* q = numbers.data();
+  at::parallel_for(0, resolution, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      const double* shell = q + m * m;
+      for (int64_t j = 0; j <= m; ++j) p[m * resolution + j] = shell[j];
+      for (int64_t i = 0; i < m; ++i) p[i * resolution + m] = shell[m + 1 + i];
+    }
+  });
   return xi;
 }
 

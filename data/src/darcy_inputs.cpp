@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,8 +20,9 @@ namespace {
 
 /// Bytes of a dataset chunk (rows of one sample), about Hdf5SampleWriter's.
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
-/// Bytes of the float32 rows made and written at a time (a band).
-constexpr int64_t kBandBytes = int64_t{64} << 20;
+/// Bytes of the float32 rows made and written at a time (a band; its float64
+/// and complex temporaries take about 8 times as much).
+constexpr int64_t kBandBytes = int64_t{16} << 20;
 /// Bytes of the temporaries of one step of GrfRows' first pass.
 constexpr int64_t kPassBytes = int64_t{512} << 20;
 
@@ -95,7 +97,11 @@ GenSummary generate_inputs(const DarcyGenOptions& o, const GenHooks& hooks,
   const int64_t total = o.samples();
   const int64_t modes = o.grf_modes() > 0 ? o.grf_modes() : std::min(r, kDarcyAutoModes);
   const int64_t row_bytes = 4 * stored;
-  const int64_t chunk_rows = std::clamp<int64_t>(kChunkBytes / row_bytes, 1, stored);
+  // Chunks of about kChunkBytes, as even as the rows allow (HDF5 stores a
+  // partial last chunk whole).
+  const int64_t most = std::clamp<int64_t>(kChunkBytes / row_bytes, 1, stored);
+  const int64_t chunks = (stored + most - 1) / most;
+  const int64_t chunk_rows = (stored + chunks - 1) / chunks;
   const int64_t band_rows =
       std::min(stored, chunk_rows * std::max<int64_t>(1, kBandBytes / (chunk_rows * row_bytes)));
 
@@ -111,15 +117,29 @@ GenSummary generate_inputs(const DarcyGenOptions& o, const GenHooks& hooks,
   spec.chunk_rows = chunk_rows;
   spec.device = device;
   spec.units_per_sample = stored;
+  // Where the time goes (the summary's lines): drawing the field's modes and
+  // their first pass, making the bands (launched, on CUDA), and handing them
+  // to the writer (the copy to the host and the wait for the band before).
+  double draw_seconds = 0, band_seconds = 0, write_seconds = 0;
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   spec.make_batch = [&](int64_t start, int64_t b, const gen::BatchContext& ctx) {
     for (int64_t s = start; s < start + b; ++s) {
+      auto t = std::chrono::steady_clock::now();
       const GrfRows field(grf_coefficients(o.seed(), s, modes, o.alpha(), o.tau()), r, device);
+      draw_seconds += since(t);
       for (int64_t row = 0; row < stored; row += band_rows) {
         ctx.check_stop(s);
         const int64_t n = std::min(band_rows, stored - row);
+        t = std::chrono::steady_clock::now();
         const torch::Tensor a =
-            threshold_coefficient(field.rows(row * k, n, k), o.value_high(), o.value_low());
-        ctx.write_rows(0, s, row, a.to(torch::kFloat));
+            threshold_coefficient(field.rows(row * k, n, k), o.value_high(), o.value_low())
+                .to(torch::kFloat);
+        band_seconds += since(t);
+        t = std::chrono::steady_clock::now();
+        ctx.write_rows(0, s, row, a);
+        write_seconds += since(t);
         ctx.progress((s - start) * stored + row + n);
       }
     }
@@ -161,6 +181,10 @@ GenSummary generate_inputs(const DarcyGenOptions& o, const GenHooks& hooks,
   };
   spec.summarize = [&](const gen::GenOutput&, GenSummary& summary) {
     summary.report.push_back("grf_modes " + std::to_string(modes));
+    char line[128];
+    std::snprintf(line, sizeof line, "draw_seconds %.2f band_seconds %.2f write_seconds %.2f",
+                  draw_seconds, band_seconds, write_seconds);
+    summary.report.emplace_back(line);
   };
   return gen::run_generator(spec, hooks, t0);
 }

@@ -1,6 +1,7 @@
 // The generators' shared pieces (gen_common.h).
 #include "gen_common.h"
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
 
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -30,18 +32,55 @@ uint64_t splitmix64(uint64_t x) {
 StandardNormals::StandardNormals(uint64_t seed, int64_t index)
     : engine_(splitmix64(splitmix64(seed) + static_cast<uint64_t>(index))) {}
 
+namespace {
+
+/// Box-Muller of two draws: the pair's first (cos) and second (sin) numbers.
+inline void box_muller(uint64_t a, uint64_t b, double& first, double& second) {
+  constexpr double kTwo53 = 9007199254740992.0;
+  const double u1 = static_cast<double>(a >> 11) / kTwo53;  // [0, 1)
+  const double u2 = static_cast<double>(b >> 11) / kTwo53;
+  const double radius = std::sqrt(-2.0 * std::log(1.0 - u1));
+  second = radius * std::sin(2.0 * kPi * u2);
+  first = radius * std::cos(2.0 * kPi * u2);
+}
+
+}  // namespace
+
 double StandardNormals::operator()() {
   if (have_spare_) {
     have_spare_ = false;
     return spare_;
   }
-  constexpr double kTwo53 = 9007199254740992.0;
-  const double u1 = static_cast<double>(engine_() >> 11) / kTwo53;  // [0, 1)
-  const double u2 = static_cast<double>(engine_() >> 11) / kTwo53;
-  const double radius = std::sqrt(-2.0 * std::log(1.0 - u1));
-  spare_ = radius * std::sin(2.0 * kPi * u2);
+  const uint64_t a = engine_();
+  const uint64_t b = engine_();
+  double first = 0;
+  box_muller(a, b, first, spare_);
   have_spare_ = true;
-  return radius * std::cos(2.0 * kPi * u2);
+  return first;
+}
+
+void StandardNormals::fill(double* out, int64_t n) {
+  int64_t i = 0;
+  if (n > 0 && have_spare_) {
+    out[i++] = spare_;
+    have_spare_ = false;
+  }
+  constexpr int64_t kPairs = int64_t{1} << 20;  // pairs a chunk: 16 MiB of draws
+  std::vector<uint64_t> draws;
+  while (n - i >= 2) {
+    const int64_t pairs = std::min(kPairs, (n - i) / 2);
+    draws.resize(static_cast<size_t>(2 * pairs));
+    for (auto& d : draws) d = engine_();
+    double* o = out + i;
+    at::parallel_for(0, pairs, 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        box_muller(draws[static_cast<size_t>(2 * p)], draws[static_cast<size_t>(2 * p + 1)],
+                   o[2 * p], o[2 * p + 1]);
+      }
+    });
+    i += 2 * pairs;
+  }
+  if (i < n) out[i] = (*this)();  // an odd count: the last pair's second number is the spare
 }
 
 std::string format_number(double v) {

@@ -41,6 +41,9 @@ class StandardNormals {
  public:
   StandardNormals(uint64_t seed, int64_t index);
   double operator()();
+  /// The next n numbers, as n calls of operator() give them (the same bits),
+  /// the generator's draws in order and their transforms on several threads.
+  void fill(double* out, int64_t n);
 
  private:
   std::mt19937_64 engine_;

@@ -128,8 +128,7 @@ torch::Tensor ns_initial_vorticity(uint64_t seed, int64_t index, int64_t resolut
   const int64_t r = resolution;
   gen::StandardNormals normal(seed, index);
   torch::Tensor z = torch::empty({r, r, 2}, torch::kDouble);
-  double* p = z.data_ptr<double>();
-  for (int64_t i = 0; i < z.numel(); ++i) p[i] = normal();
+  normal.fill(z.data_ptr<double>(), z.numel());
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
   const double n = static_cast<double>(r);
   const auto k = torch::fft::fftfreq(r, 1.0 / n, f64);
@@ -584,6 +583,62 @@ std::vector<Attribute> ns_attributes(const NavierStokesGenOptions& o,
   return attrs;
 }
 
+/// The sampler and solver of the generator's batches.
+struct NsBatches {
+  const NavierStokesGenOptions& o;
+  const torch::Tensor& initial;  // the --initial file's fields, or undefined: the GRF
+  const torch::Tensor& forcing;  // [R, R] on the device, or undefined: none
+  torch::Device device;
+  int64_t steps_per_record = 0, records = 0;
+  NsSolveOptions solve_options;
+  double solve_seconds = 0;  // the time in the solver (device to host included)
+
+  /// Samples [start, start + b): a (the initial vorticity) and u (the records).
+  gen::GenBatch operator()(int64_t start, int64_t b, const gen::BatchContext& ctx) {
+    torch::Tensor w0;
+    if (initial.defined()) {
+      w0 = initial.narrow(0, start, b);
+    } else {
+      std::vector<torch::Tensor> fields;
+      for (int64_t i = 0; i < b; ++i) {
+        fields.push_back(
+            ns_initial_vorticity(o.seed(), start + i, o.resolution(), o.alpha(), o.tau()));
+      }
+      w0 = torch::stack(fields);
+    }
+    w0 = w0.to(device);
+    // Samples [first, first + count) solved together: after each record, the
+    // stop request and the progress in records.
+    const auto solve = [&](int64_t first, int64_t count) {
+      return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
+                      steps_per_record, records, solve_options, [&](int64_t rec) {
+                        ctx.check_stop(first);
+                        ctx.progress((first - start) * records + (rec + 1) * count);
+                      });
+    };
+    const auto solve_t0 = std::chrono::steady_clock::now();
+    torch::Tensor u;
+    if (device.is_cpu()) {
+      // One sample at a time: its numbers are then its own whatever the batch.
+      std::vector<torch::Tensor> us;
+      for (int64_t i = 0; i < b; ++i) us.push_back(solve(start + i, 1));
+      u = torch::cat(us);
+    } else {
+      u = solve(start, b);
+    }
+    const torch::Tensor a32 = every_kth(w0, o.subsample()).to(torch::kCPU, torch::kFloat);
+    const torch::Tensor u32 = u.to(torch::kCPU, torch::kFloat);  // (subsampled by the solve)
+    solve_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_t0).count();
+    TORCH_CHECK(torch::isfinite(u32).all().item<bool>(), "samples ", start, "..", start + b - 1,
+                ": the vorticity exceeds float32's range");
+    // The largest |w| of each sample, stored (a and u).
+    const torch::Tensor max_abs =
+        torch::maximum(a32.abs().flatten(1).amax(1), u32.abs().flatten(1).amax(1));
+    return gen::GenBatch{{a32, u32}, {{"max_abs", max_abs}}};
+  }
+};
+
 }  // namespace
 
 GenSummary generate_navier_stokes(const NavierStokesGenOptions& o, const GenHooks& hooks) {
@@ -630,50 +685,15 @@ GenSummary generate_navier_stokes(const NavierStokesGenOptions& o, const GenHook
   spec.datasets = {{"a", {stored, stored}}, {"u", {stored, stored, records}}};
   spec.device = device;
   spec.units_per_sample = records;
-  double solve_seconds = 0;
-  const auto solve_options =
-      NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k);
+  NsBatches batches{o,
+                    initial,
+                    forcing,
+                    device,
+                    steps_per_record,
+                    records,
+                    NsSolveOptions().precision(precision).cuda_graph(o.cuda_graph()).subsample(k)};
   spec.make_batch = [&](int64_t start, int64_t b, const gen::BatchContext& ctx) {
-    torch::Tensor w0;
-    if (initial.defined()) {
-      w0 = initial.narrow(0, start, b);
-    } else {
-      std::vector<torch::Tensor> fields;
-      for (int64_t i = 0; i < b; ++i) {
-        fields.push_back(ns_initial_vorticity(o.seed(), start + i, r, o.alpha(), o.tau()));
-      }
-      w0 = torch::stack(fields);
-    }
-    w0 = w0.to(device);
-    // Samples [first, first + count) solved together: after each record, the
-    // stop request and the progress in records.
-    const auto solve = [&](int64_t first, int64_t count) {
-      return ns_solve(w0.narrow(0, first - start, count), forcing, o.viscosity(), o.dt(),
-                      steps_per_record, records, solve_options, [&](int64_t rec) {
-                        ctx.check_stop(first);
-                        ctx.progress((first - start) * records + (rec + 1) * count);
-                      });
-    };
-    const auto solve_t0 = std::chrono::steady_clock::now();
-    torch::Tensor u;
-    if (device.is_cpu()) {
-      // One sample at a time: its numbers are then its own whatever the batch.
-      std::vector<torch::Tensor> us;
-      for (int64_t i = 0; i < b; ++i) us.push_back(solve(start + i, 1));
-      u = torch::cat(us);
-    } else {
-      u = solve(start, b);
-    }
-    const torch::Tensor a32 = every_kth(w0, k).to(torch::kCPU, torch::kFloat);
-    const torch::Tensor u32 = u.to(torch::kCPU, torch::kFloat);  // (subsampled by the solve)
-    solve_seconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_t0).count();
-    TORCH_CHECK(torch::isfinite(u32).all().item<bool>(), "samples ", start, "..", start + b - 1,
-                ": the vorticity exceeds float32's range");
-    // The largest |w| of each sample, stored (a and u).
-    const torch::Tensor max_abs =
-        torch::maximum(a32.abs().flatten(1).amax(1), u32.abs().flatten(1).amax(1));
-    return gen::GenBatch{{a32, u32}, {{"max_abs", max_abs}}};
+    return batches(start, b, ctx);
   };
   spec.attributes = [&](const gen::GenOutput& output, size_t p) {
     return ns_attributes(o, output.parts()[p], total, records, steps_per_record, device,
@@ -681,7 +701,7 @@ GenSummary generate_navier_stokes(const NavierStokesGenOptions& o, const GenHook
   };
   spec.summarize = [&](const gen::GenOutput& output, GenSummary& summary) {
     summary.max_abs = output.stat_max("max_abs");
-    summary.solve_seconds = solve_seconds;
+    summary.solve_seconds = batches.solve_seconds;
     char line[64];
     std::snprintf(line, sizeof line, "max_abs_vorticity %.4g", summary.max_abs);
     summary.report.emplace_back(line);

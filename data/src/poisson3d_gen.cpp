@@ -103,9 +103,7 @@ torch::Tensor white_noise3d(uint64_t seed, int64_t index, int64_t resolution) {
   TORCH_CHECK(index >= 0, "white_noise3d: index must be >= 0, got ", index);
   gen::StandardNormals normal(seed, index);
   torch::Tensor w = torch::empty({resolution, resolution, resolution}, torch::kDouble);
-  double* p = w.data_ptr<double>();
-  const int64_t n = w.numel();
-  for (int64_t i = 0; i < n; ++i) p[i] = normal();
+  normal.fill(w.data_ptr<double>(), w.numel());
   return w;
 }
 

@@ -37,7 +37,7 @@ for v in 0 1048577; do
   readable "$bench" "--micro-batches: must be an integer between 1 and 1048576, got '$v'" --micro-batches "$v" --dry-run
 done
 readable "$bench" "--resolutions: must be a positive integer, got '0'" --resolutions 64,0,128 --dry-run
-for opt in --resolution --samples --test-samples --subsample --batch --stop-after-samples --seed; do
+for opt in --resolution --samples --test-samples --subsample --batch --stop-after-samples --seed --grf-modes; do
   # (the required options but the one under test: CLI11 refuses an option given twice)
   args=()
   for req in --resolution=17 --samples=2 --seed=1; do [ "${req%%=*}" = "$opt" ] || args+=("$req"); done
@@ -74,6 +74,7 @@ if [ -w /dev/full ]; then
   full "$bench" --dry-run
   full "$datagen" --help
   full "$datagen" --resolution 9 --samples 2 --seed 1 --device cpu --progress none --out "$work/full.h5"
+  full "$datagen" --resolution 9 --samples 2 --seed 1 --device cpu --progress none --inputs-only --out "$work/full_in.h5"
   full "$smoke" --help
   full "$smoke" --device cpu --resolution 8 --batch 1 --steps 1
 else

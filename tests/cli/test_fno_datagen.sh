@@ -327,4 +327,33 @@ EOF
   cd - > /dev/null
 fi
 
+# --inputs-only: the Darcy coefficient alone, rows of the stored grid as progress;
+# the solved run's coeff, byte for byte, chunked by rows, no sol, the attribute
+# saying so; options that do not apply refused in one line, no file written.
+in=(--resolution 33 --samples 2 --seed 4 --device cpu --progress plain)
+if "$bin" "${in[@]}" --inputs-only --out "$work/in.h5" > "$work/out" 2> "$work/err" &&
+   grep -q "^wrote $work/in.h5$" "$work/out" && grep -q "^grf_modes 33$" "$work/out" &&
+   grep -q "2 samples at 33x33, coefficients only, seed 4 -> $work/in.h5" "$work/err" &&
+   grep -q "66/66 rows (100%)" "$work/err"; then ok
+else bad "--inputs-only run: $(cat "$work/out" "$work/err")"; fi
+"$bin" "${in[@]}" --out "$work/solved.h5" > /dev/null 2>&1 || bad "the solved run beside --inputs-only"
+if "$py" -c 'import h5py' 2> /dev/null; then
+  "$py" - "$work" << 'EOF' && ok || bad "--inputs-only file"
+import sys, h5py, numpy as np
+work = sys.argv[1]
+with h5py.File(work + "/in.h5") as f, h5py.File(work + "/solved.h5") as g:
+    assert "sol" not in f and f["coeff"].chunks == (1, 33, 33), (list(f), f["coeff"].chunks)
+    assert f["coeff"].compression is None
+    assert np.array_equal(f["coeff"][:], g["coeff"][:])
+    assert "no solution u was computed" in f.attrs["solution"] and f.attrs["inputs_only"] == 1
+EOF
+fi
+expect 2 "--inputs-only applies to --problem darcy only" -- "${p3[@]}" --resolution 8 --inputs-only --out "$work/x.h5"
+expect 2 "--grf-modes applies to --inputs-only only" -- "${base[@]}" --grf-modes 4 --out "$work/x.h5"
+expect 2 "--tolerance applies to the solve, not to --inputs-only" -- "${base[@]}" --inputs-only --tolerance 1e-8 --out "$work/x.h5"
+expect 2 "grf_modes must be in \[0, resolution\] = \[0, 64\], got 65" -- "${base[@]}" --inputs-only --grf-modes 65 --out "$work/x.h5"
+expect 2 "resolution must be <= 65537 with inputs_only, got 65538" -- "${in[@]/33/65538}" --inputs-only --out "$work/x.h5"
+expect 2 "inputs_only is not resumable" -- "${base[@]}" --inputs-only --resume --out "$work/x.h5"
+[ -z "$(ls -A "$work" | grep '^x\.h5\|^\.x\.h5')" ] && ok || bad "a refused --inputs-only left files: $(ls -A "$work")"
+
 finish "fno_datagen CLI"

@@ -172,8 +172,8 @@ struct DarcyGenOptions : GeneratorOptions<DarcyGenOptions> {
 
 /// The automatic grf_modes: every mode of any grid the solve takes (16385
 /// nodes per side), so that up to there inputs_only draws the solved run's
-/// field; above, the 16385^2 lowest modes (the rest carry a relative variance
-/// of about 1e-9: see docs/data.md).
+/// field; above, the 16385^2 lowest modes (the others carry about 5e-9 of
+/// its variance: see docs/data.md).
 constexpr int64_t kDarcyAutoModes = 16385;
 
 /// Checks the options; throws c10::ValueError naming the option and its value.
