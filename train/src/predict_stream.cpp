@@ -1,7 +1,7 @@
 #include "predict_stream.h"
 
-#include <fno_offload/planner.h>
 #include <fno_engine/tiled_plan.h>
+#include <fno_offload/planner.h>
 
 #include <torch/torch.h>
 
@@ -65,24 +65,23 @@ StreamPlan choose_stream_plan(FNO model, const StreamRequest& r) {
   auto stream_host = [&](int64_t rows) {
     return streaming_bytes(model, r.x_shape, rows, r.reader_cache);
   };
-  auto device_bytes = [&](int64_t rows, bool latest, bool host) {
-    return base + (latest ? 2 * sizes.hidden : 0) +
-           (kTileTensors + (host ? 4 : 0)) * sizes.tile_hidden(rows) +
+  auto device_bytes = [&](int64_t rows, bool latest) {
+    return base + (latest ? 2 * sizes.hidden : 0) + kTileTensors * sizes.tile_hidden(rows) +
            (cuda ? 0 : stream_host(rows));
   };
   const int64_t device_budget =
       cuda ? gpu_budget : (host_limit > 0 ? host_limit : std::numeric_limits<int64_t>::max());
   // The most rows (at most the grid's) whose tiles fit beside what is kept; 0: none.
-  auto rows_within = [&](bool latest, bool host) -> int64_t {
+  auto rows_within = [&](bool latest) -> int64_t {
     if (r.tile_rows > 0) {
       const int64_t rows = std::min(r.tile_rows, s0);
-      return device_bytes(rows, latest, host) <= device_budget ? rows : 0;
+      return device_bytes(rows, latest) <= device_budget ? rows : 0;
     }
     if (!cuda && host_limit <= 0) return std::min<int64_t>(64, s0);
     int64_t lo = 0, hi = s0;
     while (lo < hi) {
       const int64_t mid = (lo + hi + 1) / 2;
-      if (device_bytes(mid, latest, host) <= device_budget) {
+      if (device_bytes(mid, latest) <= device_budget) {
         lo = mid;
       } else {
         hi = mid - 1;
@@ -93,24 +92,19 @@ StreamPlan choose_stream_plan(FNO model, const StreamRequest& r) {
     return lo >= 16 && lo < s0 ? lo / 8 * 8 : lo;
   };
   // Forward only: with the latest block input kept on the device, each sweep
-  // reads the one before it from there, so nothing is stored anywhere; else the
-  // block inputs go to pinned host memory (CUDA, all of them) when the host
-  // budget holds them, else each sweep remakes its input from the model input.
-  const int64_t pinnable = !cuda ? 0
-                                 : (host_limit > 0 ? host_limit - stream_host(64) - input_bytes
-                                                   : pinnable_host_bytes(0));
+  // reads the one before it from there, so nothing is stored anywhere; else
+  // each sweep remakes its block input from the model input, tile by tile.
+  // Block inputs are not pinned in host memory here: a prediction pins them
+  // once, and pinning costs about 0.6 s/GiB (cudaHostAlloc), more than
+  // remaking them (8192^2 under 12 GiB on an H100: 29.7 s with the four block
+  // inputs pinned, 32 GB; results/h100-2026-11-27-s18/predict/).
   std::string places;
-  int64_t rows = rows_within(true, false);
+  int64_t rows = rows_within(true);
   if (rows > 0) {
     s.plan.keep_latest = true;
     s.plan.inputs.assign(static_cast<size_t>(layers), TilePlace::kRecompute);
     places = "the latest on the " + std::string(cuda ? "GPU" : "CPU");
-  } else if (cuda && layers * sizes.hidden <= pinnable && (rows = rows_within(false, true)) > 0) {
-    s.plan.keep_latest = false;
-    s.plan.inputs.assign(static_cast<size_t>(layers), TilePlace::kHost);
-    s.host_bytes += layers * sizes.hidden;
-    places = "in pinned host memory";
-  } else if ((rows = rows_within(false, false)) > 0) {
+  } else if ((rows = rows_within(false)) > 0) {
     s.plan.keep_latest = false;
     s.plan.inputs.assign(static_cast<size_t>(layers), TilePlace::kRecompute);
     places = "remade per tile from the model input";
@@ -120,21 +114,20 @@ StreamPlan choose_stream_plan(FNO model, const StreamRequest& r) {
                                    : "--host-memory-limit " + limit_text) +
                              " is under the floor: streaming one sample in tiles of " +
                              std::to_string(least_rows) + " rows needs about " +
-                             offload::format_bytes(device_bytes(least_rows, false, false)) +
+                             offload::format_bytes(device_bytes(least_rows, false)) +
                              (cuda ? " of GPU memory" : " of host memory") + " (estimated)");
   }
   s.plan.tile_rows = rows;
   s.plan.gradient = TilePlace::kDevice;  // (forward only)
-  const bool host_stores = s.plan.inputs[0] == TilePlace::kHost;
   if (cuda) {
-    s.gpu_bytes = device_bytes(rows, s.plan.keep_latest, host_stores);
+    s.gpu_bytes = device_bytes(rows, s.plan.keep_latest);
     s.host_bytes += stream_host(rows);
   } else {
-    s.host_bytes = device_bytes(rows, s.plan.keep_latest, false);
+    s.host_bytes = device_bytes(rows, s.plan.keep_latest);
   }
   // The input is read again by each sweep that remakes a block input from it:
   // kept in host memory after its first read where the budget allows.
-  const bool from_input = !s.plan.keep_latest && !host_stores && layers > 0;
+  const bool from_input = !s.plan.keep_latest && layers > 0;
   s.keep_input = from_input && (host_limit <= 0 || s.host_bytes + input_bytes <= host_limit);
   if (s.keep_input) s.host_bytes += input_bytes;
   if (host_limit > 0 && s.host_bytes > host_limit) {
