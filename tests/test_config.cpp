@@ -333,6 +333,18 @@ TEST_CASE("every key of the schema is documented, in configs/README.md too") {
     }
   }
   CHECK(test_entry_keys == 4);  // file, name, n_samples, batch_size
+  // No row beside the generated ones (a stale table left by an earlier paste).
+  const auto rows = [](const std::string& text) {
+    size_t n = 0;
+    for (auto at = text.find("\n| `"); at != std::string::npos; at = text.find("\n| `", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const auto table = readme.find("| key | type | default | allowed | meaning |");
+  const auto end = readme.find("\n## ", table);
+  REQUIRE(table != std::string::npos);
+  CHECK(rows(readme.substr(table, end - table)) == rows("\n" + markdown));
 }
 
 namespace {
