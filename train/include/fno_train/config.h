@@ -1,8 +1,8 @@
-// The run configuration: one schema, documented in one place (config_schema(),
-// rendered as configs/README.md by `fno_train --print-schema`), read into one
-// typed struct per YAML section. Choices (a scheduler, a loss, a precision, an
-// offload policy, ...) are parsed into enums here, once; the programs and the
-// trainer use the parsed values.
+// The run configuration: one schema, documented in one place (the key table of
+// train/src/config_schema.cpp, rendered as configs/README.md by
+// `fno_train --print-schema`), read into one typed struct per YAML section.
+// Choices (a scheduler, a loss, a precision, an offload policy, ...) are parsed
+// into enums here, once; the programs and the trainer use the parsed values.
 //
 // A YAML file is checked against the schema: an unknown key, a wrong type or
 // an out-of-range value is a ConfigError whose one-line message names the
@@ -10,11 +10,13 @@
 // expected an integer >= 1, got 'abc'"). Overrides given as "section.key=value"
 // (fno_train --set) are checked the same way and named "--set ...".
 //
-// Each key is declared once, in the schema's table (train/src/config_schema.cpp:
-// its field here, its documentation, its checks); its default is the field's
-// default here (the offload section's, offload's OffloadOptions and the
-// engine's OffloadSettings). Each field's comment names its key; the schema's
-// text (configs/README.md) says more.
+// Each key is declared once, in that table: its field here (a member pointer,
+// or the model's option), its documentation, its range or check. Its type,
+// words (an enum's to_string), reading and reference row follow from the
+// field; its default is the field's default here (the model's, FNOOptions';
+// the offload section's, offload's OffloadOptions and the engine's
+// OffloadSettings). A new key: its field here, its line in the table. Each
+// field's comment names its key; the schema's text (configs/README.md) says more.
 #pragma once
 
 #include <fno/fno.h>
