@@ -18,7 +18,8 @@ OffloadSettings offload_settings(const OffloadConfig& c, PlanCacheText plan_cach
   o.micro_batches = c.micro_batches;
   o.options.min_bytes(c.min_bytes)
       .prefetch_depth(c.prefetch_depth)
-      .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20 : int64_t{1} << 30)
+      .max_inflight_bytes(c.max_inflight_mib > 0 ? c.max_inflight_mib << 20
+                                                 : offload::OffloadOptions().max_inflight_bytes())
       .max_prefetch_bytes(c.max_prefetch_mib << 20)
       .host_memory_limit(c.host_memory_limit)
       .compress(c.compress);

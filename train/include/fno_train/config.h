@@ -1,8 +1,8 @@
-// The run configuration: one schema, documented in one place (config_schema(),
-// rendered as configs/README.md by `fno_train --print-schema`), read into one
-// typed struct per YAML section. Choices (a scheduler, a loss, a precision, an
-// offload policy, ...) are parsed into enums here, once; the programs and the
-// trainer use the parsed values.
+// The run configuration: one schema, documented in one place (the key table of
+// train/src/config_schema.cpp, rendered as configs/README.md by
+// `fno_train --print-schema`), read into one typed struct per YAML section.
+// Choices (a scheduler, a loss, a precision, an offload policy, ...) are parsed
+// into enums here, once; the programs and the trainer use the parsed values.
 //
 // A YAML file is checked against the schema: an unknown key, a wrong type or
 // an out-of-range value is a ConfigError whose one-line message names the
@@ -10,17 +10,23 @@
 // expected an integer >= 1, got 'abc'"). Overrides given as "section.key=value"
 // (fno_train --set) are checked the same way and named "--set ...".
 //
-// Each field's comment names its key; the schema's text (configs/README.md)
-// says more.
+// Each key is declared once, in that table: its field here (a member pointer,
+// or the model's option), its documentation, its range or check. Its type,
+// words (an enum's to_string), reading and reference row follow from the
+// field; its default is the field's default here (the model's, FNOOptions';
+// the offload section's, offload's OffloadOptions and the engine's
+// OffloadSettings). A new key: its field here, its line in the table. Each
+// field's comment names its key; the schema's text (configs/README.md) says more.
 #pragma once
 
 #include <fno/fno.h>
 #include <fno/precision.h>
 #include <fno_data/darcy.h>
+#include <fno_engine/graphed_step.h>
+#include <fno_engine/offload_step.h>
 #include <fno_offload/offload.h>
 #include <fno_offload/planner.h>
 #include <fno_train/distributed.h>
-#include <fno_engine/graphed_step.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -211,7 +217,9 @@ struct OutputConfig {
 };
 
 /// The offload section: where the activations saved for backward live, and
-/// auto's memory budget. fno_bench takes the same struct from its flags.
+/// auto's memory budget. fno_bench takes the same struct from its flags. The
+/// defaults are those of the engine's OffloadSettings and offload's
+/// OffloadOptions, in their units.
 struct OffloadConfig {
   /// offload.policy: the activation memory policy (offload/planner.h), parsed; .text as given.
   offload::Policy policy;
@@ -223,25 +231,26 @@ struct OffloadConfig {
   /// (inflight_memory_ceiling), out-of-memory advice measures against the device's
   /// total (oom_capacity), and the run's data stays on the GPU below a quarter of
   /// the device's total, with a limit below an eighth of it (resident_data_room).
-  int64_t gpu_memory_limit = 0;
+  int64_t gpu_memory_limit = OffloadSettings().gpu_memory_limit;
   /// offload.host_memory_limit: pinned host bytes at most ('' in YAML: 0, no limit).
-  int64_t host_memory_limit = 0;
+  int64_t host_memory_limit = offload::OffloadOptions().host_memory_limit();
   /// offload.chunks: batch chunks per stage for the fixed policies.
-  int64_t chunks = 1;
+  int64_t chunks = OffloadSettings().chunks;
   /// offload.micro_batches: micro-batches per step for the fixed policies.
-  int64_t micro_batches = 1;
+  int64_t micro_batches = OffloadSettings().micro_batches;
   /// offload.min_bytes: saved tensors smaller than this stay on the GPU.
-  int64_t min_bytes = 1 << 20;
+  int64_t min_bytes = offload::OffloadOptions().min_bytes();
   /// offload.prefetch_depth: backward prefetches this many stages ahead.
-  int64_t prefetch_depth = 1;
-  /// offload.max_inflight_mib: the back-pressure window in MiB; 0 (auto in YAML): 1024, learning.
+  int64_t prefetch_depth = offload::OffloadOptions().prefetch_depth();
+  /// offload.max_inflight_mib: the back-pressure window in MiB; 0 (auto in YAML):
+  /// OffloadOptions' max_inflight_bytes, learning.
   int64_t max_inflight_mib = 0;
   /// offload.max_prefetch_mib: prefetched, not yet used MiB at most.
-  int64_t max_prefetch_mib = 3072;
+  int64_t max_prefetch_mib = offload::OffloadOptions().max_prefetch_bytes() >> 20;
   /// offload.timeline: write memory_timeline.csv (one training step's GPU memory).
   bool timeline = true;
   /// offload.compress: host storage of offloaded float32 activations.
-  offload::Compress compress = offload::Compress::kNone;
+  offload::Compress compress = offload::OffloadOptions().compress();
   /// offload.plan_cache: auto's plan cache ('': the default cache, 'none': no cache).
   /// (fno_bench --plan-cache names a directory; '' there: no cache.)
   std::string plan_cache;
@@ -300,10 +309,18 @@ RunConfig parse_config(const std::string& yaml, const std::string& origin,
 /// The schema as a Markdown reference (every key, type, default and meaning).
 std::string config_schema_markdown();
 
-/// Every key of the schema with its documentation, in the schema's order: the
-/// sections' keys ("model.n_modes"), then those of a data.test entry
-/// ("data.test[].file").
-std::vector<std::pair<std::string, std::string>> config_keys();
+/// A key of the schema: its name ("model.n_modes", "data.test[].file"), its
+/// documentation, and a valid value other than its default as YAML text (the
+/// tests set every key to it).
+struct ConfigKey {
+  std::string key;
+  std::string doc;
+  std::string sample;
+};
+
+/// Every key of the schema, in the schema's order: the sections' keys, then
+/// those of a data.test entry.
+std::vector<ConfigKey> config_keys();
 
 /// offload.max_inflight_mib (and fno_bench --max-inflight-mib): "auto" gives 0,
 /// a whole number of MiB in [1, 2^30] gives itself; else std::invalid_argument
