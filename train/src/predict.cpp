@@ -6,10 +6,10 @@
 #include <fno/tiled.h>
 #include <fno_data/darcy.h>
 #include <fno_data/hdf5_slab.h>
-#include <fno_offload/planner.h>
-#include <fno_train/config.h>
 #include <fno_engine/offload_step.h>
 #include <fno_engine/tiled_plan.h>
+#include <fno_offload/planner.h>
+#include <fno_train/config.h>
 #include <fno_train/train_step.h>
 
 #include <torch/cuda.h>
@@ -37,6 +37,9 @@ namespace fno {
 
 namespace {
 
+using detail::choose_plan;
+using detail::Plan;
+using detail::whole_grid_bytes;
 using detail::with_prefix;
 
 bool exists(const std::string& path) {
@@ -136,97 +139,6 @@ void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char*
   }
 }
 
-// The forward's plan: whole grid in micro-batches of `micro` samples, or tiles.
-struct Plan {
-  int64_t micro = 1;
-  std::optional<TiledChoice> tiled;
-  std::string text;
-};
-
-// Estimated GPU bytes of a whole-grid forward without gradients for `b`
-// samples: the weights, the input and output, and a few hidden-size tensors
-// at once (the lifting's wider one, a block's input, its spectral and skip
-// outputs, the channel MLP's).
-int64_t whole_grid_bytes(FNO model, at::IntArrayRef x_shape, int64_t b, int64_t elem) {
-  int64_t weights = 0;
-  for (const auto& p : model->parameters()) weights += p.numel() * p.element_size();
-  int64_t points = 1;
-  for (size_t i = 2; i < x_shape.size(); ++i) points *= x_shape[i];
-  const auto& o = model->options;
-  const int64_t hidden = b * points * o.hidden_channels() * elem;
-  const int64_t io = b * points * (o.in_channels() + o.out_channels()) * 4;
-  return weights + 8 * hidden + 2 * io;
-}
-
-Plan choose_plan(FNO model, at::IntArrayRef x_shape, int64_t batch, const PredictOptions& o,
-                 const torch::Device& device, int64_t elem) {
-  Plan plan;
-  std::vector<int64_t> one(x_shape.begin(), x_shape.end());
-  one[0] = 1;
-  auto tiles = [&](TiledPlan tp, int64_t micro) {
-    TiledChoice c;
-    c.plan = std::move(tp);
-    c.micro_batches = micro;
-    return c;
-  };
-  if (o.tile_rows > 0) {
-    if (const auto why = tiled_unsupported(model); !why.empty()) {
-      throw PredictUsageError("--tile-rows: this model cannot run in tiles: " + why);
-    }
-    TiledPlan tp;
-    tp.tile_rows = o.tile_rows;
-    tp.inputs.assign(static_cast<size_t>(model->options.n_layers()), TilePlace::kDevice);
-    plan.micro = batch;
-    plan.tiled = tiles(tp, 1);
-    plan.text = "tiles of " + std::to_string(o.tile_rows) + " rows (forced), block inputs on the " +
-                std::string(device.is_cuda() ? "GPU" : "CPU") + ", batches of " +
-                std::to_string(batch);
-    return plan;
-  }
-  if (o.gpu_memory_limit <= 0 || !device.is_cuda()) {
-    plan.micro = batch;
-    plan.text = "whole grid, batches of " + std::to_string(batch) +
-                (o.gpu_memory_limit > 0 ? " (no GPU: --gpu-memory-limit does not apply)"
-                                        : " (no memory limit)");
-    return plan;
-  }
-  const int64_t budget = o.gpu_memory_limit;
-  for (int64_t b = batch; b >= 1; b = b / 2) {
-    const int64_t need = whole_grid_bytes(model, x_shape, b, elem);
-    if (need <= budget) {
-      plan.micro = b;
-      plan.text = "whole grid, micro-batches of " + std::to_string(b) + " (estimated " +
-                  offload::format_bytes(need) + " of " + offload::format_bytes(budget) + ")";
-      return plan;
-    }
-  }
-  // One sample is over the budget: tiles, from the training planner's
-  // estimates (which count a backward as well, so they are on the safe side),
-  // without pinned host stores (block inputs on the GPU or remade).
-  if (const auto why = tiled_unsupported(model); !why.empty()) {
-    throw std::runtime_error("--gpu-memory-limit " + offload::format_bytes(budget) +
-                             ": one sample's whole-grid forward needs about " +
-                             offload::format_bytes(whole_grid_bytes(model, x_shape, 1, elem)) +
-                             ", and this model cannot run in tiles (" + why + ")");
-  }
-  TiledContext ctx;
-  for (const auto& p : model->parameters()) ctx.base_bytes += p.numel() * p.element_size();
-  for (const auto& c : tiled_candidates(model, one, budget, /*host_limit=*/1, ctx, 16)) {
-    bool host = c.plan.gradient == TilePlace::kHost;
-    for (const auto place : c.plan.inputs) host = host || place == TilePlace::kHost;
-    if (host) continue;
-    plan.micro = 1;
-    plan.tiled = c;
-    plan.text = "tiles, one sample at a time: " + c.to_string() + " (estimated " +
-                offload::format_bytes(c.peak_bytes) + " of " + offload::format_bytes(budget) + ")";
-    return plan;
-  }
-  const auto least = least_memory_tiled(model, one, ctx);
-  throw std::runtime_error("--gpu-memory-limit " + offload::format_bytes(budget) +
-                           " is under the floor: tiles of one sample need about " +
-                           offload::format_bytes(least.peak_bytes) + " (estimated)");
-}
-
 std::string json_array(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json::number(v[i]);
@@ -304,334 +216,406 @@ std::string predict_summary_path(const std::string& out) {
   return (ext ? out.substr(0, dot) : out) + ".summary.json";
 }
 
-PredictResult predict(const PredictOptions& o) {
-  PredictResult r;
-  // The request.
-  if (o.run_dir.empty()) throw PredictUsageError("--model RUN_DIR is required");
-  if (o.input.empty()) throw PredictUsageError("--input FILE is required");
-  if (o.out.empty()) throw PredictUsageError("--out FILE.h5 is required");
-  if (o.first < 0)
-    throw PredictUsageError("--samples: FIRST must be >= 0, got " + std::to_string(o.first));
-  if (o.count == 0 || o.count < -1) {
-    throw PredictUsageError("--samples: COUNT must be >= 1, got " + std::to_string(o.count));
-  }
-  if (o.batch_size < 0) {
-    throw PredictUsageError("--batch-size must be >= 1, got " + std::to_string(o.batch_size));
-  }
-  if (o.tile_rows < 0) {
-    throw PredictUsageError("--tile-rows must be >= 1, got " + std::to_string(o.tile_rows));
-  }
-  if (o.host_memory_limit < 0 || o.gpu_memory_limit < 0) {
-    throw PredictUsageError("a memory limit must be >= 0");
-  }
-  const std::string summary_path = predict_summary_path(o.out);
-  if (!o.overwrite) {
-    for (const auto& path : {o.out, summary_path}) {
-      if (exists(path)) {
-        throw PredictUsageError(path + " exists; choose another --out or pass --overwrite");
+namespace {
+
+// One fno_predict run, its steps in predict()'s order; what a step finds is
+// kept for the next.
+class PredictRun {
+ public:
+  explicit PredictRun(const PredictOptions& options)
+      : o(options), summary_path(predict_summary_path(options.out)) {}
+
+  // The request alone: required options, ranges, the output not there yet.
+  void check_request() {
+    if (o.run_dir.empty()) throw PredictUsageError("--model RUN_DIR is required");
+    if (o.input.empty()) throw PredictUsageError("--input FILE is required");
+    if (o.out.empty()) throw PredictUsageError("--out FILE.h5 is required");
+    if (o.first < 0)
+      throw PredictUsageError("--samples: FIRST must be >= 0, got " + std::to_string(o.first));
+    if (o.count == 0 || o.count < -1) {
+      throw PredictUsageError("--samples: COUNT must be >= 1, got " + std::to_string(o.count));
+    }
+    if (o.batch_size < 0) {
+      throw PredictUsageError("--batch-size must be >= 1, got " + std::to_string(o.batch_size));
+    }
+    if (o.tile_rows < 0) {
+      throw PredictUsageError("--tile-rows must be >= 1, got " + std::to_string(o.tile_rows));
+    }
+    if (o.host_memory_limit < 0 || o.gpu_memory_limit < 0) {
+      throw PredictUsageError("a memory limit must be >= 0");
+    }
+    if (!o.overwrite) {
+      for (const auto& path : {o.out, summary_path}) {
+        if (exists(path)) {
+          throw PredictUsageError(path + " exists; choose another --out or pass --overwrite");
+        }
       }
     }
+    if (o.out == o.input) throw PredictUsageError(o.out + ": --out is the --input file");
   }
-  if (o.out == o.input) throw PredictUsageError(o.out + ": --out is the --input file");
 
-  // The run, or a state dict and the model's settings (--model-config).
-  const bool state_dict_model = !o.model_config.empty();
-  const std::string cfg_path = state_dict_model ? o.model_config : o.run_dir + "/config.yaml";
-  if (state_dict_model && !o.checkpoint.empty()) {
-    throw PredictUsageError("--checkpoint: with --model-config, --model names the weights");
-  }
-  if (!exists(cfg_path)) {
-    throw std::runtime_error(state_dict_model
-                                 ? cfg_path + ": no such file"
-                                 : o.run_dir + ": not a run directory (no config.yaml)");
-  }
-  // (a model's settings need no training data: data.train_file is filled in
-  // when the file leaves it out)
-  RunConfig cfg = state_dict_model ? load_model_config(cfg_path) : load_config(cfg_path);
-  if (cfg.data.problem != DataProblem::kDarcy) {
-    throw std::runtime_error(cfg_path + ": data.problem " + to_string(cfg.data.problem) +
-                             ": predicting Navier-Stokes rollouts is not done yet");
-  }
-  const Precision precision =
-      o.precision.empty() ? cfg.training.precision : parse_precision(o.precision);
-  const torch::Device device = pick_device(o.device);
-  MatmulPrecisionGuard matmul(precision);
+  // The model's settings (a run's config.yaml, or --model-config), its
+  // weights and the run's normalizers; the precision and the device.
+  void load_model() {
+    // The run, or a state dict and the model's settings (--model-config).
+    state_dict_model = !o.model_config.empty();
+    cfg_path = state_dict_model ? o.model_config : o.run_dir + "/config.yaml";
+    if (state_dict_model && !o.checkpoint.empty()) {
+      throw PredictUsageError("--checkpoint: with --model-config, --model names the weights");
+    }
+    if (!exists(cfg_path)) {
+      throw std::runtime_error(state_dict_model
+                                   ? cfg_path + ": no such file"
+                                   : o.run_dir + ": not a run directory (no config.yaml)");
+    }
+    // (a model's settings need no training data: data.train_file is filled in
+    // when the file leaves it out)
+    cfg = state_dict_model ? load_model_config(cfg_path) : load_config(cfg_path);
+    if (cfg.data.problem != DataProblem::kDarcy) {
+      throw std::runtime_error(cfg_path + ": data.problem " + to_string(cfg.data.problem) +
+                               ": predicting Navier-Stokes rollouts is not done yet");
+    }
+    precision = o.precision.empty() ? cfg.training.precision : parse_precision(o.precision);
+    device = pick_device(o.device);
+    matmul.emplace(precision);
 
-  // The weights.
-  const std::string weights_path =
-      state_dict_model ? o.run_dir
+    // The weights.
+    weights_path = state_dict_model
+                       ? o.run_dir
                        : (o.checkpoint.empty() ? o.run_dir + "/model.pt" : o.checkpoint);
-  if (!exists(weights_path)) {
-    throw std::runtime_error(weights_path + ": no such file" +
-                             (o.checkpoint.empty() && !state_dict_model
-                                  ? " (the run has not finished; name a "
-                                    "checkpoint with --checkpoint)"
-                                  : ""));
-  }
-  if (state_dict_model && std::filesystem::is_directory(weights_path)) {
-    throw PredictUsageError("--model " + weights_path +
-                            ": with --model-config, --model names a state dict file");
-  }
-  const TensorDict weights_file = load_tensor_dict(weights_path);
-  const bool is_checkpoint = has_prefix(weights_file, "model.");
-  FNO model(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
-  try {
-    load_state_dict(*model, is_checkpoint ? with_prefix(weights_file, "model.") : weights_file);
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    throw std::runtime_error(weights_path + " does not match " + cfg_path +
-                             "'s model: " + msg.substr(0, msg.find('\n')));
-  }
-  model->to(device);
-  model->eval();
-  data::UnitGaussianNormalizer in_norm, out_norm;
-  r.normalizers = load_normalizers(cfg, o.run_dir, weights_file, weights_path, in_norm, out_norm);
-
-  // The inputs (and the truth): the loaders read x alone when y_key names x.
-  const bool truth = !o.y_key.empty();
-  data::LoadOptions lo;
-  lo.x_key(o.x_key.empty() ? cfg.data.x_key : o.x_key);
-  lo.y_key(truth ? o.y_key : lo.x_key());
-  if (!truth && lo.x_key().empty()) {
-    lo.x_key(data::detect_format(o.input) == data::FileFormat::kHdf5 ? "coeff" : "x");
-    lo.y_key(lo.x_key());
-  }
-  if (o.count > 0) lo.n_samples(o.first + o.count);
-  // An HDF5 input without truth can be streamed: its shape is read first.
-  std::unique_ptr<data::Hdf5SlabReader> reader;
-  if (!truth && data::detect_format(o.input) == data::FileFormat::kHdf5) {
-    reader = std::make_unique<data::Hdf5SlabReader>(o.input, lo.x_key(), lo.x_layout());
-  }
-  torch::Tensor x, y;
-  std::vector<int64_t> x_shape;  // [n, Cin, *S]
-  int64_t n = 0;
-  if (reader) {
-    x_shape = reader->shape();
-    const int64_t held = x_shape[0];
-    if (o.first >= held || (o.count > 0 && o.first + o.count > held)) {
-      throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
-                              (o.count > 0 ? std::to_string(o.count) : std::string()) +
-                              " asks past the " + std::to_string(held) + " samples it holds");
+    if (!exists(weights_path)) {
+      throw std::runtime_error(weights_path + ": no such file" +
+                               (o.checkpoint.empty() && !state_dict_model
+                                    ? " (the run has not finished; name a "
+                                      "checkpoint with --checkpoint)"
+                                    : ""));
     }
-    n = o.count > 0 ? o.count : held - o.first;
-    x_shape[0] = n;
-  } else {
-    std::tie(x, y) = load_range(o, lo, truth);
-    n = x.size(0);
-    x_shape = x.sizes().vec();
-  }
-  const auto& mo = cfg.model;
-  const int64_t n_dim = static_cast<int64_t>(mo.n_modes().size());
-  const std::string xk = lo.x_key().empty() ? "x" : lo.x_key();
-  const auto x_dim = static_cast<int64_t>(x_shape.size());
-  if (x_dim - 2 != n_dim) {
-    throw std::runtime_error(o.input + ": '" + xk + "' has " + std::to_string(x_dim - 2) +
-                             " spatial dims; the model (" + cfg_path + ") has " +
-                             std::to_string(n_dim));
-  }
-  if (x_shape[1] != mo.in_channels() || (truth && y.size(1) != mo.out_channels())) {
-    throw std::runtime_error(o.input + ": '" + xk + "' gives " + std::to_string(x_shape[1]) +
-                             " input channel(s); the model takes " +
-                             std::to_string(mo.in_channels()) + " in and gives " +
-                             std::to_string(mo.out_channels()) + " out");
-  }
-  const auto grid = at::IntArrayRef(x_shape).slice(2);
-  for (int64_t i = 0; i < n_dim; ++i) {
-    // n_modes counts both signs of a dim's frequencies: a smaller grid would
-    // drop some of the trained spectrum.
-    if (grid[i] < mo.n_modes()[i]) {
-      throw std::runtime_error(o.input + ": grid " + grid_text(grid) +
-                               " is smaller than the model's n_modes (" + grid_text(mo.n_modes()) +
-                               " modes, half of each sign)");
+    if (state_dict_model && std::filesystem::is_directory(weights_path)) {
+      throw PredictUsageError("--model " + weights_path +
+                              ": with --model-config, --model names a state dict file");
     }
+    const TensorDict weights_file = load_tensor_dict(weights_path);
+    const bool is_checkpoint = has_prefix(weights_file, "model.");
+    model = FNO(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
+    try {
+      load_state_dict(*model, is_checkpoint ? with_prefix(weights_file, "model.") : weights_file);
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      throw std::runtime_error(weights_path + " does not match " + cfg_path +
+                               "'s model: " + msg.substr(0, msg.find('\n')));
+    }
+    model->to(device);
+    model->eval();
+    r.normalizers = load_normalizers(cfg, o.run_dir, weights_file, weights_path, in_norm, out_norm);
   }
-  check_normalizer_grid(in_norm, "input", grid, o.input);
-  check_normalizer_grid(out_norm, "output", grid, o.input);
-  r.n_samples = n;
-  r.grid.assign(grid.begin(), grid.end());
 
-  // The plan and the one forward path: OffloadedStep::forward (the one the
-  // trainer's evaluation takes) for whole-grid micro-batches, the tiled runner
-  // for tiles.
-  const int64_t batch = std::min<int64_t>(
-      n, o.batch_size > 0
-             ? o.batch_size
-             : (cfg.data.tests.empty() ? cfg.data.batch_size : cfg.data.tests.front().batch_size));
-  const int64_t elem = c10::elementSize(compute_dtype(precision));
-  // Streamed (an HDF5 input without truth that needs tiles, or whose arrays
-  // do not fit the host budget), or the arrays whole.
-  int64_t points = 1;
-  for (const auto v : grid) points *= v;
-  const int64_t whole_host = n * points * (mo.in_channels() + (truth ? mo.out_channels() : 0)) * 4 +
-                             2 * batch * points * mo.out_channels() * 4 +
-                             (device.is_cpu() ? whole_grid_bytes(model, x_shape, batch, elem) : 0);
-  const bool host_short = o.host_memory_limit > 0 && whole_host > o.host_memory_limit;
-  std::optional<Plan> plan;
-  bool stream = reader && (o.tile_rows > 0 || host_short);
-  if (reader && !stream && device.is_cuda() && o.gpu_memory_limit > 0) {
-    // One sample's whole grid over the GPU budget: tiles, streamed.
-    stream = whole_grid_bytes(model, x_shape, 1, elem) > o.gpu_memory_limit;
-  }
-  if (!stream) {
-    if (host_short) {
-      throw std::runtime_error(
-          "--host-memory-limit " + offload::format_bytes(o.host_memory_limit) +
-          ": the input and output held whole need about " + offload::format_bytes(whole_host) +
-          (truth ? " (errors against the truth, --y-key, are computed on whole arrays)"
-                 : " (a .pt input is read whole; HDF5 inputs are streamed)"));
+  // The inputs (read whole, or opened for streaming) and the truth, checked
+  // against the model.
+  void open_inputs() {
+    // The inputs (and the truth): the loaders read x alone when y_key names x.
+    truth = !o.y_key.empty();
+    lo.x_key(o.x_key.empty() ? cfg.data.x_key : o.x_key);
+    lo.y_key(truth ? o.y_key : lo.x_key());
+    if (!truth && lo.x_key().empty()) {
+      lo.x_key(data::detect_format(o.input) == data::FileFormat::kHdf5 ? "coeff" : "x");
+      lo.y_key(lo.x_key());
+    }
+    if (o.count > 0) lo.n_samples(o.first + o.count);
+    // An HDF5 input without truth can be streamed: its shape is read first.
+    if (!truth && data::detect_format(o.input) == data::FileFormat::kHdf5) {
+      reader = std::make_unique<data::Hdf5SlabReader>(o.input, lo.x_key(), lo.x_layout());
     }
     if (reader) {
-      reader.reset();
+      x_shape = reader->shape();
+      const int64_t held = x_shape[0];
+      if (o.first >= held || (o.count > 0 && o.first + o.count > held)) {
+        throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
+                                (o.count > 0 ? std::to_string(o.count) : std::string()) +
+                                " asks past the " + std::to_string(held) + " samples it holds");
+      }
+      n = o.count > 0 ? o.count : held - o.first;
+      x_shape[0] = n;
+    } else {
       std::tie(x, y) = load_range(o, lo, truth);
+      n = x.size(0);
+      x_shape = x.sizes().vec();
     }
-    if (!plan) plan = choose_plan(model, x_shape, batch, o, device, elem);
+    const auto& mo = cfg.model;
+    n_dim = static_cast<int64_t>(mo.n_modes().size());
+    xk = lo.x_key().empty() ? "x" : lo.x_key();
+    const auto x_dim = static_cast<int64_t>(x_shape.size());
+    if (x_dim - 2 != n_dim) {
+      throw std::runtime_error(o.input + ": '" + xk + "' has " + std::to_string(x_dim - 2) +
+                               " spatial dims; the model (" + cfg_path + ") has " +
+                               std::to_string(n_dim));
+    }
+    if (x_shape[1] != mo.in_channels() || (truth && y.size(1) != mo.out_channels())) {
+      throw std::runtime_error(o.input + ": '" + xk + "' gives " + std::to_string(x_shape[1]) +
+                               " input channel(s); the model takes " +
+                               std::to_string(mo.in_channels()) + " in and gives " +
+                               std::to_string(mo.out_channels()) + " out");
+    }
+    grid_v.assign(x_shape.begin() + 2, x_shape.end());
+    const at::IntArrayRef grid(grid_v);
+    for (int64_t i = 0; i < n_dim; ++i) {
+      // n_modes counts both signs of a dim's frequencies: a smaller grid would
+      // drop some of the trained spectrum.
+      if (grid[i] < mo.n_modes()[i]) {
+        throw std::runtime_error(o.input + ": grid " + grid_text(grid) +
+                                 " is smaller than the model's n_modes (" +
+                                 grid_text(mo.n_modes()) + " modes, half of each sign)");
+      }
+    }
+    check_normalizer_grid(in_norm, "input", grid, o.input);
+    check_normalizer_grid(out_norm, "output", grid, o.input);
+    r.n_samples = n;
+    r.grid.assign(grid.begin(), grid.end());
   }
-  std::optional<detail::StreamPlan> streamed;
-  if (stream) {
-    detail::StreamRequest req;
-    req.x_shape = x_shape;
-    req.x_shape[0] = 1;
-    req.device = device;
-    req.gpu_memory_limit = o.gpu_memory_limit;
-    req.host_memory_limit = o.host_memory_limit;
-    req.tile_rows = o.tile_rows;
-    req.reader_cache = reader->cache_bytes();
-    streamed = detail::choose_stream_plan(model, req);
+
+  // The plan: whole grid in batches or micro-batches, tiles, or streamed.
+  void choose() {
+    const auto& mo = cfg.model;
+    const at::IntArrayRef grid(grid_v);
+    // The plan and the one forward path: OffloadedStep::forward (the one the
+    // trainer's evaluation takes) for whole-grid micro-batches, the tiled runner
+    // for tiles.
+    batch = std::min<int64_t>(
+        n, o.batch_size > 0 ? o.batch_size
+                            : (cfg.data.tests.empty() ? cfg.data.batch_size
+                                                      : cfg.data.tests.front().batch_size));
+    elem = c10::elementSize(compute_dtype(precision));
+    // Streamed (an HDF5 input without truth that needs tiles, or whose arrays
+    // do not fit the host budget), or the arrays whole.
+    points = 1;
+    for (const auto v : grid) points *= v;
+    const int64_t whole_host =
+        n * points * (mo.in_channels() + (truth ? mo.out_channels() : 0)) * 4 +
+        2 * batch * points * mo.out_channels() * 4 +
+        (device.is_cpu() ? whole_grid_bytes(model, x_shape, batch, elem) : 0);
+    const bool host_short = o.host_memory_limit > 0 && whole_host > o.host_memory_limit;
+    stream = reader && (o.tile_rows > 0 || host_short);
+    if (reader && !stream && device.is_cuda() && o.gpu_memory_limit > 0) {
+      // One sample's whole grid over the GPU budget: tiles, streamed.
+      stream = whole_grid_bytes(model, x_shape, 1, elem) > o.gpu_memory_limit;
+    }
+    if (!stream) {
+      if (host_short) {
+        throw std::runtime_error(
+            "--host-memory-limit " + offload::format_bytes(o.host_memory_limit) +
+            ": the input and output held whole need about " + offload::format_bytes(whole_host) +
+            (truth ? " (errors against the truth, --y-key, are computed on whole arrays)"
+                   : " (a .pt input is read whole; HDF5 inputs are streamed)"));
+      }
+      if (reader) {
+        reader.reset();
+        std::tie(x, y) = load_range(o, lo, truth);
+      }
+      if (!plan) plan = choose_plan(model, x_shape, batch, o, device, elem);
+    }
+    if (stream) {
+      detail::StreamRequest req;
+      req.x_shape = x_shape;
+      req.x_shape[0] = 1;
+      req.device = device;
+      req.gpu_memory_limit = o.gpu_memory_limit;
+      req.host_memory_limit = o.host_memory_limit;
+      req.tile_rows = o.tile_rows;
+      req.reader_cache = reader->cache_bytes();
+      streamed = detail::choose_stream_plan(model, req);
+    }
+    r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
+             " sample(s) at " + grid_text(grid) + ": " + (stream ? streamed->text : plan->text);
+    step = std::make_unique<OffloadedStep>(model, OffloadSettings{});
+    if (!stream && plan->tiled) tiled = std::make_unique<TiledRunner>(model, nullptr);
+    in_norm.to(device);
+    out_norm.to(device);
   }
-  r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
-           " sample(s) at " + grid_text(grid) + ": " + (stream ? streamed->text : plan->text);
-  OffloadedStep step(model, OffloadSettings{});
-  std::unique_ptr<TiledRunner> tiled;
-  if (!stream && plan->tiled) tiled = std::make_unique<TiledRunner>(model, nullptr);
-  in_norm.to(device);
-  out_norm.to(device);
-  auto forward = [&](const torch::Tensor& xb) {
+
+  // The forward of every sample into the output file, and the errors.
+  void run_forward() {
+    const auto& mo = cfg.model;
+    const at::IntArrayRef grid(grid_v);
+    // The output: the prediction (N, *S) for one output channel, else (N, C, *S).
+    std::vector<int64_t> pred_shape{n};
+    if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
+    pred_shape.insert(pred_shape.end(), grid.begin(), grid.end());
+    std::vector<std::pair<std::string, std::vector<int64_t>>> sets{{"pred", pred_shape}};
+    if (truth) {
+      sets.push_back({"l2", {n, 1}});
+      sets.push_back({"h1", {n, 1}});
+    }
+    // (--overwrite: the new file is made whole beside the old one, then renamed
+    // over it, since the writer itself never writes over a file)
+    replacing = o.overwrite && std::filesystem::exists(o.out);
+    written = replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
+    // No deflate past 64 MiB of output: its single thread would bound the run.
+    data::SampleWriterOptions wo;
+    wo.compress(n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
+    if (stream) {
+      // Chunks of bands of rows that the tiles' writes cover whole (at most ~1 MiB).
+      const int64_t row_bytes = points / grid[0] * mo.out_channels() * 4;
+      int64_t band = 1;
+      while (band * 2 * row_bytes <= (int64_t{1} << 20) &&
+             streamed->plan.tile_rows % (band * 2) == 0)
+        band *= 2;
+      wo.band_rows(band).band_dim(mo.out_channels() > 1 ? 2 : 1);
+    }
+    writer = std::make_unique<data::Hdf5SampleWriter>(written, sets, wo);
+    // The pinned stores' copy engine, and the GPU's peak memory over the forward.
+    // (pinned stores: two tiles in flight to the host at most, as the plan counts)
+    auto oo = offload::OffloadOptions().host_memory_limit(o.host_memory_limit);
+    if (stream) {
+      std::vector<int64_t> one = x_shape;
+      one[0] = 1;
+      const int64_t tile = tiled_sizes(model, one).tile_hidden(streamed->plan.tile_rows);
+      oo.max_inflight_bytes(std::max<int64_t>(2 * tile, int64_t{16} << 20));
+    }
+    offload::Offloader offloader(oo);
+    offloader.begin_step();
+    if (stream) {
+      detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm, out_norm,
+                               *writer, &offloader);
+    }
+    const auto l2 = relative_loss(LossName::kL2, n_dim);
+    const auto h1 = relative_loss(LossName::kH1, n_dim);
+    for (int64_t first = 0; !stream && first < n; first += plan->micro) {
+      const int64_t b = std::min(plan->micro, n - first);
+      const auto out = forward(x.narrow(0, first, b).to(device));
+      writer->write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
+      if (truth) {
+        const auto yb = y.narrow(0, first, b).to(device);
+        std::vector<torch::Tensor> e2, e1;
+        for (int64_t i = 0; i < b; ++i) {
+          e2.push_back(l2(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
+          e1.push_back(h1(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
+        }
+        const auto v2 = torch::cat(e2).cpu(), v1 = torch::cat(e1).cpu();
+        writer->write("l2", first, v2.view({b, 1}));
+        writer->write("h1", first, v1.view({b, 1}));
+        for (int64_t i = 0; i < b; ++i) {
+          r.l2.push_back(v2[i].item<double>());
+          r.h1.push_back(v1[i].item<double>());
+        }
+      }
+    }
+    r.gpu_peak_bytes = device.is_cuda() ? offloader.end_step().peak_allocated : 0;
+  }
+
+  // The output's attributes, the file renamed into place, the summary.
+  PredictResult finish() {
+    const at::IntArrayRef grid(grid_v);
+    for (const double v : r.l2) r.mean_l2 += v / static_cast<double>(n);
+    for (const double v : r.h1) r.mean_h1 += v / static_cast<double>(n);
+
+    std::vector<data::Attribute> attrs{
+        text_attr("model", o.run_dir),
+        text_attr("weights", weights_path),
+        text_attr("normalizers", r.normalizers),
+        text_attr("input", o.input),
+        text_attr("x_key", xk),
+        text_attr("y_key", o.y_key),
+        number_attr("first", static_cast<double>(o.first)),
+        number_attr("count", static_cast<double>(n)),
+        text_attr("precision", to_string(precision)),
+        text_attr("device", device.str()),
+        text_attr("plan", r.plan),
+        number_attr("gpu_peak_bytes", static_cast<double>(r.gpu_peak_bytes)),
+        number_attr("gpu_memory_limit", static_cast<double>(o.gpu_memory_limit)),
+        number_attr("host_memory_limit", static_cast<double>(o.host_memory_limit)),
+        text_attr("config", cfg.resolved_yaml)};
+    if (truth) {
+      attrs.push_back(number_attr("mean_l2", r.mean_l2));
+      attrs.push_back(number_attr("mean_h1", r.mean_h1));
+    }
+    // The summary is written (atomically) once the output is renamed into place.
+    std::string summary_text;
+    if (truth) {
+      json::Object s;
+      s.str("model", o.run_dir)
+          .str("weights", weights_path)
+          .str("input", o.input)
+          .str("output", o.out)
+          .integer("first", o.first)
+          .integer("n_samples", n)
+          .str("grid", grid_text(grid))
+          .str("precision", to_string(precision))
+          .str("plan", r.plan)
+          .num("mean_l2", r.mean_l2)
+          .num("mean_h1", r.mean_h1)
+          .raw("l2", json_array(r.l2))
+          .raw("h1", json_array(r.h1));
+      summary_text = s.text() + "\n";
+    }
+    writer->commit(attrs);
+    if (replacing && std::rename(written.c_str(), o.out.c_str()) != 0) {
+      const int err = errno;
+      std::remove(written.c_str());
+      throw std::runtime_error(o.out + ": cannot replace it: " + std::strerror(err));
+    }
+    r.out = o.out;
+    if (!truth && o.overwrite) std::remove(summary_path.c_str());  // not this output's
+    if (truth) {
+      write_file_atomic(summary_path, summary_text.data(), summary_text.size());
+      r.summary = summary_path;
+    }
+    return r;
+  }
+
+ private:
+  // The model's forward of a batch, without gradients, decoded.
+  // xb: [b, Cin, *S] -> [b, Cout, *S]
+  torch::Tensor forward(const torch::Tensor& xb) {
     torch::NoGradGuard no_grad;
     auto in = in_norm.fitted() ? in_norm.transform(xb) : xb;
-    auto out = tiled ? tiled->forward(*plan->tiled, in) : step.forward(in);
+    auto out = tiled ? tiled->forward(*plan->tiled, in) : step->forward(in);
     out = out.to(torch::kFloat);
     return out_norm.fitted() ? out_norm.inverse_transform(out) : out;
-  };
+  }
 
-  // The output: the prediction (N, *S) for one output channel, else (N, C, *S).
-  std::vector<int64_t> pred_shape{n};
-  if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
-  pred_shape.insert(pred_shape.end(), grid.begin(), grid.end());
-  std::vector<std::pair<std::string, std::vector<int64_t>>> sets{{"pred", pred_shape}};
-  if (truth) {
-    sets.push_back({"l2", {n, 1}});
-    sets.push_back({"h1", {n, 1}});
-  }
-  // (--overwrite: the new file is made whole beside the old one, then renamed
-  // over it, since the writer itself never writes over a file)
-  const bool replacing = o.overwrite && std::filesystem::exists(o.out);
-  const std::string written =
-      replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
-  // No deflate past 64 MiB of output: its single thread would bound the run.
-  data::SampleWriterOptions wo;
-  wo.compress(n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
-  if (stream) {
-    // Chunks of bands of rows that the tiles' writes cover whole (at most ~1 MiB).
-    const int64_t row_bytes = points / grid[0] * mo.out_channels() * 4;
-    int64_t band = 1;
-    while (band * 2 * row_bytes <= (int64_t{1} << 20) && streamed->plan.tile_rows % (band * 2) == 0)
-      band *= 2;
-    wo.band_rows(band).band_dim(mo.out_channels() > 1 ? 2 : 1);
-  }
-  data::Hdf5SampleWriter writer(written, sets, wo);
-  // The pinned stores' copy engine, and the GPU's peak memory over the forward.
-  // (pinned stores: two tiles in flight to the host at most, as the plan counts)
-  auto oo = offload::OffloadOptions().host_memory_limit(o.host_memory_limit);
-  if (stream) {
-    std::vector<int64_t> one = x_shape;
-    one[0] = 1;
-    const int64_t tile = tiled_sizes(model, one).tile_hidden(streamed->plan.tile_rows);
-    oo.max_inflight_bytes(std::max<int64_t>(2 * tile, int64_t{16} << 20));
-  }
-  offload::Offloader offloader(oo);
-  offloader.begin_step();
-  if (stream) {
-    detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm, out_norm,
-                             writer, &offloader);
-  }
-  const auto l2 = relative_loss(LossName::kL2, n_dim);
-  const auto h1 = relative_loss(LossName::kH1, n_dim);
-  for (int64_t first = 0; !stream && first < n; first += plan->micro) {
-    const int64_t b = std::min(plan->micro, n - first);
-    const auto out = forward(x.narrow(0, first, b).to(device));
-    writer.write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
-    if (truth) {
-      const auto yb = y.narrow(0, first, b).to(device);
-      std::vector<torch::Tensor> e2, e1;
-      for (int64_t i = 0; i < b; ++i) {
-        e2.push_back(l2(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
-        e1.push_back(h1(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
-      }
-      const auto v2 = torch::cat(e2).cpu(), v1 = torch::cat(e1).cpu();
-      writer.write("l2", first, v2.view({b, 1}));
-      writer.write("h1", first, v1.view({b, 1}));
-      for (int64_t i = 0; i < b; ++i) {
-        r.l2.push_back(v2[i].item<double>());
-        r.h1.push_back(v1[i].item<double>());
-      }
-    }
-  }
-  r.gpu_peak_bytes = device.is_cuda() ? offloader.end_step().peak_allocated : 0;
-  for (const double v : r.l2) r.mean_l2 += v / static_cast<double>(n);
-  for (const double v : r.h1) r.mean_h1 += v / static_cast<double>(n);
+  const PredictOptions& o;
+  const std::string summary_path;
+  PredictResult r;
+  // load_model
+  bool state_dict_model = false;
+  std::string cfg_path, weights_path;
+  RunConfig cfg;
+  Precision precision = Precision::kFP32;
+  torch::Device device{torch::kCPU};
+  std::optional<MatmulPrecisionGuard> matmul;
+  FNO model{nullptr};
+  data::UnitGaussianNormalizer in_norm, out_norm;
+  // open_inputs
+  bool truth = false;
+  data::LoadOptions lo;
+  std::unique_ptr<data::Hdf5SlabReader> reader;
+  torch::Tensor x, y;
+  std::vector<int64_t> x_shape;  // [n, Cin, *S]
+  std::vector<int64_t> grid_v;   // S
+  int64_t n = 0, n_dim = 0;
+  std::string xk;
+  // choose
+  int64_t batch = 0, elem = 0, points = 1;
+  bool stream = false;
+  std::optional<Plan> plan;
+  std::optional<detail::StreamPlan> streamed;
+  std::unique_ptr<OffloadedStep> step;
+  std::unique_ptr<TiledRunner> tiled;
+  // run_forward
+  bool replacing = false;
+  std::string written;
+  std::unique_ptr<data::Hdf5SampleWriter> writer;
+};
 
-  std::vector<data::Attribute> attrs{
-      text_attr("model", o.run_dir),
-      text_attr("weights", weights_path),
-      text_attr("normalizers", r.normalizers),
-      text_attr("input", o.input),
-      text_attr("x_key", xk),
-      text_attr("y_key", o.y_key),
-      number_attr("first", static_cast<double>(o.first)),
-      number_attr("count", static_cast<double>(n)),
-      text_attr("precision", to_string(precision)),
-      text_attr("device", device.str()),
-      text_attr("plan", r.plan),
-      number_attr("gpu_peak_bytes", static_cast<double>(r.gpu_peak_bytes)),
-      number_attr("gpu_memory_limit", static_cast<double>(o.gpu_memory_limit)),
-      number_attr("host_memory_limit", static_cast<double>(o.host_memory_limit)),
-      text_attr("config", cfg.resolved_yaml)};
-  if (truth) {
-    attrs.push_back(number_attr("mean_l2", r.mean_l2));
-    attrs.push_back(number_attr("mean_h1", r.mean_h1));
-  }
-  // The summary is written (atomically) once the output is renamed into place.
-  std::string summary_text;
-  if (truth) {
-    json::Object s;
-    s.str("model", o.run_dir)
-        .str("weights", weights_path)
-        .str("input", o.input)
-        .str("output", o.out)
-        .integer("first", o.first)
-        .integer("n_samples", n)
-        .str("grid", grid_text(grid))
-        .str("precision", to_string(precision))
-        .str("plan", r.plan)
-        .num("mean_l2", r.mean_l2)
-        .num("mean_h1", r.mean_h1)
-        .raw("l2", json_array(r.l2))
-        .raw("h1", json_array(r.h1));
-    summary_text = s.text() + "\n";
-  }
-  writer.commit(attrs);
-  if (replacing && std::rename(written.c_str(), o.out.c_str()) != 0) {
-    const int err = errno;
-    std::remove(written.c_str());
-    throw std::runtime_error(o.out + ": cannot replace it: " + std::strerror(err));
-  }
-  r.out = o.out;
-  if (!truth && o.overwrite) std::remove(summary_path.c_str());  // not this output's
-  if (truth) {
-    write_file_atomic(summary_path, summary_text.data(), summary_text.size());
-    r.summary = summary_path;
-  }
-  return r;
+}  // namespace
+
+PredictResult predict(const PredictOptions& o) {
+  PredictRun run(o);
+  run.check_request();
+  run.load_model();
+  run.open_inputs();
+  run.choose();
+  run.run_forward();
+  return run.finish();
 }
 
 }  // namespace fno

@@ -1,4 +1,5 @@
-// Internal to predict(): prediction streamed tile by tile, for grids whose
+// Internal to predict(): its plans (held in memory: whole grid, micro-batches or
+// tiles; streamed), and prediction streamed tile by tile, for grids whose
 // input or output does not fit the host budget or whose forward does not fit
 // the GPU whole. The input's rows come from an HDF5 hyperslab reader per tile,
 // the output's go to a chunked HDF5 dataset per tile; the forward is the tiled
@@ -9,16 +10,36 @@
 #include <fno/tiled.h>
 #include <fno_data/darcy.h>
 #include <fno_data/hdf5_slab.h>
+#include <fno_engine/tiled_plan.h>
 #include <fno_offload/offload.h>
+#include <fno_train/predict.h>
 
 #include <torch/types.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace fno::detail {
+
+/// The forward's plan of a prediction held in memory: whole grid in
+/// micro-batches of `micro` samples, or tiles.
+struct Plan {
+  int64_t micro = 1;
+  std::optional<TiledChoice> tiled;
+  std::string text;
+};
+
+/// Estimated GPU bytes of a whole-grid forward without gradients for `b`
+/// samples of x_shape, in elements of `elem` bytes.
+int64_t whole_grid_bytes(FNO model, at::IntArrayRef x_shape, int64_t b, int64_t elem);
+
+/// The plan for `batch` samples of x_shape on `device` within o's GPU limit
+/// (tiles when one sample's whole grid is over it; refused below the floor).
+Plan choose_plan(FNO model, at::IntArrayRef x_shape, int64_t batch, const PredictOptions& o,
+                 const torch::Device& device, int64_t elem);
 
 /// Where a streamed prediction keeps what, and what it is estimated to need.
 struct StreamPlan {
