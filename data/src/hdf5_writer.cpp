@@ -55,6 +55,13 @@ struct Hdf5SampleWriter::Impl {
   std::map<std::string, Dataset> datasets;
   bool done = false;  // committed, or failed past repair
 
+  // The dims of dataset `name`, for a write before the commit.
+  const std::vector<hsize_t>& dims_for_write(const std::string& name) const {
+    if (done) ctx.fail("write after commit");
+    const auto it = datasets.find(name);
+    if (it == datasets.end()) ctx.fail("no dataset " + single_quoted(name) + " to write");
+    return it->second.dims;
+  }
   /// Writes `data` into the hyperslab start/count of dataset `name` (checked).
   void write_block(const std::string& name, const std::vector<hsize_t>& start,
                    const std::vector<hsize_t>& count, const torch::Tensor& data);
@@ -142,10 +149,7 @@ const std::string& Hdf5SampleWriter::path() const { return impl_->ctx.path; }
 void Hdf5SampleWriter::write(const std::string& name, int64_t first, const torch::Tensor& data) {
   Impl& m = *impl_;
   const Context& ctx = m.ctx;
-  if (m.done) ctx.fail("write after commit");
-  const auto it = m.datasets.find(name);
-  if (it == m.datasets.end()) ctx.fail("no dataset " + single_quoted(name) + " to write");
-  const std::vector<hsize_t>& dims = it->second.dims;
+  const std::vector<hsize_t>& dims = m.dims_for_write(name);
   const std::string what = "dataset " + single_quoted(name);
   if (!data.defined() || data.dim() != static_cast<int64_t>(dims.size()) ||
       !data.is_floating_point()) {
@@ -172,10 +176,7 @@ void Hdf5SampleWriter::write_rows(const std::string& name, int64_t first, int64_
                                   const torch::Tensor& data) {
   Impl& m = *impl_;
   const Context& ctx = m.ctx;
-  if (m.done) ctx.fail("write after commit");
-  const auto it = m.datasets.find(name);
-  if (it == m.datasets.end()) ctx.fail("no dataset " + single_quoted(name) + " to write");
-  const std::vector<hsize_t>& dims = it->second.dims;
+  const std::vector<hsize_t>& dims = m.dims_for_write(name);
   const std::string what = "dataset " + single_quoted(name);
   const auto rank = static_cast<int64_t>(dims.size());
   if (dim < 1 || dim >= rank) {

@@ -243,11 +243,11 @@ struct OffloadedStep::Impl {
 
   // One step under `plan` (gradients discarded): host ms and peak bytes. A
   // step that had to grow the pinned pool (cudaHostAlloc: ~0.6 s/GiB) runs again.
-  std::pair<double, int64_t> trial(const offload::Plan& trial_plan, const StepBatch& b) {
+  std::pair<double, int64_t> measured_step(const StepBatch& b, const std::function<void()>& step) {
     for (int attempt = 0;; ++attempt) {
       offloader->begin_step();
       const auto t0 = std::chrono::steady_clock::now();
-      run(trial_plan, b);
+      step();
       if (b.x.is_cuda()) torch::cuda::synchronize();
       const double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -258,22 +258,12 @@ struct OffloadedStep::Impl {
       if (!grew || attempt > 0) return {ms, st.peak_allocated};
     }
   }
-
-  // One step of a tiled plan, as trial() does for the whole-grid ones.
+  // A whole-grid plan's trial, and a tiled plan's.
+  std::pair<double, int64_t> trial(const offload::Plan& trial_plan, const StepBatch& b) {
+    return measured_step(b, [&] { run(trial_plan, b); });
+  }
   std::pair<double, int64_t> trial_tiled(const TiledChoice& choice, const StepBatch& b) {
-    for (int attempt = 0;; ++attempt) {
-      offloader->begin_step();
-      const auto t0 = std::chrono::steady_clock::now();
-      tiled_runner().step(choice, b.x, b.y, b.loss2, b.mean);
-      if (b.x.is_cuda()) torch::cuda::synchronize();
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      const auto st = offloader->end_step();
-      for (auto& p : model->parameters()) p.mutable_grad() = at::Tensor();
-      const bool grew = st.host_pinned_bytes > pinned_seen;
-      pinned_seen = std::max(pinned_seen, st.host_pinned_bytes);
-      if (!grew || attempt > 0) return {ms, st.peak_allocated};
-    }
+    return measured_step(b, [&] { tiled_runner().step(choice, b.x, b.y, b.loss2, b.mean); });
   }
   template <typename C>
   std::pair<double, int64_t> trial(const C& c, const StepBatch& b) {
