@@ -96,22 +96,29 @@ for r in "${rows[@]}"; do
         --one-gpu-baseline 0
       ;;
     largest)
+      # "Trains": 10 steps on 4 GPUs (1 warm-up, 9 timed) with a finite loss
+      # that decreases; 2 timed steps on one GPU (several seconds each).
+      steps=9
       run largest32k_4 4 --resolutions 32768 --batches 1 --precision bf16 --domain-parallel 4 \
-        --one-gpu-baseline 0 --steps 2
-      run largest32k_1 1 --resolutions 32768 --batches 1 --precision bf16 --policies auto --steps 2
+        --one-gpu-baseline 0
+      steps=2
+      run largest32k_1 1 --resolutions 32768 --batches 1 --precision bf16 --policies auto
+      steps=${STEPS:-3}
       ;;
     3d)
       run 3d512_1 1 --config "$root/configs/poisson3d.yaml" --resolutions 512 --batches 1 \
         --precision fp32 --policies auto
+      steps=9  # "trains": 10 steps (1 warm-up), the loss of each reported
       run 3d512_4 4 --config "$root/configs/poisson3d.yaml" --resolutions 512 --batches 1 \
         --precision fp32 --domain-parallel 4 --one-gpu-baseline 0
+      steps=${STEPS:-3}
       ;;
   esac
 done
 
 # The summary: step times against the one-GPU rows of the same call.
 "$python" - "$out" << 'EOF'
-import json, os, sys
+import json, math, os, sys
 out = sys.argv[1]
 def row(name):
     try:
@@ -137,6 +144,12 @@ def describe(name):
         s += " (ranks %s ms; each rank sends %.0f KB a step for its band, spectra %.0f KB, gradients %.0f KB)" % (
             "/".join("%.1f" % x for x in r["rank_ms"]), r["domain_bytes_sent"] / 1e3,
             r["spectra_bytes"] / 1e3, r["gradient_bytes_sent"] / 1e3)
+    loss = r.get("losses") or []
+    if len(loss) > 1:
+        s += "; loss over %d steps %.4g -> %.4g (%s)" % (
+            len(loss), loss[0], loss[-1],
+            "finite, decreasing" if all(map(math.isfinite, loss)) and loss[-1] < loss[0]
+            else "NOT finite and decreasing")
     return s
 for base, others in [("strong8k_1", ["strong8k_2", "strong8k_4"]), ("strong16k_1", ["strong16k_4"]),
                      ("3d512_1", ["3d512_4"])]:

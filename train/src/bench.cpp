@@ -593,6 +593,8 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"cuda_graphs\": " << (r.cuda_graphs ? "true" : "false")
       << ", \"domain_parallel\": " << r.domain_parallel << ", \"rank_ms\": [";
     for (size_t k = 0; k < r.rank_ms.size(); ++k) j << (k ? ", " : "") << r.rank_ms[k];
+    j << "], \"losses\": [";
+    for (size_t k = 0; k < r.losses.size(); ++k) j << (k ? ", " : "") << r.losses[k];
     j << "], \"one_gpu_status\": \"" << json::escape(r.one_gpu_status)
       << "\", \"speedup\": " << r.speedup
       << ", \"domain_payload_bytes\": " << r.domain_payload_bytes

@@ -4,9 +4,9 @@
 #include <fno/losses.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
-#include <fno_train/domain.h>
 #include <fno_engine/offload_step.h>
 #include <fno_engine/tiled_plan.h>
+#include <fno_train/domain.h>
 #include <fno_train/train_step.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -211,10 +211,11 @@ struct DomainRunner {
     const auto loss_fn = [&](const at::Tensor& out, const at::Tensor& yy) {
       return band_rel_loss(loss, band, out, yy);
     };
+    std::vector<at::Tensor> losses;  // read once the timed steps are done
     const auto step = [&] {
       for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
       offloader->begin_step();
-      runner.step(choice, x, y, loss_fn, /*mean=*/false);
+      losses.push_back(runner.step(choice, x, y, loss_fn, /*mean=*/false).detach());
       offloader->end_step();
       sync->pack();
       sync->reduce();
@@ -227,6 +228,7 @@ struct DomainRunner {
     *traffic = BandTraffic{};
     std::vector<double> ms;
     for (int64_t i = 0; i < o.steps; ++i) ms.push_back(timed(step));
+    for (const auto& l : losses) row.losses.push_back(l.item<double>());
     finish(row, median(ms), full);
   }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -472,9 +473,14 @@ class PredictRun {
     }
     offload::Offloader offloader(oo);
     offloader.begin_step();
+    const auto t0 = std::chrono::steady_clock::now();
     if (stream) {
-      detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm, out_norm,
-                               *writer, &offloader);
+      const auto t = detail::predict_streamed(model, *streamed, *reader, o.first, n, device,
+                                              in_norm, out_norm, *writer, &offloader);
+      r.read_s = t.read_s;
+      r.write_s = t.write_s;
+      r.read_wait_s = t.read_wait_s;
+      r.write_wait_s = t.write_wait_s;
     }
     const auto l2 = relative_loss(LossName::kL2, n_dim);
     const auto h1 = relative_loss(LossName::kH1, n_dim);
@@ -498,6 +504,8 @@ class PredictRun {
         }
       }
     }
+    if (device.is_cuda()) torch::cuda::synchronize();
+    r.forward_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.gpu_peak_bytes = device.is_cuda() ? offloader.end_step().peak_allocated : 0;
   }
 
@@ -520,6 +528,7 @@ class PredictRun {
         text_attr("device", device.str()),
         text_attr("plan", r.plan),
         number_attr("gpu_peak_bytes", static_cast<double>(r.gpu_peak_bytes)),
+        number_attr("forward_wall_seconds", r.forward_wall_s),
         number_attr("gpu_memory_limit", static_cast<double>(o.gpu_memory_limit)),
         number_attr("host_memory_limit", static_cast<double>(o.host_memory_limit)),
         text_attr("config", cfg.resolved_yaml)};
@@ -540,6 +549,11 @@ class PredictRun {
           .str("grid", grid_text(grid))
           .str("precision", to_string(precision))
           .str("plan", r.plan)
+          .num("forward_wall_seconds", r.forward_wall_s)
+          .num("read_seconds", r.read_s)
+          .num("read_wait_seconds", r.read_wait_s)
+          .num("write_seconds", r.write_s)
+          .num("write_wait_seconds", r.write_wait_s)
           .num("mean_l2", r.mean_l2)
           .num("mean_h1", r.mean_h1)
           .raw("l2", json_array(r.l2))

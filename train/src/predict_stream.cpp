@@ -1,5 +1,7 @@
 #include "predict_stream.h"
 
+#include "stream_io.h"
+
 #include <fno_engine/tiled_plan.h>
 #include <fno_offload/planner.h>
 
@@ -155,49 +157,57 @@ std::unique_ptr<TiledStep> plan_step(FNO model, const TiledPlan& plan,
   return std::make_unique<TiledStep>(std::move(model), plan, host);
 }
 
-void predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5SlabReader& reader,
-                      int64_t first, int64_t n, const torch::Device& device,
-                      const data::UnitGaussianNormalizer& in_norm,
-                      const data::UnitGaussianNormalizer& out_norm, data::Hdf5SampleWriter& writer,
-                      offload::Offloader* offloader) {
+StreamTimes predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5SlabReader& reader,
+                             int64_t first, int64_t n, const torch::Device& device,
+                             const data::UnitGaussianNormalizer& in_norm,
+                             const data::UnitGaussianNormalizer& out_norm,
+                             data::Hdf5SampleWriter& writer, offload::Offloader* offloader) {
   torch::NoGradGuard no_grad;
   const bool channels = model->options.out_channels() > 1;
   // One step for all samples: its host stores keep their pinned memory.
   const auto step = plan_step(model, plan.plan, offloader);
+  StreamTimes times;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = first + i;
     TileSource x;
     x.shape = reader.shape();
     x.shape[0] = 1;
     x.options = torch::TensorOptions().device(device).dtype(torch::kFloat);
-    // The input kept (plan.keep_input): [1, Cin, *S] on the host, filled by the first sweep.
+    // The input kept (plan.keep_input): [1, Cin, *S] on the host, filled by
+    // the first sweep. Only the I/O thread touches it.
     torch::Tensor kept;
     int64_t kept_rows = 0;
     if (plan.keep_input) kept = torch::empty(x.shape, torch::kFloat);
-    x.rows = [&](int64_t r0, int64_t rows) {
-      torch::Tensor tile;
-      if (kept.defined() && r0 + rows <= kept_rows) {
-        tile = kept.narrow(2, r0, rows);
-      } else {
-        tile = reader.read(s, s + 1, r0, r0 + rows);
-        if (kept.defined() && r0 == kept_rows) {
-          kept.narrow(2, r0, rows).copy_(tile);
-          kept_rows = r0 + rows;
-        }
+    auto read = [&, s](int64_t r0, int64_t rows) {
+      if (kept.defined() && r0 + rows <= kept_rows) return kept.narrow(2, r0, rows);
+      auto tile = reader.read(s, s + 1, r0, r0 + rows);
+      if (kept.defined() && r0 == kept_rows) {
+        kept.narrow(2, r0, rows).copy_(tile);
+        kept_rows = r0 + rows;
       }
-      return normalize_rows(in_norm, tile.to(device), r0, /*inverse=*/false);
+      return tile;
+    };
+    // tile: [1, Cout, rows, *S'] decoded, on the host -> the file's rows [r0, r0 + rows)
+    auto write = [&, s](int64_t r0, const at::Tensor& tile) {
+      if (channels) {
+        writer.write_rows("pred", s - first, 2, r0, tile);
+      } else {
+        writer.write_rows("pred", s - first, 1, r0, tile.squeeze(1));
+      }
+    };
+    StreamIo io(read, write, x.shape[2], device.is_cuda());
+    x.rows = [&](int64_t r0, int64_t rows) {
+      const auto tile = io.rows(r0, rows).to(device, /*non_blocking=*/true);
+      return normalize_rows(in_norm, tile, r0, /*inverse=*/false);
     };
     TileSink out = [&](int64_t r0, const at::Tensor& tile) {
-      // tile: [1, Cout, rows, *S'] -> the file's rows [r0, r0 + rows)
-      const auto decoded = normalize_rows(out_norm, tile.to(torch::kFloat), r0, /*inverse=*/true);
-      if (channels) {
-        writer.write_rows("pred", s - first, 2, r0, decoded);
-      } else {
-        writer.write_rows("pred", s - first, 1, r0, decoded.squeeze(1));
-      }
+      io.put(r0, normalize_rows(out_norm, tile.to(torch::kFloat), r0, /*inverse=*/true));
     };
     step->forward(x, out);
+    io.finish();
+    times += io.times();
   }
+  return times;
 }
 
 torch::Tensor normalize_rows(const data::UnitGaussianNormalizer& norm, const torch::Tensor& x,

@@ -14,6 +14,8 @@
 #include <fno_offload/offload.h>
 #include <fno_train/predict.h>
 
+#include "stream_io.h"
+
 #include <torch/types.h>
 
 #include <cstdint>
@@ -77,11 +79,14 @@ std::unique_ptr<TiledStep> plan_step(FNO model, const TiledPlan& plan,
 /// "pred" of `writer` ((N, *S), or (N, C, *S) for several output channels),
 /// one sample at a time under `plan`: the input normalized per tile, the
 /// output decoded per tile and written as a band of rows.
-void predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5SlabReader& reader,
-                      int64_t first, int64_t n, const torch::Device& device,
-                      const data::UnitGaussianNormalizer& in_norm,
-                      const data::UnitGaussianNormalizer& out_norm, data::Hdf5SampleWriter& writer,
-                      offload::Offloader* offloader);
+/// The input's reads and the output's writes run on one I/O thread beside the
+/// forward (stream_io.h); returns their seconds.
+StreamTimes predict_streamed(FNO model, const StreamPlan& plan,
+                             const data::Hdf5SlabReader& reader, int64_t first, int64_t n,
+                             const torch::Device& device,
+                             const data::UnitGaussianNormalizer& in_norm,
+                             const data::UnitGaussianNormalizer& out_norm,
+                             data::Hdf5SampleWriter& writer, offload::Offloader* offloader);
 
 /// Rows [r0, r0 + rows) of a normalizer applied to a tile (a pointwise one's
 /// statistics cut to the tile's rows). `inverse`: decode.

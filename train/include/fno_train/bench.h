@@ -122,6 +122,10 @@ struct BenchRow {
   double speedup = 0;
   int64_t domain_payload_bytes = 0, spectra_bytes = 0, domain_bytes_sent = 0;
   int64_t gradient_bytes_sent = 0;
+  // --domain-parallel: the loss of every step, warm-up steps first (the
+  // optimizer steps after each, on the same batch: a finite loss that
+  // decreases shows the ranks train).
+  std::vector<double> losses;
 };
 
 /// A row's grid as text: "256^2", "256^3", or "256^2 x 40" with a time length.

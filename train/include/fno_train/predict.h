@@ -95,6 +95,13 @@ struct PredictResult {
   std::string out, summary;  // the files written (summary "" without truth)
   /// The GPU's peak allocated bytes over the forward (0 on the CPU).
   int64_t gpu_peak_bytes = 0;
+  /// Wall seconds of the forward over every sample (the file's reads and writes
+  /// of a streamed prediction included).
+  double forward_wall_s = 0;
+  /// A streamed prediction's file work, which runs on its own thread beside
+  /// the forward: seconds reading the input and writing the output, and the
+  /// seconds the forward waited for them (what did not overlap).
+  double read_s = 0, write_s = 0, read_wait_s = 0, write_wait_s = 0;
 };
 
 /// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".
