@@ -95,6 +95,10 @@ struct PredictResult {
   std::string out, summary;  // the files written (summary "" without truth)
   /// The GPU's peak allocated bytes over the forward (0 on the CPU).
   int64_t gpu_peak_bytes = 0;
+  /// Each batch's forward seconds (normalize, model, decode; the input already on
+  /// the device, the device synchronized before and after), in order; empty when
+  /// streamed. The first batch's includes the FFT plans' set-up.
+  std::vector<double> forward_seconds;
 };
 
 /// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".
