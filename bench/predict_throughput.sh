@@ -35,7 +35,7 @@
 # neuraloperator, tensorly and tensorly-torch come from the wheels in .whl/ when it exists.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 build=${FNO_BUILD_DIR:-/tmp/fno-throughput-build}
 out=${OUT:-/tmp/fno-throughput-out}
 scratch=${SCRATCH:-/tmp/fno-throughput-scratch}

@@ -3,9 +3,11 @@
 #   train  fno_datagen Darcy data at TRAIN_GRID^2 (N_TRAIN + 32 samples) and a fno_train run of
 #          configs/darcy.yaml's model on it (EPOCHS epochs, cosine over them), or MODEL_RUN=DIR;
 #   data   a few Darcy test samples, solved, at each of GRIDS (fno_datagen, seed 7);
-#   predict fno_predict of the model on each grid's samples with the truth (--y-key sol), fp32,
-#          batch 1: the whole grid (no limit) and, on a GPU, under --gpu-memory-limit LIMIT;
-#          the training grid's own test set first. Per sample: relative L2 and H1; per row:
+#   predict fno_predict of the model on each grid's samples, fp32, batch 1: the whole grid
+#          (no limit) with the truth (--y-key sol), and, on a GPU, under --gpu-memory-limit
+#          LIMIT without it (streamed in tiles where the whole grid does not fit; its output
+#          against the whole grid's: max relative L2); the training grid's own test set
+#          first. Per sample: relative L2 and H1; per row:
 #          the process's wall time (start to the renamed output), the host's peak (max RSS),
 #          the GPU's peak (fno_predict's gpu_peak_bytes), each batch's forward seconds, the
 #          plan line. A snapshot of the first sample per grid (input, truth, prediction, error:
@@ -39,10 +41,10 @@
 # N_TEST ("512:8 1024:8 2048:4 4096:4 8192:2": samples per grid; 4 for a grid not named),
 # LIMIT (2GiB; the budget row's --gpu-memory-limit, "" for none), SNAP (256), DEVICE (default
 # cuda; cpu with a small TRAIN_GRID and GRIDS tries the script anywhere, without the budget row
-# unless LIMIT is set).
+# unless LIMIT is set), TILE_ROWS (the budget row's --tile-rows: streamed tiles on the CPU too).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+cd "$root" || exit 1
 build=${FNO_BUILD_DIR:-/tmp/fno-zeroshot-build}
 out=${OUT:-/tmp/fno-zeroshot-out}
 scratch=${SCRATCH:-/tmp/fno-zeroshot-scratch}
@@ -153,21 +155,24 @@ if [[ "$steps" == *" data "* ]]; then
   done
 fi
 
-# One prediction row: GRID INPUT BUDGET ("none" or a --gpu-memory-limit) [SNAPSHOT=1].
+# One prediction row: GRID INPUT BUDGET. BUDGET "none": the whole grid with the truth
+# (--y-key sol: the errors), a snapshot of the first sample, the output kept for the next row;
+# else fno_predict under --gpu-memory-limit BUDGET without the truth (streamed in tiles when the
+# whole grid does not fit), its output compared with the whole grid's (max relative L2).
 predict_row() {
-  local g=$1 input=$2 budget=$3 snap=${4:-0} wall rss rc
+  local g=$1 input=$2 budget=$3 wall rss rc
   local pred=$scratch/pred${g}_$budget.h5 log=$logs/predict${g}_$budget
-  local args=()
+  local whole=$scratch/pred${g}_none.h5 args=(--y-key sol)
   [ "$budget" = none ] || args=(--gpu-memory-limit "$budget")
+  [ "$budget" != none ] && [ -n "${TILE_ROWS:-}" ] && args+=(--tile-rows "$TILE_ROWS")
   rm -f "$pred" "${pred%.h5}.summary.json"
-  measure "$log.m" "$bin/fno_predict" --model "$run" --input "$input" --y-key sol \
-    --out "$pred" --device "$device" --precision fp32 --batch-size 1 "${args[@]}" \
-    2> "$log.log" > "$log.out"
+  measure "$log.m" "$bin/fno_predict" --model "$run" --input "$input" --out "$pred" \
+    --device "$device" --precision fp32 --batch-size 1 "${args[@]}" 2> "$log.log" > "$log.out"
   read -r wall rss rc < "$log.m"
-  "$py" - "$g" "$budget" "$wall" "$rss" "$rc" "$log" "$pred" "$input" "$train_grid" "$snap" \
+  "$py" - "$g" "$budget" "$wall" "$rss" "$rc" "$log" "$pred" "$input" "$train_grid" "$whole" \
     "${SNAP:-256}" "$logs/snap_$g.npz" << 'PY' | tee -a "$rows"
 import json, os, re, sys
-g, budget, wall, rss, rc, log, pred, inp, tg, snap, side, npz = sys.argv[1:]
+g, budget, wall, rss, rc, log, pred, inp, tg, whole, side, npz = sys.argv[1:]
 g, rc, side = int(g), int(rc), int(side)
 text = open(log + ".log").read() + open(log + ".out").read()
 plan = re.search(r"^fno_predict: plan: (.*)$", text, re.M)
@@ -184,7 +189,18 @@ if rc == 0 and os.path.exists(summary):
     row.update({k: s[k] for k in ("n_samples", "mean_l2", "mean_h1", "l2", "h1")})
 elif rc != 0:
     row["error"] = text.strip().splitlines()[-1][:300] if text.strip() else ""
-if rc == 0 and snap == "1":
+if rc == 0 and budget != "none":
+    import h5py, numpy as np
+    with h5py.File(pred) as fb:
+        row["n_samples"] = int(fb["pred"].shape[0])
+        if os.path.exists(whole):
+            with h5py.File(whole) as fw:
+                d = 0.0
+                for i in range(row["n_samples"]):
+                    a, b = fb["pred"][i].astype(np.float64), fw["pred"][i].astype(np.float64)
+                    d = max(d, float(np.linalg.norm(a - b) / np.linalg.norm(b)))
+                row["max_rel_l2_vs_whole_grid"] = d
+if rc == 0 and budget == "none":
     import h5py, numpy as np
     k = max(1, -(-g // side))  # the stride: at most side points a side
     c0 = max(0, g // 2 - side // 2)
@@ -205,7 +221,7 @@ if rc == 0 and snap == "1":
 print(json.dumps(row))
 PY
   [ "$rc" = 0 ] || tail -2 "$log.log"
-  rm -f "$pred"
+  [ "$budget" = none ] || rm -f "$pred"
 }
 
 # 3. fno_predict at the training grid and at each grid, whole and under LIMIT.
@@ -214,8 +230,9 @@ if [[ "$steps" == *" predict "* ]]; then
     input=$scratch/test$g.h5
     [ "$g" = "$train_grid" ] && input=$train_test
     [ -f "$input" ] || { echo "predict ${g}^2: no $input (STEPS data first)"; continue; }
-    predict_row "$g" "$input" none 1
+    predict_row "$g" "$input" none
     [ -n "$limit" ] && predict_row "$g" "$input" "$limit"
+    rm -f "$scratch/pred${g}_none.h5" "$scratch/pred${g}_none.summary.json"
   done
 fi
 
