@@ -190,7 +190,11 @@ def cmd_forward(args):
               "call": "model.eval() forward under torch.no_grad()" +
                       (f", torch.autocast({args.precision})" if autocast is not None else ""),
               "precision": args.precision, "batch": args.batch, "device": name,
-              "weights": weights}
+              "weights": weights,
+              # (PyTorch's defaults unless --precision tf32: cuDNN may use TF32 in the
+              # channel MLPs' 1x1 convolutions, cuBLAS does not)
+              "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+              "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
     for r in args.resolutions:
         row = {**common, "grid": r, "dim": len(cfg["n_modes"])}
         try:

@@ -229,7 +229,7 @@ if [[ "$steps" == *" predict "* ]]; then
   for g in "$train_grid" $grids; do
     input=$scratch/test$g.h5
     [ "$g" = "$train_grid" ] && input=$train_test
-    [ -f "$input" ] || { echo "predict ${g}^2: no $input (STEPS data first)"; continue; }
+    [ -f "$input" ] || { echo "predict ${g}^2: no $input (made by STEPS train or data)"; continue; }
     predict_row "$g" "$input" none
     [ -n "$limit" ] && predict_row "$g" "$input" "$limit"
     rm -f "$scratch/pred${g}_none.h5" "$scratch/pred${g}_none.summary.json"
