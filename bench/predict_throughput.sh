@@ -17,7 +17,8 @@
 #       (start to the renamed output), host and GPU peaks, plan; and neuraloperator's forward
 #       of the same state dict (fp32, no_grad), expected to run out of memory.
 # One JSON line per row into $OUT/predict_throughput.jsonl ("row": throughput, ratio, 3d,
-# neuralop3d); logs in $OUT/predict_throughput/.
+# neuralop3d); logs in LOGS (default $OUT/predict_throughput/), packed as
+# $OUT/predict_throughput.tgz after each step.
 #
 #   bench/predict_throughput.sh             # from the repository root
 #
@@ -27,7 +28,8 @@
 # (estimate), neuraloperator's attempt ~10 s. About 3 minutes in all.
 #
 # Environment: FNO_BUILD_DIR (default /tmp/fno-throughput-build; configured here when it has no
-# build.ninja), FNO_PYTHON (python3), OUT (/tmp/fno-throughput-out), SCRATCH (the inputs and
+# build.ninja), FNO_PYTHON (python3), OUT (/tmp/fno-throughput-out), LOGS
+# (OUT/predict_throughput; outside OUT leaves OUT with the .jsonl and the .tgz), SCRATCH (the inputs and
 # outputs; /tmp/fno-throughput-scratch, removed at the end unless KEEP=1), STEPS ("2d 3d"),
 # RES (256), B (256), BATCHES (4), ROUNDS (2), GRID3 (512), MODES3 ("12 12 12"),
 # LIMIT3 (8GiB), DEVICE (default cuda; cpu with small RES, B, GRID3 and MODES3 tries the
@@ -39,7 +41,7 @@ cd "$root" || exit 1
 build=${FNO_BUILD_DIR:-/tmp/fno-throughput-build}
 out=${OUT:-/tmp/fno-throughput-out}
 scratch=${SCRATCH:-/tmp/fno-throughput-scratch}
-logs=$out/predict_throughput
+logs=${LOGS:-$out/predict_throughput}
 rows=$out/predict_throughput.jsonl
 steps=" ${STEPS:-2d 3d} "
 device=${DEVICE:-cuda}
@@ -48,7 +50,7 @@ grid3=${GRID3:-512} limit3=${LIMIT3:-8GiB}
 read -r -a modes3 <<< "${MODES3:-12 12 12}"
 py=${FNO_PYTHON:-python3}
 nop=bench/neuralop_predict.py
-mkdir -p "$logs" "$scratch"
+mkdir -p "$out" "$logs" "$scratch"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 t_call=$(date +%s)
 
@@ -74,6 +76,13 @@ cmake --build "$build" --target fno_predict > "$logs/build.log" 2>&1 ||
 echo "build: $(($(date +%s) - t0)) s"
 predict=$build/apps/fno_predict
 t_work=$(date +%s)
+
+# $OUT/predict_throughput.tgz: the logs folder as predict_throughput/, packed after each step
+# (a device machine returns only a few files from $OUT).
+pack() {
+  tar -czf "$out/predict_throughput.tgz.part" -C "$logs" --transform 's|^\.|predict_throughput|' . &&
+    mv "$out/predict_throughput.tgz.part" "$out/predict_throughput.tgz"
+}
 
 # measure FILE COMMAND...: runs COMMAND; writes "WALL_S MAX_RSS_BYTES EXIT" to FILE.
 measure() {
@@ -166,6 +175,7 @@ for ours, theirs in (("fp32", "fp32"), ("bf16", "fp16")):
                       "ours_samples_per_s": a, "neuraloperator_samples_per_s": b,
                       "ratio": round(a / b, 3) if a and b else None, "target": 3.0}))
 PY
+  pack
 fi
 
 # 2. GRID3^3, batch 1, under LIMIT3.
@@ -186,4 +196,5 @@ if [[ "$steps" == *" 3d "* ]]; then
   rm -f "$scratch/ours3d_$grid3.h5"
   theirs "3d" neuralop3d "$m3" --resolutions "$grid3" --batch 1 --batches 1 --precision fp32
 fi
-echo "rows: $rows; $(($(date +%s) - t_work)) s after the build, $(($(date +%s) - t_call)) s in all"
+pack
+echo "rows: $rows, $out/predict_throughput.tgz; $(($(date +%s) - t_work)) s after the build, $(($(date +%s) - t_call)) s in all"

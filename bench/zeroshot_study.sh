@@ -12,12 +12,13 @@
 #          the GPU's peak (fno_predict's gpu_peak_bytes), each batch's forward seconds, the
 #          plan line. A snapshot of the first sample per grid (input, truth, prediction, error:
 #          the whole field strided to at most SNAP^2 and a SNAP^2 crop at full resolution from
-#          its centre, float16) into $OUT/zeroshot/snap_<grid>.npz (about 1 MB each);
+#          its centre, float16) into LOGS/snap_<grid>.npz (about 1 MB each);
 #   neuralop  neuraloperator 2.0.0's model.eval() forward under torch.no_grad() of the same
 #          weights (the run's model.pt), batch 1, fp32, at each grid: time and peak memory, or
 #          its out-of-memory error (bench/neuralop_predict.py; wheels from .whl/ when there).
 # One JSON line per row into $OUT/zeroshot.jsonl (appended; "row": train, zeroshot,
-# neuralop), logs and the run's config.yaml/metrics.jsonl/summary.json in $OUT/zeroshot/.
+# neuralop); the logs, the snapshots and the run's config.yaml/metrics.jsonl/summary.json in
+# LOGS (default $OUT/zeroshot/), packed as $OUT/zeroshot.tgz (zeroshot/...) after each step.
 # notebooks/zeroshot_figure.py draws notebooks/figures/zero_shot.png from them.
 #
 #   bench/zeroshot_study.sh                  # from the repository root
@@ -34,7 +35,8 @@
 # (the model and the data in SCRATCH are taken again; the machine must stay the same).
 #
 # Environment: FNO_BUILD_DIR (default /tmp/fno-zeroshot-build; configured here when it has no
-# build.ninja), FNO_PYTHON (python3), OUT (/tmp/fno-zeroshot-out), SCRATCH (the data, the
+# build.ninja), FNO_PYTHON (python3), OUT (/tmp/fno-zeroshot-out), LOGS (OUT/zeroshot; outside
+# OUT leaves OUT with two files, zeroshot.jsonl and zeroshot.tgz), SCRATCH (the data, the
 # model, the predictions; /tmp/fno-zeroshot-scratch, removed at the end unless KEEP=1),
 # STEPS (default "train data predict neuralop"), MODEL_RUN, TRAIN_GRID (256), N_TRAIN (2000),
 # EPOCHS (50), GRIDS ("512 1024 2048 4096"), WITH_8192 (0; 1 adds 8192 to GRIDS),
@@ -48,7 +50,7 @@ cd "$root" || exit 1
 build=${FNO_BUILD_DIR:-/tmp/fno-zeroshot-build}
 out=${OUT:-/tmp/fno-zeroshot-out}
 scratch=${SCRATCH:-/tmp/fno-zeroshot-scratch}
-logs=$out/zeroshot
+logs=${LOGS:-$out/zeroshot}
 rows=$out/zeroshot.jsonl
 steps=" ${STEPS:-train data predict neuralop} "
 device=${DEVICE:-cuda}
@@ -59,7 +61,7 @@ n_test=" ${N_TEST:-512:8 1024:8 2048:4 4096:4 8192:2} "
 limit=${LIMIT-2GiB}
 [ "$device" = cpu ] && limit=${LIMIT:-}  # (no GPU: the limit does not apply; only if asked)
 py=${FNO_PYTHON:-python3}
-mkdir -p "$logs" "$scratch"
+mkdir -p "$out" "$logs" "$scratch"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 t_call=$(date +%s)
 
@@ -79,6 +81,13 @@ cmake --build "$build" --target fno_predict fno_train fno_datagen > "$logs/build
 echo "build: $(($(date +%s) - t0)) s"
 bin=$build/apps
 t_work=$(date +%s)
+
+# $OUT/zeroshot.tgz: the logs folder (snapshots included) as zeroshot/, packed after each
+# step (a device machine returns only a few files from $OUT).
+pack() {
+  tar -czf "$out/zeroshot.tgz.part" -C "$logs" --transform 's|^\.|zeroshot|' . &&
+    mv "$out/zeroshot.tgz.part" "$out/zeroshot.tgz"
+}
 
 # measure FILE COMMAND...: runs COMMAND; writes "WALL_S MAX_RSS_BYTES EXIT" to FILE
 # (the wall time from start to exit, the command's peak resident set).
@@ -135,6 +144,7 @@ print(json.dumps({"row": "train", "grid": int(sys.argv[2]), "n_train": int(sys.a
 PY
     tee -a "$rows"
   echo "model: trained at ${train_grid}^2 in $(($(date +%s) - t0)) s ($run)"
+  pack
 fi
 if [ -z "$run" ] && [[ "$steps" == *" predict "* || "$steps" == *" neuralop "* ]]; then
   echo "no model: STEPS has no 'train', SCRATCH has no run/model.pt and MODEL_RUN is unset"
@@ -153,6 +163,7 @@ if [[ "$steps" == *" data "* ]]; then
     echo "data ${g}^2: $n sample(s), exit $rc in $wall s"
     [ "$rc" = 0 ] || { tail -3 "$logs/datagen$g.log"; rm -f "$f"; }
   done
+  pack
 fi
 
 # One prediction row: GRID INPUT BUDGET. BUDGET "none": the whole grid with the truth
@@ -233,6 +244,7 @@ if [[ "$steps" == *" predict "* ]]; then
     predict_row "$g" "$input" none
     [ -n "$limit" ] && predict_row "$g" "$input" "$limit"
     rm -f "$scratch/pred${g}_none.h5" "$scratch/pred${g}_none.summary.json"
+    pack
   done
 fi
 
@@ -258,4 +270,5 @@ for l in sys.stdin:
     echo "neuraloperator: not importable ($(tail -1 "$logs/neuralop.log")); no .whl/?"
   fi
 fi
-echo "rows: $rows; $(($(date +%s) - t_work)) s after the build, $(($(date +%s) - t_call)) s in all"
+pack
+echo "rows: $rows, $out/zeroshot.tgz; $(($(date +%s) - t_work)) s after the build, $(($(date +%s) - t_call)) s in all"

@@ -13,8 +13,8 @@ grid predicting, zero-shot, at finer grids with fno_predict.
           field, strided), and the error in a crop of the centre at full resolution.
 
 Its inputs, as the notebooks' (notebooks/README.md), from environment variables:
-  FNO_NB_ZEROSHOT_DIRS  the study's OUT folders (zeroshot.jsonl, zeroshot/snap_*.npz),
-                        ':'-separated; rows of later folders replace earlier ones of the same
+  FNO_NB_ZEROSHOT_DIRS  the study's OUT folders (zeroshot.jsonl, zeroshot/snap_*.npz, or the
+                        snapshots still packed in zeroshot.tgz), ':'-separated; rows of later folders replace earlier ones of the same
                         grid and kind (a study split over two calls). Default: the last
                         results/*/zeroshot folder holding a zeroshot.jsonl, else nothing drawn.
   FNO_NB_FIG_DIR        where the PNG goes. Default: notebooks/figures/ for the committed
@@ -25,11 +25,13 @@ Its inputs, as the notebooks' (notebooks/README.md), from environment variables:
     FNO_NB_ZEROSHOT_DIRS=/tmp/fno-zeroshot-out .venv/bin/python notebooks/zeroshot_figure.py
 """
 import glob
+import io
 import json
 import math
 import os
 import re
 import sys
+import tarfile
 
 import matplotlib
 
@@ -68,6 +70,13 @@ def read_rows(dirs):
                 rows[(r.get("row"), r.get("impl"), r.get("grid"), r.get("budget"))] = r
         for p in glob.glob(os.path.join(d, "zeroshot", "snap_*.npz")):
             snaps[int(re.search(r"snap_(\d+)\.npz$", p).group(1))] = p
+        packed = os.path.join(d, "zeroshot.tgz")
+        if not glob.glob(os.path.join(d, "zeroshot", "snap_*.npz")) and os.path.exists(packed):
+            with tarfile.open(packed) as t:  # (the study's packed logs, not unpacked)
+                for m in t.getmembers():
+                    found = re.search(r"^zeroshot/snap_(\d+)\.npz$", m.name)
+                    if found and m.isfile():
+                        snaps[int(found.group(1))] = io.BytesIO(t.extractfile(m).read())
     return list(rows.values()), snaps
 
 
@@ -83,8 +92,15 @@ def per_sample_seconds(r):
 def device_memory_gib(dirs):
     """The GPU's memory from the study's zeroshot/gpu.txt (nvidia-smi: 'NAME, 81559 MiB')."""
     for d in dirs:
-        path = os.path.join(d, "zeroshot", "gpu.txt")
-        m = re.search(r",\s*(\d+)\s*MiB", open(path).read()) if os.path.exists(path) else None
+        path, packed = os.path.join(d, "zeroshot", "gpu.txt"), os.path.join(d, "zeroshot.tgz")
+        text = ""
+        if os.path.exists(path):
+            text = open(path).read()
+        elif os.path.exists(packed):
+            with tarfile.open(packed) as t:
+                if "zeroshot/gpu.txt" in t.getnames():
+                    text = t.extractfile("zeroshot/gpu.txt").read().decode()
+        m = re.search(r",\s*(\d+)\s*MiB", text)
         if m:
             return float(m.group(1)) / 1024
     return None
@@ -126,13 +142,14 @@ def draw_memory_time(ax_m, ax_t, rows, budgets, dev_gib):
                       series(rows, "zeroshot", "fno_predict", b), "^", f"C{2 + i}"))
     drawn.append(("neuraloperator 2.0.0, eval() under no_grad()",
                   series(rows, "neuralop", "neuraloperator"), "s", "C1"))
-    fail_y = None
+    fail_y, mem_drawn = None, False
     for label, rs, marker, color in drawn:
         ok = [r for r in rs if r.get("exit", 0) == 0 and "error" not in r]
         bad = [r for r in rs if r not in ok]
         mem = [(r["grid"], r["gpu_peak_bytes"] / GIB) for r in ok if r.get("gpu_peak_bytes")]
         if mem:
             ax_m.plot(*zip(*mem), marker=marker, color=color, label=label)
+            mem_drawn = True
         secs = []
         for r in ok:
             s = per_sample_seconds(r) if r.get("impl") == "fno_predict" else \
@@ -160,7 +177,7 @@ def draw_memory_time(ax_m, ax_t, rows, budgets, dev_gib):
                          label=f"stated budget {b}")
     if fail_y:
         ax_m.scatter([], [], marker="x", color="k", label="x: out of memory")
-    if not ax_m.lines and not ax_m.collections:
+    if not mem_drawn and not fail_y:
         ax_m.text(0.5, 0.5, "no GPU peaks (a CPU run)", transform=ax_m.transAxes, ha="center")
     ax_m.set_yscale("log")
     ax_m.set_ylabel("peak GPU memory (GiB)")
@@ -169,7 +186,7 @@ def draw_memory_time(ax_m, ax_t, rows, budgets, dev_gib):
     ax_t.set_yscale("log")
     ax_t.set_ylabel("seconds per sample")
     ax_t.set_title("time per sample, batch 1", fontsize=9)
-    ax_t.legend(fontsize=6)
+    ax_t.legend(fontsize=6, loc="best")
 
 
 def draw_snapshots(fig, gs_row, snaps):
