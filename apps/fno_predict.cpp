@@ -132,6 +132,11 @@ int main(int argc, char** argv) {
     if (r.gpu_peak_bytes > 0) {
       std::printf("gpu_peak_bytes %lld\n", static_cast<long long>(r.gpu_peak_bytes));
     }
+    if (!r.forward_seconds.empty()) {
+      std::printf("forward_seconds");
+      for (const double t : r.forward_seconds) std::printf(" %.6f", t);
+      std::printf("\n");
+    }
     std::printf("wrote %s\n", r.out.c_str());
     if (!r.summary.empty()) std::printf("wrote %s\n", r.summary.c_str());
     return fno::cli::flushed(fail);

@@ -37,6 +37,10 @@ if "$bin" --model "$run" --input "$test32" --y-key y --out "$work/p32.h5" --devi
     close "$got" "$want" 1e-5 && ok || bad "mean_$m $got differs from fno_train's 32_$m $want"
   done
   grep -q '"n_samples": 50' "$work/p32.summary.json" && ok || bad "n_samples in the summary"
+  # each batch's forward seconds (50 samples in batches of 32: two), on stdout and in the summary
+  [ "$(awk '/^forward_seconds/ {print NF - 1}' "$work/p32.log")" = 2 ] &&
+    grep -q '"forward_seconds": \[[0-9.e+-]*, [0-9.e+-]*\]' "$work/p32.summary.json" && ok ||
+    bad "forward_seconds, one per batch: $(grep forward "$work/p32.log" "$work/p32.summary.json")"
 else
   bad "fno_predict at 32x32 failed: $(cat "$work/p32.err")"
 fi

@@ -486,7 +486,13 @@ class PredictRun {
     const auto h1 = relative_loss(LossName::kH1, n_dim);
     for (int64_t first = 0; !stream && first < n; first += plan->micro) {
       const int64_t b = std::min(plan->micro, n - first);
-      const auto out = forward(x.narrow(0, first, b).to(device));
+      const auto xb = x.narrow(0, first, b).to(device);
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto out = forward(xb);
+      if (device.is_cuda()) torch::cuda::synchronize(device.index());
+      r.forward_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       writer->write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
       if (truth) {
         const auto yb = y.narrow(0, first, b).to(device);
@@ -557,7 +563,8 @@ class PredictRun {
           .num("mean_l2", r.mean_l2)
           .num("mean_h1", r.mean_h1)
           .raw("l2", json_array(r.l2))
-          .raw("h1", json_array(r.h1));
+          .raw("h1", json_array(r.h1))
+          .raw("forward_seconds", json_array(r.forward_seconds));
       summary_text = s.text() + "\n";
     }
     writer->commit(attrs);

@@ -102,6 +102,10 @@ struct PredictResult {
   /// the forward: seconds reading the input and writing the output, and the
   /// seconds the forward waited for them (what did not overlap).
   double read_s = 0, write_s = 0, read_wait_s = 0, write_wait_s = 0;
+  /// Each batch's forward seconds (normalize, model, decode; the input already on
+  /// the device, the device synchronized before and after), in order; empty when
+  /// streamed. The first batch's includes the FFT plans' set-up.
+  std::vector<double> forward_seconds;
 };
 
 /// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".
