@@ -28,8 +28,8 @@
 # 0.67 s at 2048^2 (results/h100-2026-11-22/resolution_study/data/*/datagen.log), so about
 # 3 s at 4096^2 and 13 s at 8192^2 (x4.4 per doubling), plus ~3 s to start each process;
 # fno_train of this model at 256^2 took 1.48 s an epoch of 1000 samples
-# (results/h100-2026-11-22/predictions256). Defaults: train ~20 s data + ~150 s (2000 samples,
-# 50 epochs), data ~35 s, predict ~60 s, neuralop ~20 s: about 5 min; WITH_8192=1 adds
+# (results/h100-2026-11-22/predictions256). Defaults: train ~20 s data + ~25 s (1000 samples,
+# 30 epochs: 17.8 s and 21.9 s measured on an H100, 2026-11-28), data ~35 s, predict ~60 s, neuralop ~20 s: about 5 min; WITH_8192=1 adds
 # ~45 s (2 samples of 13 s, two predictions of ~6 s, neuraloperator out of memory).
 # To split it over two calls: KEEP=1 STEPS=train, then KEEP=1 STEPS="data predict neuralop"
 # (the model and the data in SCRATCH are taken again; the machine must stay the same).
@@ -38,8 +38,8 @@
 # build.ninja), FNO_PYTHON (python3), OUT (/tmp/fno-zeroshot-out), LOGS (OUT/zeroshot; outside
 # OUT leaves OUT with two files, zeroshot.jsonl and zeroshot.tgz), SCRATCH (the data, the
 # model, the predictions; /tmp/fno-zeroshot-scratch, removed at the end unless KEEP=1),
-# STEPS (default "train data predict neuralop"), MODEL_RUN, TRAIN_GRID (256), N_TRAIN (2000),
-# EPOCHS (50), GRIDS ("512 1024 2048 4096"), WITH_8192 (0; 1 adds 8192 to GRIDS),
+# STEPS (default "train data predict neuralop"), MODEL_RUN, TRAIN_GRID (256), N_TRAIN (1000),
+# EPOCHS (30), GRIDS ("512 1024 2048 4096"), WITH_8192 (0; 1 adds 8192 to GRIDS),
 # N_TEST ("512:8 1024:8 2048:4 4096:4 8192:2": samples per grid; 4 for a grid not named),
 # LIMIT (2GiB; the budget row's --gpu-memory-limit, "" for none), SNAP (256), DEVICE (default
 # cuda; cpu with a small TRAIN_GRID and GRIDS tries the script anywhere, without the budget row
@@ -111,8 +111,8 @@ samples_of() {
 
 # 1. The model, trained at TRAIN_GRID^2.
 run=${MODEL_RUN:-}
-n_train=${N_TRAIN:-2000}
-epochs=${EPOCHS:-50}
+n_train=${N_TRAIN:-1000}
+epochs=${EPOCHS:-30}
 train_test=$scratch/darcy${train_grid}_test.h5
 [ -z "$run" ] && [ -f "$scratch/run/model.pt" ] && run=$scratch/run &&
   echo "model: $run (an earlier call's)"

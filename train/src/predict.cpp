@@ -473,7 +473,7 @@ class PredictRun {
     }
     offload::Offloader offloader(oo);
     offloader.begin_step();
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto wall0 = std::chrono::steady_clock::now();
     if (stream) {
       const auto t = detail::predict_streamed(model, *streamed, *reader, o.first, n, device,
                                               in_norm, out_norm, *writer, &offloader);
@@ -511,7 +511,8 @@ class PredictRun {
       }
     }
     if (device.is_cuda()) torch::cuda::synchronize();
-    r.forward_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.forward_wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     r.gpu_peak_bytes = device.is_cuda() ? offloader.end_step().peak_allocated : 0;
   }
 
