@@ -4,6 +4,7 @@
 #   1. two ranks on the seed config for 2 epochs give the metrics of one
 #      process with the same global batch, within 1e-5 relative (through
 #      torchrun --no-python when TORCHRUN is given, else by setting its variables);
+#      with TORCHRUN, also as two hosts (--nnodes 2, c10d rendezvous, loopback);
 #   2. a rank killed with SIGKILL makes the other exit non-zero within 60 s,
 #      naming the rank that stopped; the same when the killed rank hosts the store;
 #   3. a rank that hangs (SIGSTOP) makes the other stop after distributed.timeout_s;
@@ -84,6 +85,22 @@ fi
 if [ "$rc" -eq 0 ] && grep -q "rank 0 of 2" "$work/two.err"; then ok; else bad "two ranks exited $rc: $(tail -3 "$work/two.err")"; fi
 if metrics_close "$work/two" "$work/one" 1e-5 > "$work/compare.txt"; then ok; else bad "two ranks vs one process: $(cat "$work/compare.txt")"; fi
 grep -q '"world_size": 2' "$work/two/summary.json" && ok || bad "summary.json lacks world_size 2"
+
+# 1b. Two hosts as torchrun starts them (--nnodes 2, c10d rendezvous), here two
+#     node agents on one machine over loopback, one rank each: the metrics of 1.
+if [ -n "$torchrun" ]; then
+  for node in 0 1; do
+    "$torchrun" --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \
+      --rdzv-endpoint "127.0.0.1:$(port 10)" --rdzv-id "fno-two-hosts-$$" --no-python "$bin" \
+      --config "$seed" --out "$work/nodes" "${common[@]}" --set training.epochs=2 \
+      --set data.batch_size=16 > "$work/node$node.out" 2> "$work/node$node.err" &
+    pids[node]=$!
+  done
+  rc=0
+  for node in 0 1; do wait "${pids[node]}" || rc=$?; done
+  if [ "$rc" -eq 0 ] && cat "$work"/node?.err | grep -q "rank 0 of 2"; then ok; else bad "two node agents exited $rc: $(tail -n 3 "$work/node0.err")"; fi
+  if metrics_close "$work/nodes" "$work/one" 1e-5 > "$work/compare_nodes.txt"; then ok; else bad "two hosts vs one process: $(cat "$work/compare_nodes.txt")"; fi
+fi
 
 # 2. SIGKILL to one rank: the other exits 5 within 60 s, naming it.
 long=(--config "$seed" "${common[@]}" --set training.epochs=500 --set data.n_train=256 --set data.batch_size=8
