@@ -78,6 +78,15 @@ std::string hdf5_error_detail() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &text);
   H5Eclear2(H5E_DEFAULT);
+  // The file driver's "file write failed: time = ..., filename = ..., errno =
+  // 27, error message = 'File too large', buf = ..." -> "file write failed:
+  // File too large".
+  const std::string key = "error message = '";
+  const auto at = text.find(key), colon = text.find(": time = ");
+  const auto end = at == std::string::npos ? at : text.find('\'', at + key.size());
+  if (end != std::string::npos && colon != std::string::npos && colon < at) {
+    text = text.substr(0, colon) + ": " + text.substr(at + key.size(), end - at - key.size());
+  }
   return one_line(text);
 }
 

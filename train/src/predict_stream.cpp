@@ -159,7 +159,8 @@ void predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5SlabRea
                       int64_t first, int64_t n, const torch::Device& device,
                       const data::UnitGaussianNormalizer& in_norm,
                       const data::UnitGaussianNormalizer& out_norm, data::Hdf5SampleWriter& writer,
-                      offload::Offloader* offloader) {
+                      offload::Offloader* offloader,
+                      const std::function<void(int64_t sample)>& on_tile) {
   torch::NoGradGuard no_grad;
   const bool channels = model->options.out_channels() > 1;
   // One step for all samples: its host stores keep their pinned memory.
@@ -196,6 +197,17 @@ void predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5SlabRea
         writer.write_rows("pred", s - first, 1, r0, decoded.squeeze(1));
       }
     };
+    if (on_tile) {  // (progress: each tile read and each tile written)
+      x.rows = [rows = std::move(x.rows), &on_tile, i](int64_t r0, int64_t k) {
+        auto tile = rows(r0, k);
+        on_tile(i);
+        return tile;
+      };
+      out = [sink = std::move(out), &on_tile, i](int64_t r0, const at::Tensor& tile) {
+        sink(r0, tile);
+        on_tile(i);
+      };
+    }
     step->forward(x, out);
   }
 }
