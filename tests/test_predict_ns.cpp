@@ -152,7 +152,7 @@ TEST_CASE("predict on a Navier-Stokes run gives the evaluation's errors, per sam
   }
 }
 
-TEST_CASE("predict on a Navier-Stokes run: tiles of the rollout's steps; refusals in one line") {
+TEST_CASE("predict on a Navier-Stokes run: tiles of the rollout's steps, and refusals in one line") {
   const auto dir = out_path("predict_ns_run_tiles");
   std::filesystem::remove_all(dir);
   fno::Trainer(fno::parse_config(ns_config(true), "ns.yaml", {"training.epochs=1"}), dir).train();

@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -49,6 +51,25 @@ std::mutex& hdf5_mutex() {
   static std::mutex m;
   return m;
 }
+
+namespace {
+
+// HDF5's cleanup at exit closes the files still open, and crashes on one whose
+// close failed: its own atexit handler is replaced by one that skips the
+// cleanup once hdf5_file_left_open() was said (before the library starts).
+std::atomic<bool> g_file_left_open{false};
+[[maybe_unused]] const bool kExitCleanup = [] {
+  if (H5dont_atexit() >= 0) {
+    std::atexit([] {
+      if (!g_file_left_open.load()) H5close();
+    });
+  }
+  return true;
+}();
+
+}  // namespace
+
+void hdf5_file_left_open() { g_file_left_open.store(true); }
 
 /// One line with no control characters.
 std::string one_line(std::string s) {

@@ -70,7 +70,8 @@ struct Hdf5SampleWriter::Impl {
   /// The file's descriptor is pointed at /dev/null first: after a failed write
   /// (a full disk, EFBIG) HDF5 keeps the dirty chunks and would write them
   /// again at each close and at exit, where a failed close crashes its
-  /// cleanup; so every close succeeds, writing nothing.
+  /// cleanup; so the closes write nothing (where one still fails, the
+  /// process skips HDF5's cleanup at exit).
   void discard() {
     void* handle = nullptr;
     if (file.valid() && H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) >= 0 && handle) {
@@ -80,8 +81,11 @@ struct Hdf5SampleWriter::Impl {
         ::close(null_fd);
       }
     }
+    for (auto& [name, d] : datasets) {
+      if (d.id.close() < 0) hdf5_file_left_open();
+    }
     datasets.clear();
-    file.close();
+    if (file.close() < 0) hdf5_file_left_open();
     if (!tmp.empty()) ::unlink(tmp.c_str());
     tmp.clear();
     done = true;
