@@ -2,7 +2,8 @@
 // at any grid, and writes the predictions as HDF5 (docs/predict.md).
 //
 // Exit codes: 0 done; 2 bad command line (an --out that exists, a bad value);
-// 3 bad model, input or output file (one line naming it; no output is left).
+// 3 bad model, input or output file, or a failed read or write (one line
+// naming it; no output is left).
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
 #include <fno_train/predict.h>
@@ -10,6 +11,7 @@
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 
@@ -46,6 +48,9 @@ void parse_samples(const std::string& text, int64_t& first, int64_t& count) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write over the file-size limit (ulimit -f) fails with EFBIG, said in one
+  // line with the output's temporary file removed, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "Applies a trained FNO (a fno_train run directory) to the inputs of a data file, at\n"
       "any grid, and writes the decoded predictions to an HDF5 file (dataset 'pred';\n"
@@ -84,6 +89,14 @@ int main(int argc, char** argv) {
   app.add_option("--tile-rows", o.tile_rows,
                  "run in tiles of this many rows of the first spatial dim (default: the plan's)")
       ->transform(fno::cli::positive_integer<int64_t>());
+  app.add_option("--progress", o.progress,
+                 "auto (a bar on a terminal, plain lines when piped), bar, plain or none; short "
+                 "runs show none")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}))
+      ->default_val("auto");
+  app.add_option("--progress-every", o.progress_every, "seconds between plain progress lines")
+      ->check(CLI::NonNegativeNumber)
+      ->default_val(10);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

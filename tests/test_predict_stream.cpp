@@ -16,9 +16,12 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <sys/resource.h>
 
 #include "golden.h"
 
@@ -174,6 +177,66 @@ TEST_CASE("Hdf5SampleWriter writes bands of rows into chunks of bands") {
                          .x;
     CHECK(torch::equal(got, want));
   }
+}
+
+TEST_CASE("Hdf5SampleWriter: a write over the file-size limit fails in one line, leaving no file") {
+  // 4 MiB of noise, a sample at a time, under a 256 KiB file-size limit with
+  // SIGXFSZ ignored (as fno_predict does): the chunks HDF5's cache hands to the
+  // file fail with EFBIG partway (an uncompressed chunk), or at the commit's
+  // flush (deflated chunks, held in the cache).
+  struct FileSizeLimit {
+    rlimit old{};
+    void (*old_handler)(int) = nullptr;
+    explicit FileSizeLimit(rlim_t bytes) {
+      ::getrlimit(RLIMIT_FSIZE, &old);
+      old_handler = std::signal(SIGXFSZ, SIG_IGN);
+      rlimit lower = old;
+      lower.rlim_cur = bytes;
+      ::setrlimit(RLIMIT_FSIZE, &lower);
+    }
+    ~FileSizeLimit() {
+      ::setrlimit(RLIMIT_FSIZE, &old);
+      std::signal(SIGXFSZ, old_handler);
+    }
+  };
+  const std::string path = out_path("efbig.h5");
+  const auto dir = std::filesystem::path(path).parent_path();
+  auto leftovers = [&] {
+    int found = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      found += e.path().filename().string().find("efbig.h5") != std::string::npos;
+    }
+    return found;
+  };
+  for (const bool compress : {false, true}) {
+    CAPTURE(compress);
+    std::filesystem::remove(path);
+    std::string message;
+    int64_t written = 0;
+    {
+      FileSizeLimit limit(256 << 10);
+      try {
+        data::Hdf5SampleWriter w(path, {{"pred", {4, 512, 512}}},
+                                 data::SampleWriterOptions().compress(compress));
+        for (; written < 4; ++written) w.write("pred", written, torch::randn({1, 512, 512}));
+        w.commit();
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+    }
+    CHECK(message.find(path + ": cannot ") == 0);
+    CHECK(message.find("File too large") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    if (!compress) CHECK(written < 4);  // partway
+    CHECK(leftovers() == 0);
+  }
+  // HDF5 goes on after it: the next file is written whole.
+  {
+    data::Hdf5SampleWriter w(path, {{"pred", {1, 4, 4}}});
+    w.write("pred", 0, torch::ones({1, 4, 4}));
+    w.commit();
+  }
+  CHECK(std::filesystem::exists(path));
 }
 
 TEST_CASE("a streamed prediction equals the whole-grid forward (2D), and the in-memory tiles") {

@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -49,6 +51,25 @@ std::mutex& hdf5_mutex() {
   static std::mutex m;
   return m;
 }
+
+namespace {
+
+// HDF5's cleanup at exit closes the files still open, and crashes on one whose
+// close failed: its own atexit handler is replaced by one that skips the
+// cleanup once hdf5_file_left_open() was said (before the library starts).
+std::atomic<bool> g_file_left_open{false};
+[[maybe_unused]] const bool kExitCleanup = [] {
+  if (H5dont_atexit() >= 0) {
+    std::atexit([] {
+      if (!g_file_left_open.load()) H5close();
+    });
+  }
+  return true;
+}();
+
+}  // namespace
+
+void hdf5_file_left_open() { g_file_left_open.store(true); }
 
 /// One line with no control characters.
 std::string one_line(std::string s) {
@@ -78,6 +99,15 @@ std::string hdf5_error_detail() {
   std::string text;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &text);
   H5Eclear2(H5E_DEFAULT);
+  // The file driver's "file write failed: time = ..., filename = ..., errno =
+  // 27, error message = 'File too large', buf = ..." -> "file write failed:
+  // File too large".
+  const std::string key = "error message = '";
+  const auto at = text.find(key), colon = text.find(": time = ");
+  const auto end = at == std::string::npos ? at : text.find('\'', at + key.size());
+  if (end != std::string::npos && colon != std::string::npos && colon < at) {
+    text = text.substr(0, colon) + ": " + text.substr(at + key.size(), end - at - key.size());
+  }
   return one_line(text);
 }
 

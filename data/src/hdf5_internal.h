@@ -22,6 +22,10 @@ namespace fno::data::h5 {
 
 /// The Debian HDF5 is built without thread safety: serialize our use of it.
 std::mutex& hdf5_mutex();
+/// Says that a file's close failed (after a failed write: a full disk, EFBIG):
+/// HDF5 keeps it open, and its own cleanup at exit would crash on it, so the
+/// process then skips that cleanup (H5close) at exit.
+void hdf5_file_left_open();
 /// One line with no control characters.
 std::string one_line(std::string s);
 /// The description of the innermost error on HDF5's error stack, or "".

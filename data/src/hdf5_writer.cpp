@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <map>
@@ -66,9 +67,25 @@ struct Hdf5SampleWriter::Impl {
   void write_block(const std::string& name, const std::vector<hsize_t>& start,
                    const std::vector<hsize_t>& count, const torch::Tensor& data);
   /// Closes every handle and removes the temporary file; under the HDF5 lock.
+  /// The file's descriptor is pointed at /dev/null first: after a failed write
+  /// (a full disk, EFBIG) HDF5 keeps the dirty chunks and would write them
+  /// again at each close and at exit, where a failed close crashes its
+  /// cleanup; so the closes write nothing (where one still fails, the
+  /// process skips HDF5's cleanup at exit).
   void discard() {
+    void* handle = nullptr;
+    if (file.valid() && H5Fget_vfd_handle(file.get(), H5P_DEFAULT, &handle) >= 0 && handle) {
+      const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (null_fd >= 0) {
+        ::dup2(null_fd, *static_cast<int*>(handle));
+        ::close(null_fd);
+      }
+    }
+    for (auto& [name, d] : datasets) {
+      if (d.id.close() < 0) hdf5_file_left_open();
+    }
     datasets.clear();
-    file.close();
+    if (file.close() < 0) hdf5_file_left_open();
     if (!tmp.empty()) ::unlink(tmp.c_str());
     tmp.clear();
     done = true;
@@ -242,6 +259,9 @@ void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
   try {
+    // The chunks to the file while the datasets are open: a write that fails
+    // here (a full disk, EFBIG) leaves them whole, for discard() to close.
+    ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot write the file");
     for (auto& [name, d] : m.datasets) {
       if (d.id.close() < 0) ctx.fail_h5("cannot close dataset " + single_quoted(name));
     }

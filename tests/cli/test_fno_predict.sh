@@ -75,6 +75,58 @@ printf 'model: {n_modes: [8, 6], in_channels: 1, out_channels: 2, hidden_channel
   --input "$work/x_only.h5" --x-key pred --out "$work/nop.h5" --device cpu > /dev/null 2> "$work/nop.err" &&
   [ -f "$work/nop.h5" ] && ok || bad "a state dict with --model-config: $(cat "$work/nop.err")"
 
+# Progress: quiet for short runs; with --progress-every 0, a plain line for each
+# batch of samples (in memory) or each tile read or written (streamed) but the last.
+"$bin" --model "$run" --input "$test32" --samples 0:6 --out "$work/q.h5" --progress bar \
+  > /dev/null 2> "$work/q.err" && [ "$(wc -l < "$work/q.err")" -eq 1 ] && ok ||
+  bad "a short run showed progress: $(cat "$work/q.err")"
+"$bin" --model "$run" --input "$test16" --samples 10:5 --batch-size 2 --out "$work/prog.h5" \
+  --progress plain --progress-every 0 > /dev/null 2> "$work/prog.err" &&
+  [ "$(grep -c '^predict: sample [24]/5 ([48]0%), [0-9]* samples/s, [0-9]*s left$' "$work/prog.err")" -eq 2 ] &&
+  ok || bad "progress of samples: $(cat "$work/prog.err")"
+layers=$(sed -n 's/^  n_layers: //p' "$run/config.yaml")
+if "$bin" --model "$run" --input "$work/x_only.h5" --x-key pred --tile-rows 8 --host-memory-limit 64MiB \
+    --out "$work/prog_s.h5" --device cpu --progress plain --progress-every 0 > /dev/null 2> "$work/prog_s.err"; then
+  # 2 samples of 4 tiles: each read by the lifting's sweep (and by each block's
+  # sweep when block inputs are remade), each written once.
+  if grep -q "remade" "$work/prog_s.err"; then calls=$((2 * 4 * (layers + 2))); else calls=$((2 * 4 * 2)); fi
+  [ "$(grep -c "^predict sample [12]/2: tile [0-9]*/$calls (" "$work/prog_s.err")" -eq $((calls - 1)) ] &&
+    grep -q "^predict sample 2/2: tile $((calls - 1))/$calls (" "$work/prog_s.err" && ok ||
+    bad "progress of tiles ($calls calls, $layers layers): $(cat "$work/prog_s.err")"
+else
+  bad "streamed with progress: $(cat "$work/prog_s.err")"
+fi
+
+# A write that fails partway (over the file-size limit: EFBIG), in memory and
+# streamed, and replacing a file: one line naming the output, exit 3, no file
+# left, the replaced file as it was.
+big_fails() {  # big_fails NAME ARGS...: fno_predict under a 64 KiB file-size limit
+  local name=$1; shift
+  (ulimit -f 64; exec "$bin" --model "$run" --device cpu --progress none --out "$work/$name" "$@") \
+    > /dev/null 2> "$work/big.err"
+  local rc=$?
+  [ "$rc" -eq 3 ] && [ "$(wc -l < "$work/big.err")" -eq 1 ] && grep -q "$name" "$work/big.err" &&
+    grep -q "File too large" "$work/big.err" && ok ||
+    bad "$name over the file-size limit: exit $rc: $(cat "$work/big.err")"
+  [ -z "$(find "$work" -maxdepth 1 -name "*$name*" ! -name victim.h5)" ] && ok ||
+    bad "$name over the file-size limit left $(find "$work" -maxdepth 1 -name "*$name*")"
+}
+big_fails big.h5 --input "$test32"
+big_fails big_s.h5 --input "$work/p32.h5" --x-key pred --tile-rows 16
+cp "$work/p32.h5" "$work/victim.h5" && before=$(cksum < "$work/victim.h5")
+big_fails victim.h5 --input "$test32" --overwrite
+[ "$(cksum < "$work/victim.h5")" = "$before" ] && ok || bad "a failed --overwrite changed the file"
+
+# A read that fails partway: a chunk of the input damaged (its deflate stream),
+# read when the stream reaches it.
+cp "$work/p32.h5" "$work/damaged.h5"
+size=$(stat -c %s "$work/damaged.h5")
+head -c 4096 /dev/zero | tr '\0' 'x' |
+  dd of="$work/damaged.h5" bs=1 seek=$((size / 2)) conv=notrunc status=none
+expect 3 "damaged.h5: cannot read dataset 'pred'" -- --model "$run" --input "$work/damaged.h5" \
+  --x-key pred --tile-rows 16 --device cpu --progress none --out "$work/dmg.h5"
+[ -z "$(find "$work" -maxdepth 1 -name '*dmg*')" ] && ok || bad "a failed read left $(find "$work" -maxdepth 1 -name '*dmg*')"
+
 # An existing --out is refused (exit 2), and replaced with --overwrite.
 before=$(cksum < "$work/p32.h5")
 expect 2 "p32.h5 exists; choose another --out or pass --overwrite" -- \

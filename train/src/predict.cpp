@@ -30,6 +30,9 @@
 
 #include "dict_prefix.h"
 #include "json.h"
+#include "predict_normalizers.h"
+#include "predict_ns.h"
+#include "predict_progress.h"
 #include "predict_stream.h"
 
 #include <fno_engine/tiled_runner.h>
@@ -38,20 +41,21 @@ namespace fno {
 
 namespace {
 
+using detail::check_normalizer_grid;
 using detail::choose_plan;
+using detail::grid_text;
+using detail::has_prefix;
+using detail::load_normalizers;
+using detail::parse_progress;
 using detail::Plan;
+using detail::PredictProgress;
+using detail::stream_tile_calls;
 using detail::whole_grid_bytes;
 using detail::with_prefix;
 
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string grid_text(at::IntArrayRef sizes) {
-  std::string s;
-  for (const auto v : sizes) s += (s.empty() ? "" : "x") + std::to_string(v);
-  return s;
 }
 
 torch::Device pick_device(const std::string& name) {
@@ -72,72 +76,6 @@ torch::Device pick_device(const std::string& name) {
                             " CUDA device(s) are visible");
   }
   return d;
-}
-
-bool has_prefix(const TensorDict& d, const std::string& prefix) {
-  for (const auto& item : d) {
-    if (item.key().rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
-// The run's normalizers: from the weights' own checkpoint when it holds them,
-// else normalizers.pt (written beside model.pt since issue 49), else the
-// latest checkpoint (older runs). Returns the source's name ("" when the run
-// normalizes nothing).
-std::string load_normalizers(const RunConfig& cfg, const std::string& run_dir,
-                             const TensorDict& weights_file, const std::string& weights_path,
-                             data::UnitGaussianNormalizer& in, data::UnitGaussianNormalizer& out) {
-  const bool need_in = cfg.data.encode_input, need_out = cfg.data.encode_output;
-  if (!need_in && !need_out) return "";
-  std::optional<TensorDict> found;
-  std::string source;
-  if (has_prefix(weights_file, "norm.")) {
-    found = weights_file;
-    source = weights_path;
-  } else {
-    for (const std::string name : {"normalizers.pt", "checkpoint_latest.pt"}) {
-      const std::string path = run_dir + "/" + name;
-      if (!exists(path)) continue;
-      found = load_tensor_dict(path);
-      source = path;
-      break;
-    }
-  }
-  if (!found) {
-    throw std::runtime_error(run_dir + ": the run normalizes its " +
-                             std::string(need_in ? "inputs" : "outputs") +
-                             " (data.encode_*), but neither normalizers.pt nor "
-                             "checkpoint_latest.pt is there to say how");
-  }
-  auto take = [&](const std::string& prefix, data::UnitGaussianNormalizer& norm) {
-    const auto* mean = found->find(prefix + "mean");
-    const auto* sd = found->find(prefix + "std");
-    if (mean == nullptr || sd == nullptr) {
-      throw std::runtime_error(source + ": no " + prefix + "mean/std, which " + run_dir +
-                               "/config.yaml's data.encode_* needs");
-    }
-    norm = data::UnitGaussianNormalizer(cfg.data.normalization);
-    norm.set_state(mean->to(torch::kFloat), sd->to(torch::kFloat));
-  };
-  if (need_in) take("norm.in.", in);
-  if (need_out) take("norm.out.", out);
-  return source;
-}
-
-// A pointwise normalizer holds one statistic per grid point of the training
-// grid: it has no value at another grid's points.
-void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char* which,
-                           at::IntArrayRef grid, const std::string& input) {
-  if (!norm.fitted() || norm.mode() != data::NormalizerMode::kPointwise) return;
-  const auto fitted = norm.mean().sizes().slice(2);
-  if (fitted != grid) {
-    throw std::runtime_error(
-        input + ": the run's " + which +
-        " normalizer is pointwise (data.normalization) and was fitted at " + grid_text(fitted) +
-        "; it cannot apply at " + grid_text(grid) +
-        " (predict at the training grid, or train with channel normalization)");
-  }
 }
 
 std::string json_array(const std::vector<double>& v) {
@@ -253,6 +191,7 @@ class PredictRun {
       }
     }
     if (o.out == o.input) throw PredictUsageError(o.out + ": --out is the --input file");
+    progress_mode = parse_progress(o.progress);
   }
 
   // The model's settings (a run's config.yaml, or --model-config), its
@@ -272,10 +211,7 @@ class PredictRun {
     // (a model's settings need no training data: data.train_file is filled in
     // when the file leaves it out)
     cfg = state_dict_model ? load_model_config(cfg_path) : load_config(cfg_path);
-    if (cfg.data.problem != DataProblem::kDarcy) {
-      throw std::runtime_error(cfg_path + ": data.problem " + to_string(cfg.data.problem) +
-                               ": predicting Navier-Stokes rollouts is not done yet");
-    }
+    if (cfg.data.problem == DataProblem::kNavierStokes) ns.emplace(cfg);
     precision = o.precision.empty() ? cfg.training.precision : parse_precision(o.precision);
     device = pick_device(o.device);
     matmul.emplace(precision);
@@ -315,6 +251,7 @@ class PredictRun {
   void open_inputs() {
     // The inputs (and the truth): the loaders read x alone when y_key names x.
     truth = !o.y_key.empty();
+    if (ns) return open_ns_inputs();
     lo.x_key(o.x_key.empty() ? cfg.data.x_key : o.x_key);
     lo.y_key(truth ? o.y_key : lo.x_key());
     if (!truth && lo.x_key().empty()) {
@@ -358,19 +295,51 @@ class PredictRun {
     }
     grid_v.assign(x_shape.begin() + 2, x_shape.end());
     const at::IntArrayRef grid(grid_v);
+    check_grid();
+    check_normalizer_grid(in_norm, "input", grid, o.input);
+    check_normalizer_grid(out_norm, "output", grid, o.input);
+    r.n_samples = n;
+    r.grid.assign(grid.begin(), grid.end());
+  }
+
+  // A Navier-Stokes run's records: its first t_in records in, the truth after
+  // them; the model's grid is (R, R) (recurrent) or (R, R, t_out) (space-time).
+  void open_ns_inputs() {
+    xk = o.x_key.empty() ? (cfg.data.x_key.empty() ? "u" : cfg.data.x_key) : o.x_key;
+    ns->load(o, xk, o.y_key);
+    x = ns->x;
+    y = ns->y;
+    n = x.size(0);
+    x_shape = ns->model_input_shape();
+    n_dim = static_cast<int64_t>(cfg.model.n_modes().size());
+    if (static_cast<int64_t>(x_shape.size()) - 2 != n_dim ||
+        x_shape[1] != cfg.model.in_channels()) {
+      throw std::runtime_error(o.input + ": '" + xk + "' gives inputs of shape " +
+                               grid_text(x_shape) + " (t_in " + std::to_string(ns->t_in()) +
+                               " records); the model (" + cfg_path + ") takes " +
+                               std::to_string(cfg.model.in_channels()) + " channels over " +
+                               std::to_string(n_dim) + " dims");
+    }
+    grid_v.assign(x_shape.begin() + 2, x_shape.end());
+    check_grid();
+    check_normalizer_grid(in_norm, "input", x.sizes().slice(2), o.input);
+    check_normalizer_grid(out_norm, "output", grid_v, o.input);
+    r.n_samples = n;
+    r.grid = grid_v;
+  }
+
+  // A grid smaller than the model's n_modes (which count both signs of a
+  // dim's frequencies) would drop some of the trained spectrum.
+  void check_grid() const {
+    const auto& mo = cfg.model;
+    const at::IntArrayRef grid(grid_v);
     for (int64_t i = 0; i < n_dim; ++i) {
-      // n_modes counts both signs of a dim's frequencies: a smaller grid would
-      // drop some of the trained spectrum.
       if (grid[i] < mo.n_modes()[i]) {
         throw std::runtime_error(o.input + ": grid " + grid_text(grid) +
                                  " is smaller than the model's n_modes (" +
                                  grid_text(mo.n_modes()) + " modes, half of each sign)");
       }
     }
-    check_normalizer_grid(in_norm, "input", grid, o.input);
-    check_normalizer_grid(out_norm, "output", grid, o.input);
-    r.n_samples = n;
-    r.grid.assign(grid.begin(), grid.end());
   }
 
   // The plan: whole grid in batches or micro-batches, tiles, or streamed.
@@ -436,14 +405,20 @@ class PredictRun {
   void run_forward() {
     const auto& mo = cfg.model;
     const at::IntArrayRef grid(grid_v);
-    // The output: the prediction (N, *S) for one output channel, else (N, C, *S).
+    // The output: the prediction (N, *S) for one output channel, else (N, C, *S);
+    // Navier-Stokes: the predicted records (N, t_out, R, R).
     std::vector<int64_t> pred_shape{n};
-    if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
-    pred_shape.insert(pred_shape.end(), grid.begin(), grid.end());
+    if (ns) {
+      pred_shape = {n, ns->t_out(), x.size(2), x.size(3)};
+    } else {
+      if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
+      pred_shape.insert(pred_shape.end(), grid.begin(), grid.end());
+    }
     std::vector<std::pair<std::string, std::vector<int64_t>>> sets{{"pred", pred_shape}};
     if (truth) {
       sets.push_back({"l2", {n, 1}});
       sets.push_back({"h1", {n, 1}});
+      if (ns) sets.push_back({"l2_per_record", {n, ns->t_out()}});
     }
     // (--overwrite: the new file is made whole beside the old one, then renamed
     // over it, since the writer itself never writes over a file)
@@ -473,17 +448,19 @@ class PredictRun {
     }
     offload::Offloader offloader(oo);
     offloader.begin_step();
+    PredictProgress progress(progress_mode, o.progress_every);
     const auto wall0 = std::chrono::steady_clock::now();
     if (stream) {
-      const auto t = detail::predict_streamed(model, *streamed, *reader, o.first, n, device,
-                                              in_norm, out_norm, *writer, &offloader);
+      progress.stream(n, stream_tile_calls(streamed->plan, grid[0], mo.n_layers()));
+      const auto t =
+          detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm,
+                                   out_norm, *writer, &offloader,
+                                   [&progress](int64_t i) { progress.tile(i); });
       r.read_s = t.read_s;
       r.write_s = t.write_s;
       r.read_wait_s = t.read_wait_s;
       r.write_wait_s = t.write_wait_s;
     }
-    const auto l2 = relative_loss(LossName::kL2, n_dim);
-    const auto h1 = relative_loss(LossName::kH1, n_dim);
     for (int64_t first = 0; !stream && first < n; first += plan->micro) {
       const int64_t b = std::min(plan->micro, n - first);
       const auto xb = x.narrow(0, first, b).to(device);
@@ -493,27 +470,50 @@ class PredictRun {
       if (device.is_cuda()) torch::cuda::synchronize(device.index());
       r.forward_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      writer->write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
-      if (truth) {
-        const auto yb = y.narrow(0, first, b).to(device);
-        std::vector<torch::Tensor> e2, e1;
-        for (int64_t i = 0; i < b; ++i) {
-          e2.push_back(l2(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
-          e1.push_back(h1(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
-        }
-        const auto v2 = torch::cat(e2).cpu(), v1 = torch::cat(e1).cpu();
-        writer->write("l2", first, v2.view({b, 1}));
-        writer->write("h1", first, v1.view({b, 1}));
-        for (int64_t i = 0; i < b; ++i) {
-          r.l2.push_back(v2[i].item<double>());
-          r.h1.push_back(v1[i].item<double>());
-        }
+      if (ns) {
+        writer->write("pred", first, ns->trajectory(out).contiguous());
+      } else {
+        writer->write("pred", first, mo.out_channels() > 1 ? out : out.squeeze(1));
       }
+      if (truth) write_errors(first, out, y.narrow(0, first, b).to(device));
+      progress.samples(first + b, n);
     }
+    progress.clear();
     if (device.is_cuda()) torch::cuda::synchronize();
     r.forward_wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     r.gpu_peak_bytes = device.is_cuda() ? offloader.end_step().peak_allocated : 0;
+  }
+
+  // Samples [first, first + b)'s errors against the truth, into the output and r.
+  // out, yb: [b, Cout, *S] decoded (Navier-Stokes: the model's output layout)
+  void write_errors(int64_t first, const torch::Tensor& out, const torch::Tensor& yb) {
+    const int64_t b = out.size(0);
+    torch::Tensor v2, v1;
+    if (ns) {
+      const auto e = ns->errors(out, yb);
+      v2 = e.l2;
+      v1 = e.h1;
+      writer->write("l2_per_record", first, e.per_record);
+      if (!per_record_sum.defined()) per_record_sum = torch::zeros({ns->t_out()}, torch::kDouble);
+      per_record_sum += e.per_record.sum(0);
+    } else {
+      const auto l2 = relative_loss(LossName::kL2, n_dim);
+      const auto h1 = relative_loss(LossName::kH1, n_dim);
+      std::vector<torch::Tensor> e2, e1;
+      for (int64_t i = 0; i < b; ++i) {
+        e2.push_back(l2(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
+        e1.push_back(h1(out.narrow(0, i, 1), yb.narrow(0, i, 1)).to(torch::kDouble).reshape({1}));
+      }
+      v2 = torch::cat(e2).cpu();
+      v1 = torch::cat(e1).cpu();
+    }
+    writer->write("l2", first, v2.view({b, 1}));
+    writer->write("h1", first, v1.view({b, 1}));
+    for (int64_t i = 0; i < b; ++i) {
+      r.l2.push_back(v2[i].item<double>());
+      r.h1.push_back(v1[i].item<double>());
+    }
   }
 
   // The output's attributes, the file renamed into place, the summary.
@@ -521,6 +521,10 @@ class PredictRun {
     const at::IntArrayRef grid(grid_v);
     for (const double v : r.l2) r.mean_l2 += v / static_cast<double>(n);
     for (const double v : r.h1) r.mean_h1 += v / static_cast<double>(n);
+    if (per_record_sum.defined()) {
+      for (int64_t t = 0; t < per_record_sum.numel(); ++t)
+        r.l2_per_record.push_back(per_record_sum[t].item<double>() / static_cast<double>(n));
+    }
 
     std::vector<data::Attribute> attrs{
         text_attr("model", o.run_dir),
@@ -542,6 +546,12 @@ class PredictRun {
     if (truth) {
       attrs.push_back(number_attr("mean_l2", r.mean_l2));
       attrs.push_back(number_attr("mean_h1", r.mean_h1));
+    }
+    if (ns) {
+      attrs.push_back(text_attr("problem", to_string(cfg.data.problem)));
+      attrs.push_back(text_attr("ns_mode", to_string(cfg.data.ns_mode)));
+      attrs.push_back(number_attr("t_in", static_cast<double>(ns->t_in())));
+      attrs.push_back(number_attr("t_out", static_cast<double>(ns->t_out())));
     }
     // The summary is written (atomically) once the output is renamed into place.
     std::string summary_text;
@@ -566,6 +576,7 @@ class PredictRun {
           .raw("l2", json_array(r.l2))
           .raw("h1", json_array(r.h1))
           .raw("forward_seconds", json_array(r.forward_seconds));
+      if (ns) s.raw("l2_per_record", json_array(r.l2_per_record));
       summary_text = s.text() + "\n";
     }
     writer->commit(attrs);
@@ -577,7 +588,12 @@ class PredictRun {
     r.out = o.out;
     if (!truth && o.overwrite) std::remove(summary_path.c_str());  // not this output's
     if (truth) {
-      write_file_atomic(summary_path, summary_text.data(), summary_text.size());
+      try {
+        write_file_atomic(summary_path, summary_text.data(), summary_text.size());
+      } catch (...) {
+        std::remove(o.out.c_str());  // no output without its summary
+        throw;
+      }
       r.summary = summary_path;
     }
     return r;
@@ -585,11 +601,16 @@ class PredictRun {
 
  private:
   // The model's forward of a batch, without gradients, decoded.
-  // xb: [b, Cin, *S] -> [b, Cout, *S]
+  // xb: [b, Cin, *S] -> [b, Cout, *S] (Navier-Stokes: [b, t_in, R, R] -> the model's output layout)
   torch::Tensor forward(const torch::Tensor& xb) {
     torch::NoGradGuard no_grad;
     auto in = in_norm.fitted() ? in_norm.transform(xb) : xb;
-    auto out = tiled ? tiled->forward(*plan->tiled, in) : step->forward(in);
+    // in: [b, Cin, *S] -> [b, Cout, *S]
+    const StepModel model_forward = [this](const torch::Tensor& in) {
+      return tiled ? tiled->forward(*plan->tiled, in) : step->forward(in);
+    };
+    // (Navier-Stokes: the rollout, or the space-time model over the records repeated in time)
+    auto out = ns ? ns->forward(model_forward, in) : model_forward(in);
     out = out.to(torch::kFloat);
     return out_norm.fitted() ? out_norm.inverse_transform(out) : out;
   }
@@ -606,6 +627,8 @@ class PredictRun {
   std::optional<MatmulPrecisionGuard> matmul;
   FNO model{nullptr};
   data::UnitGaussianNormalizer in_norm, out_norm;
+  Progress progress_mode = Progress::kAuto;
+  std::optional<detail::NsPrediction> ns;  // a Navier-Stokes run
   // open_inputs
   bool truth = false;
   data::LoadOptions lo;
@@ -626,6 +649,7 @@ class PredictRun {
   bool replacing = false;
   std::string written;
   std::unique_ptr<data::Hdf5SampleWriter> writer;
+  torch::Tensor per_record_sum;  // Navier-Stokes: [t_out] float64, over the samples
 };
 
 }  // namespace

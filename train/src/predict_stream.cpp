@@ -161,7 +161,8 @@ StreamTimes predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5
                              int64_t first, int64_t n, const torch::Device& device,
                              const data::UnitGaussianNormalizer& in_norm,
                              const data::UnitGaussianNormalizer& out_norm,
-                             data::Hdf5SampleWriter& writer, offload::Offloader* offloader) {
+                             data::Hdf5SampleWriter& writer, offload::Offloader* offloader,
+                             const std::function<void(int64_t sample)>& on_tile) {
   torch::NoGradGuard no_grad;
   const bool channels = model->options.out_channels() > 1;
   // One step for all samples: its host stores keep their pinned memory.
@@ -203,6 +204,17 @@ StreamTimes predict_streamed(FNO model, const StreamPlan& plan, const data::Hdf5
     TileSink out = [&](int64_t r0, const at::Tensor& tile) {
       io.put(r0, normalize_rows(out_norm, tile.to(torch::kFloat), r0, /*inverse=*/true));
     };
+    if (on_tile) {  // (progress: each tile read and each tile written)
+      x.rows = [rows = std::move(x.rows), &on_tile, i](int64_t r0, int64_t k) {
+        auto tile = rows(r0, k);
+        on_tile(i);
+        return tile;
+      };
+      out = [sink = std::move(out), &on_tile, i](int64_t r0, const at::Tensor& tile) {
+        sink(r0, tile);
+        on_tile(i);
+      };
+    }
     step->forward(x, out);
     io.finish();
     times += io.times();

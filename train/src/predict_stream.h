@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,15 +79,18 @@ std::unique_ptr<TiledStep> plan_step(FNO model, const TiledPlan& plan,
 /// Predicts samples [first, first + n) of `reader`'s array into dataset
 /// "pred" of `writer` ((N, *S), or (N, C, *S) for several output channels),
 /// one sample at a time under `plan`: the input normalized per tile, the
-/// output decoded per tile and written as a band of rows.
-/// The input's reads and the output's writes run on one I/O thread beside the
-/// forward (stream_io.h); returns their seconds.
+/// output decoded per tile and written as a band of rows. The input's reads
+/// and the output's writes run on one I/O thread beside the forward
+/// (stream_io.h); returns their seconds. `on_tile` (when set) is told of each
+/// tile read from the input and each tile written, with the sample's index in
+/// [0, n).
 StreamTimes predict_streamed(FNO model, const StreamPlan& plan,
                              const data::Hdf5SlabReader& reader, int64_t first, int64_t n,
                              const torch::Device& device,
                              const data::UnitGaussianNormalizer& in_norm,
                              const data::UnitGaussianNormalizer& out_norm,
-                             data::Hdf5SampleWriter& writer, offload::Offloader* offloader);
+                             data::Hdf5SampleWriter& writer, offload::Offloader* offloader,
+                             const std::function<void(int64_t sample)>& on_tile = {});
 
 /// Rows [r0, r0 + rows) of a normalizer applied to a tile (a pointwise one's
 /// statistics cut to the tile's rows). `inverse`: decode.

@@ -18,6 +18,12 @@
 // per tile, block inputs on the device, in pinned host memory or remade. It is
 // said in one line (PredictResult::plan).
 //
+// A Navier-Stokes run (data.problem ns) predicts the t_out records after the
+// input's first t_in: the recurrent FNO-2D rolled out, or the space-time
+// FNO-3D, as fno_train's evaluation (predict_ns.h); held in memory, not
+// streamed. Long runs show their progress on stderr (samples, or tiles when
+// streamed).
+//
 // Every error is std::runtime_error with a one-line message naming the file,
 // key or value; PredictUsageError marks the ones of the command line (an
 // existing output, a bad range). No output file is left behind by an error.
@@ -80,6 +86,11 @@ struct PredictOptions {
   /// prediction is then streamed (the input read and the output written per
   /// tile); else block inputs stay on the device.
   int64_t tile_rows = 0;
+  /// Progress on stderr: "auto" (a bar on a terminal, plain lines when piped),
+  /// "bar", "plain" or "none". Short runs show none.
+  std::string progress = "auto";
+  /// Seconds between plain progress lines.
+  double progress_every = 10;
 };
 
 struct PredictResult {
@@ -92,6 +103,9 @@ struct PredictResult {
   /// Per-sample relative errors of the decoded prediction (empty without truth).
   std::vector<double> l2, h1;
   double mean_l2 = 0, mean_h1 = 0;
+  /// Navier-Stokes: each predicted record's relative L2 error, the mean over
+  /// the samples (fno_train's "<set>_l2_per_step"); empty otherwise.
+  std::vector<double> l2_per_record;
   std::string out, summary;  // the files written (summary "" without truth)
   /// The GPU's peak allocated bytes over the forward (0 on the CPU).
   int64_t gpu_peak_bytes = 0;

@@ -1,0 +1,71 @@
+#include "predict_normalizers.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+
+namespace fno::detail {
+
+bool has_prefix(const TensorDict& d, const std::string& prefix) {
+  for (const auto& item : d) {
+    if (item.key().rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string load_normalizers(const RunConfig& cfg, const std::string& run_dir,
+                             const TensorDict& weights_file, const std::string& weights_path,
+                             data::UnitGaussianNormalizer& in, data::UnitGaussianNormalizer& out) {
+  const bool need_in = cfg.data.encode_input, need_out = cfg.data.encode_output;
+  if (!need_in && !need_out) return "";
+  std::optional<TensorDict> found;
+  std::string source;
+  if (has_prefix(weights_file, "norm.")) {
+    found = weights_file;
+    source = weights_path;
+  } else {
+    for (const std::string name : {"normalizers.pt", "checkpoint_latest.pt"}) {
+      const std::string path = run_dir + "/" + name;
+      if (!std::filesystem::exists(path)) continue;
+      found = load_tensor_dict(path);
+      source = path;
+      break;
+    }
+  }
+  if (!found) {
+    throw std::runtime_error(run_dir + ": the run normalizes its " +
+                             std::string(need_in ? "inputs" : "outputs") +
+                             " (data.encode_*), but neither normalizers.pt nor "
+                             "checkpoint_latest.pt is there to say how");
+  }
+  auto take = [&](const std::string& prefix, data::UnitGaussianNormalizer& norm) {
+    const auto* mean = found->find(prefix + "mean");
+    const auto* sd = found->find(prefix + "std");
+    if (mean == nullptr || sd == nullptr) {
+      throw std::runtime_error(source + ": no " + prefix + "mean/std, which " + run_dir +
+                               "/config.yaml's data.encode_* needs");
+    }
+    norm = data::UnitGaussianNormalizer(cfg.data.normalization);
+    norm.set_state(mean->to(torch::kFloat), sd->to(torch::kFloat));
+  };
+  if (need_in) take("norm.in.", in);
+  if (need_out) take("norm.out.", out);
+  return source;
+}
+
+void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char* which,
+                           at::IntArrayRef grid, const std::string& input) {
+  if (!norm.fitted() || norm.mode() != data::NormalizerMode::kPointwise) return;
+  const auto fitted = norm.mean().sizes().slice(2);
+  if (fitted != grid) {
+    throw std::runtime_error(
+        input + ": the run's " + which +
+        " normalizer is pointwise (data.normalization) and was fitted at " + grid_text(fitted) +
+        "; it cannot apply at " + grid_text(grid) +
+        " (predict at the training grid, or train with channel normalization)");
+  }
+}
+
+}  // namespace fno::detail

@@ -1,0 +1,40 @@
+// Internal to predict(): the run's normalizers (where they are kept, and
+// whether they apply at the input's grid), and the grid's text.
+#pragma once
+
+#include <fno/serialize.h>
+#include <fno_data/darcy.h>
+#include <fno_train/config.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace fno::detail {
+
+/// "64x64x16".
+inline std::string grid_text(at::IntArrayRef sizes) {
+  std::string s;
+  for (const auto v : sizes) s += (s.empty() ? "" : "x") + std::to_string(v);
+  return s;
+}
+
+/// Whether any key of `d` starts with `prefix`.
+bool has_prefix(const TensorDict& d, const std::string& prefix);
+
+/// The run's normalizers into `in` and `out`: from the weights' own checkpoint
+/// when it holds them, else normalizers.pt (written beside model.pt since
+/// issue 49), else the latest checkpoint (older runs). Returns the source's
+/// name ("" when the run normalizes nothing); throws std::runtime_error
+/// naming the run or the file when they are missing.
+std::string load_normalizers(const RunConfig& cfg, const std::string& run_dir,
+                             const TensorDict& weights_file, const std::string& weights_path,
+                             data::UnitGaussianNormalizer& in, data::UnitGaussianNormalizer& out);
+
+/// A pointwise normalizer holds one statistic per grid point of the training
+/// grid: it has no value at another grid's points. Throws std::runtime_error
+/// naming `input` when `norm` is pointwise and fitted at another grid than `grid`.
+void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char* which,
+                           at::IntArrayRef grid, const std::string& input);
+
+}  // namespace fno::detail
