@@ -91,6 +91,25 @@ TEST_CASE("benchmark data: VRMSE per field equals the_well's") {
   CHECK((ours - theirs).abs().max().item<double>() < 1e-6);
 }
 
+TEST_CASE("benchmark data: nRMSE per field equals PDEBench's metric_func") {
+  // PDEBench's layout (batch, nx, ny, timesteps, nc) and its err_nRMSE before
+  // the mean over the batch, re-read from pdebench/models/metrics.py.
+  torch::manual_seed(3);
+  const auto target = torch::randn({5, 6, 8, 2, 3}, torch::kDouble) + 0.5;
+  const auto pred = target + 0.2 * torch::randn({5, 6, 8, 2, 3}, torch::kDouble);
+  const int64_t nb = 5, nc = 3, nt = 2;
+  const auto p = pred.permute({0, 4, 1, 2, 3}).reshape({nb, nc, -1, nt});
+  const auto t = target.permute({0, 4, 1, 2, 3}).reshape({nb, nc, -1, nt});
+  const auto err_mean = (p - t).pow(2).mean(2).sqrt();
+  const auto theirs = err_mean / t.pow(2).mean(2).sqrt();  // [nb, nc, nt]
+  // Ours per step: [B, C, X, Y] for each of the nt steps.
+  for (int64_t k = 0; k < nt; ++k) {
+    const auto ours = fno::data::nrmse(pred.select(3, k).permute({0, 3, 1, 2}),
+                                       target.select(3, k).permute({0, 3, 1, 2}));
+    CHECK((ours - theirs.select(2, k)).abs().max().item<double>() < 1e-12);
+  }
+}
+
 TEST_CASE("benchmark data: PDEBench's one-file and per-sample layouts and its splits") {
   struct Case {
     const char* file;
@@ -230,8 +249,7 @@ data:
   CHECK(cfg.data.horizon == 2);
   CHECK(cfg.data.split == "train");
   CHECK(cfg.data.tests.at(0).split == "valid");
-  for (const auto& [set, expected] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [set, expected] : std::vector<std::pair<std::string, std::string>>{
            {"data.x_key=u", "data.x_key: not used with data.format well"},
            {"data.problem=ns", "data.problem: must be darcy"},
            {"data.y_layout=channels_first", "data.y_layout: not used with data.format well"},

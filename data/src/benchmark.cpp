@@ -411,4 +411,12 @@ torch::Tensor vrmse(const torch::Tensor& pred, const torch::Tensor& target, doub
   return (mse / (var + eps)).sqrt().to(pred.scalar_type());
 }
 
+torch::Tensor nrmse(const torch::Tensor& pred, const torch::Tensor& target) {
+  TORCH_CHECK(pred.sizes() == target.sizes() && pred.dim() >= 3, "nrmse: pred ", pred.sizes(),
+              " and target ", target.sizes(), " must be the same [B, C, *S]");
+  // pred, target: [B, C, *S] -> [B, C]
+  const auto p = pred.flatten(2).to(torch::kDouble), t = target.flatten(2).to(torch::kDouble);
+  return ((p - t).pow(2).mean(2).sqrt() / t.pow(2).mean(2).sqrt()).to(pred.scalar_type());
+}
+
 }  // namespace fno::data

@@ -25,7 +25,7 @@ done
 for key in valid_vrmse_density valid_vrmse_velocity_y valid_rollout_vrmse_tracer valid_rollout_vrmse; do
   grep -q "\"$key\": [0-9]" "$work/run_well/summary.json" && ok || bad "well: summary.json lacks $key"
 done
-grep -q '"test_rollout_vrmse_Vx": [0-9]' "$work/run_pdebench/summary.json" && ok || bad "pdebench: no rollout VRMSE"
+grep -q '"test_rollout_nrmse_Vx": [0-9]' "$work/run_pdebench/summary.json" && ok || bad "pdebench: no rollout VRMSE"
 # The Well's two training shards are pinned one by one.
 grep -q "^data.train_file\[1\]" "$work/run_well/inputs.txt" && ok || bad "well: inputs.txt: $(cat "$work/run_well/inputs.txt")"
 

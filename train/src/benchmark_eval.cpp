@@ -1,5 +1,6 @@
 // Benchmark formats (data.format): each test set's error in the benchmark's
-// own metric, The Well's VRMSE per field, at the end of a run: of the one-step
+// own metric per field (PDEBench's nRMSE; The Well's VRMSE for The Well and
+// PDEArena), at the end of a run: of the one-step
 // predictions of its windows, and of an autoregressive rollout of each
 // trajectory (summary.json's metrics; docs/data.md, "Benchmark formats").
 #include "training_run.h"
@@ -36,6 +37,12 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
   torch::NoGradGuard no_grad;
   s_.model->eval();
   const int64_t h = c_.data.history, f = c_.data.horizon;
+  // The benchmark's metric: PDEBench's nRMSE, else The Well's VRMSE.
+  const bool pdebench = c_.data.format == DataFormat::kPdeBench;
+  const std::string metric = pdebench ? "nrmse" : "vrmse";
+  const auto error = [pdebench](const torch::Tensor& p, const torch::Tensor& t) {
+    return pdebench ? data::nrmse(p, t) : data::vrmse(p, t);
+  };
   for (const auto& e : s_.tests) {
     if (!e.benchmark) continue;
     const auto& set = *e.benchmark;
@@ -50,9 +57,9 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
       auto steps = [&](const torch::Tensor& t) {
         return t.flatten(0, 1).unflatten(0, {len * f, n_out});
       };
-      sums += data::vrmse(steps(out), steps(y)).to(torch::kDouble).sum(0);
+      sums += error(steps(out), steps(y)).to(torch::kDouble).sum(0);
     }
-    add_per_channel(metrics, e.name + "_vrmse", sums, static_cast<double>(e.x.size(0) * f),
+    add_per_channel(metrics, e.name + "_" + metric, sums, static_cast<double>(e.x.size(0) * f),
                     channels);
     // The rollout needs the targets to be the time-varying inputs, in order.
     const auto& in = set.input_field_channels();
@@ -78,10 +85,10 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
         }
       }
       const auto pred = torch::stack(std::vector<torch::Tensor>(steps.begin() + h, steps.end()));
-      sums += data::vrmse(pred, truth.narrow(0, h, pred.size(0))).to(torch::kDouble).sum(0);
+      sums += error(pred, truth.narrow(0, h, pred.size(0))).to(torch::kDouble).sum(0);
       count += static_cast<double>(pred.size(0));
     }
-    add_per_channel(metrics, e.name + "_rollout_vrmse", sums, count, channels);
+    add_per_channel(metrics, e.name + "_rollout_" + metric, sums, count, channels);
   }
   s_.model->train();
   return metrics;

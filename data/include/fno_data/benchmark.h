@@ -114,4 +114,9 @@ std::vector<std::string> benchmark_files(const std::string& path, const Benchmar
 /// var unbiased, over the spatial dims of [B, C, *S] -> [B, C].
 torch::Tensor vrmse(const torch::Tensor& pred, const torch::Tensor& target, double eps = 1e-7);
 
+/// PDEBench's nRMSE per channel (pdebench/models/metrics.py, metric_func's
+/// err_mean / nrm): sqrt(mean_S (pred - target)^2) / sqrt(mean_S target^2), no
+/// floor, over the spatial dims of [B, C, *S] -> [B, C].
+torch::Tensor nrmse(const torch::Tensor& pred, const torch::Tensor& target);
+
 }  // namespace fno::data
