@@ -201,7 +201,7 @@ bool path_exists(hid_t file, const std::string& key, std::string* deepest_group)
 }
 
 Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab, Layout layout,
-                   const std::string& key_setting) {
+                   const std::string& key_setting, bool check_rank) {
   while (!key.empty() && key.front() == '/') key.erase(0, 1);
   Source src;
   src.key = key;
@@ -234,7 +234,10 @@ Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab,
   const int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) ctx.fail_h5("cannot read the shape of " + single_quoted(key));
   const int extra = layout == Layout::kGrid ? 0 : 1;  // a channel dim
-  if (rank != 3 + extra && rank != 4 + extra) {
+  if (!check_rank && rank < 1) {
+    ctx.fail("dataset " + single_quoted(key) + " is a scalar, expected an array");
+  }
+  if (check_rank && rank != 3 + extra && rank != 4 + extra) {
     ctx.fail("dataset " + single_quoted(key) + " has rank " + std::to_string(rank) + ", expected " +
              layout_ranks(layout) +
              (!matlab ? ""

@@ -135,9 +135,10 @@ Handle open_read_only(const Context& ctx, const std::string& path);
 /// Whether `path` (open as `file`) is a MATLAB v7.3 file (stored column-major).
 bool is_matlab_file(const Context& ctx, hid_t file, const std::string& path);
 /// The dataset `key` of `file`, checked: numeric, rank 3 or 4 (one more with a
-/// channel layout); a missing one names `key_setting` when given.
+/// channel layout; any rank >= 1 without `check_rank`); a missing one names
+/// `key_setting` when given.
 Source open_source(const Context& ctx, hid_t file, std::string key, bool matlab, Layout layout,
-                   const std::string& key_setting);
+                   const std::string& key_setting, bool check_rank = true);
 /// Reads the hyperslab start/stride/count (in `src.shape`'s order: (N, ...)
 /// as the loaders see it, a MATLAB file's reversal undone) as float32, in
 /// that order, contiguous.

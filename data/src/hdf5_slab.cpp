@@ -22,13 +22,35 @@ struct Hdf5SlabReader::Impl {
   Handle file;
   Source src;
   bool matlab = false;
-  std::vector<int64_t> shape;  // [N, C, *S]
+  std::vector<int64_t> shape;  // [N, C, *S]; AnyRank: as stored
   int64_t cache = 0;
+  bool any_rank = false;
 
   // The row dim (the first spatial dim) in src.shape's order.
   size_t row_dim() const { return src.layout == Layout::kChannelsFirst ? 2 : 1; }
   void open(const std::string& key, Layout layout, int64_t max_cache_bytes);
+  void open_any(const std::string& key, int64_t max_cache_bytes);
 };
+
+// An array of any rank as stored, its chunk cache max_cache_bytes at most.
+// Under hdf5_mutex() and a QuietErrors.
+void Hdf5SlabReader::Impl::open_any(const std::string& key, int64_t max_cache_bytes) {
+  any_rank = true;
+  file = open_read_only(ctx, ctx.path);
+  src = open_source(ctx, file.get(), key, /*matlab=*/false, Layout::kGrid, "",
+                    /*check_rank=*/false);
+  shape.assign(src.shape.begin(), src.shape.end());
+  double bytes = static_cast<double>(H5Tget_size(src.file_type.get()));
+  for (hsize_t d : src.shape) bytes *= static_cast<double>(d);
+  cache = std::max<int64_t>(int64_t{1} << 20,
+                            static_cast<int64_t>(std::min(bytes, double(max_cache_bytes))));
+  Handle dapl =
+      ctx.check(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose, "cannot create dataset access properties");
+  ctx.check(H5Pset_chunk_cache(dapl.get(), 12421, static_cast<size_t>(cache), 1.0),
+            "cannot set the chunk cache of " + single_quoted(src.key));
+  src.dataset = ctx.check(H5Dopen2(file.get(), src.key.c_str(), dapl.get()), H5Dclose,
+                          "cannot open " + single_quoted(src.key));
+}
 
 // Under hdf5_mutex() and a QuietErrors.
 void Hdf5SlabReader::Impl::open(const std::string& key, Layout layout, int64_t max_cache_bytes) {
@@ -98,6 +120,33 @@ Hdf5SlabReader::Hdf5SlabReader(const std::string& path, const std::string& key, 
   p_->open(key, layout, max_cache_bytes);
 }
 
+Hdf5SlabReader::Hdf5SlabReader(const std::string& path, const std::string& key, AnyRank,
+                               int64_t max_cache_bytes)
+    : p_(std::make_unique<Impl>()) {
+  p_->ctx.path = path;
+  const Context& ctx = p_->ctx;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  // As above: opening and the first value are tried in a child first.
+  probe_in_child(ctx, [&] {
+    Impl probe;
+    probe.ctx = ctx;
+    probe.open_any(key, max_cache_bytes);
+    if (std::find(probe.src.shape.begin(), probe.src.shape.end(), hsize_t{0}) !=
+        probe.src.shape.end()) {
+      return;
+    }
+    const std::vector<hsize_t> start(probe.src.shape.size(), 0), one(start.size(), 1);
+    read_hyperslab(ctx, probe.src, start, one, one, /*matlab=*/false);
+  });
+  p_->open_any(key, max_cache_bytes);
+}
+
 Hdf5SlabReader::~Hdf5SlabReader() {
   if (!p_) return;
   std::lock_guard<std::mutex> lock(hdf5_mutex());
@@ -109,10 +158,47 @@ Hdf5SlabReader::~Hdf5SlabReader() {
 const std::vector<int64_t>& Hdf5SlabReader::shape() const { return p_->shape; }
 int64_t Hdf5SlabReader::cache_bytes() const { return p_->cache; }
 const std::string& Hdf5SlabReader::path() const { return p_->ctx.path; }
+const std::string& Hdf5SlabReader::key() const { return p_->src.key; }
+
+torch::Tensor Hdf5SlabReader::read_box(const std::vector<int64_t>& start,
+                                       const std::vector<int64_t>& count,
+                                       const std::vector<int64_t>& stride) const {
+  const Impl& m = *p_;
+  const Context& ctx = m.ctx;
+  const size_t rank = m.src.shape.size();
+  std::vector<hsize_t> st(rank), ct(rank), sd(rank, 1);
+  bool ok =
+      start.size() == rank && count.size() == rank && (stride.empty() || stride.size() == rank);
+  for (size_t d = 0; ok && d < rank; ++d) {
+    if (!stride.empty()) ok = stride[d] >= 1;
+    const int64_t step = stride.empty() ? 1 : stride[d];
+    const int64_t last = start[d] + (count[d] - 1) * step;
+    ok = ok && start[d] >= 0 && count[d] >= 1 && last < static_cast<int64_t>(m.src.shape[d]);
+    if (!ok) break;
+    st[d] = static_cast<hsize_t>(start[d]);
+    ct[d] = static_cast<hsize_t>(count[d]);
+    sd[d] = static_cast<hsize_t>(step);
+  }
+  if (!ok) {
+    ctx.fail("dataset " + single_quoted(m.src.key) + ": a hyperslab outside its shape " +
+             shape_text(m.src.shape));
+  }
+  torch::Tensor out;
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    QuietErrors quiet;
+    out = read_hyperslab(ctx, m.src, st, sd, ct, m.matlab);
+  }
+  if (!torch::isfinite(out).all().item<bool>()) {
+    ctx.fail("NaN or Inf in " + single_quoted(m.src.key));
+  }
+  return out;
+}
 
 torch::Tensor Hdf5SlabReader::read(int64_t s0, int64_t s1, int64_t r0, int64_t r1) const {
   const Impl& m = *p_;
   const Context& ctx = m.ctx;
+  if (m.any_rank) ctx.fail("dataset " + single_quoted(m.src.key) + " opened as stored: read_box");
   const int64_t n = m.shape[0], rows = m.shape[2];
   if (s0 < 0 || s1 <= s0 || s1 > n || r0 < 0 || r1 <= r0 || r1 > rows) {
     ctx.fail("dataset " + single_quoted(m.src.key) + ": samples [" + std::to_string(s0) + ", " +

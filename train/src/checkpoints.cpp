@@ -82,6 +82,7 @@ TensorDict normalizers_dict(const Trainer::State& s) {
 
 /// The data files a run reads, by config key: (key, path).
 std::vector<std::pair<std::string, std::string>> input_files(const RunConfig& cfg) {
+  if (cfg.data.format != DataFormat::kAuto) return benchmark_input_files(cfg);
   std::vector<std::pair<std::string, std::string>> files{{"data.train_file", cfg.data.train_file}};
   for (size_t i = 0; i < cfg.data.tests.size(); ++i) {
     files.emplace_back("data.test[" + std::to_string(i) + "].file", cfg.data.tests[i].file);

@@ -197,6 +197,27 @@ void check_navier_stokes(const Resolved& r, const RunConfig& c) {
   }
 }
 
+// Benchmark formats across sections: the files' own fields make the pairs, so
+// the keys of the other loaders do not apply.
+void check_benchmark(const Resolved& r, const RunConfig& c) {
+  const auto& d = c.data;
+  if (d.format == DataFormat::kAuto) return;
+  const std::string with = " with data.format " + to_string(d.format);
+  if (d.problem != DataProblem::kDarcy) {
+    r.fail("data.problem", "must be darcy (input/output pairs)" + with + " (data.history and "
+                           "data.horizon make the pairs), got '" + to_string(d.problem) + "'");
+  }
+  for (const auto& [key, name] : {std::pair{"data.x_key", d.x_key}, {"data.y_key", d.y_key}}) {
+    if (!name.empty()) r.fail(key, "not used" + with + " (data.fields names the fields), got '" + name + "'");
+  }
+  for (const auto& [key, layout] :
+       {std::pair{"data.x_layout", d.x_layout}, {"data.y_layout", d.y_layout}}) {
+    if (layout != data::Layout::kGrid) {
+      r.fail(key, "not used" + with + " (the fields give the channels), got '" + to_string(layout) + "'");
+    }
+  }
+}
+
 // The offload policy against the model: blocks:K names at most its stages
 // (the lifting, model.n_layers blocks, the projection).
 void check_offload(const Resolved& r, const RunConfig& c) {
@@ -322,6 +343,7 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
   }
   check_model(r, cfg.model);
   check_navier_stokes(r, cfg);
+  check_benchmark(r, cfg);
   check_offload(r, cfg);
   cfg.notes = notes(r, cfg);
   cfg.resolved_yaml = yaml_text(r.yaml);

@@ -33,6 +33,7 @@ std::vector<dist::Backend> values_of(dist::Backend);
 std::vector<Progress> values_of(Progress);
 std::vector<DataProblem> values_of(DataProblem);
 std::vector<NsMode> values_of(NsMode);
+std::vector<DataFormat> values_of(DataFormat);
 std::vector<data::NormalizerMode> values_of(data::NormalizerMode);
 std::vector<LossSpace> values_of(LossSpace);
 std::vector<PaddingMode> values_of(PaddingMode);

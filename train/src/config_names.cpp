@@ -62,6 +62,20 @@ std::string to_string(DataProblem problem) {
   return "?";
 }
 
+std::string to_string(DataFormat format) {
+  switch (format) {
+    case DataFormat::kAuto:
+      return "auto";
+    case DataFormat::kWell:
+      return "well";
+    case DataFormat::kPdeBench:
+      return "pdebench";
+    case DataFormat::kPdeArena:
+      return "pdearena";
+  }
+  return "?";
+}
+
 std::string to_string(NsMode mode) {
   switch (mode) {
     case NsMode::kSpaceTime:

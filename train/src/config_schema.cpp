@@ -53,6 +53,9 @@ std::vector<DataProblem> values_of(DataProblem) {
   return {DataProblem::kDarcy, DataProblem::kNavierStokes};
 }
 std::vector<NsMode> values_of(NsMode) { return {NsMode::kSpaceTime, NsMode::kRecurrent}; }
+std::vector<DataFormat> values_of(DataFormat) {
+  return {DataFormat::kAuto, DataFormat::kWell, DataFormat::kPdeBench, DataFormat::kPdeArena};
+}
 std::vector<data::NormalizerMode> values_of(data::NormalizerMode) {
   return {data::NormalizerMode::kChannel, data::NormalizerMode::kPointwise};
 }
@@ -137,6 +140,7 @@ const std::vector<Key<TestSetConfig>>& test_keys() {
       key("name", entry(&TestSetConfig::name), "metric prefix (\"32\" gives 32_l2); default: the grid size"),
       key("n_samples", entry(&TestSetConfig::n_samples), "first n samples (-1: all)").min(-1).check(not_zero("expected -1 (all) or >= 1, got 0")),
       key("batch_size", entry(&TestSetConfig::batch_size), "evaluation batch size").min(1).max(kMaxCount),
+      key("split", entry(&TestSetConfig::split), "benchmark formats: the benchmark's split the set reads ('': test; The Well and PDEArena also have valid)"),
   };
   return kKeys;
 }
@@ -162,7 +166,7 @@ const std::vector<Key<RunConfig>>& schema() {
       key("model.domain_padding_mode", arg(&FNOOptions::domain_padding_mode), "where the padding goes: symmetric (round(p * size) zeros at both ends, as neuraloperator) or one_sided (at the end alone, as the FNO paper's scripts)"),
       // data
       key("data.train_file", field(&RunConfig::data, &DataConfig::train_file), "training data file (.pt, .h5, .mat); a relative path resolves against the config file's folder, or, given with --set, against the current directory").path().check(not_empty("missing (the training data file)")),
-      key("data.n_train", field(&RunConfig::data, &DataConfig::n_train), "first n training samples (-1: all)").min(-1).check(not_zero("expected -1 (all) or >= 1, got 0")),
+      key("data.n_train", field(&RunConfig::data, &DataConfig::n_train), "first n training samples (-1: all; benchmark formats: trajectories, each giving its windows)").min(-1).check(not_zero("expected -1 (all) or >= 1, got 0")),
       key("data.batch_size", field(&RunConfig::data, &DataConfig::batch_size), "training batch size").min(1).max(kMaxCount),
       key("data.shuffle", field(&RunConfig::data, &DataConfig::shuffle), "reshuffle the training set each epoch (seeded by training.seed)"),
       key("data.subsample", field(&RunConfig::data, &DataConfig::subsample), "keep every k-th grid point of every set").min(1),
@@ -179,6 +183,12 @@ const std::vector<Key<RunConfig>>& schema() {
       key("data.ns_mode", field(&RunConfig::data, &DataConfig::ns_mode), "ns: space_time (a 3D FNO over x, y, t: the t_in records as channels in, the next t_out records out at once) or recurrent (a 2D FNO from the last t_in records to the next, rolled out t_out times, the loss summed over the rollout; offload.policy none only, no normalization)"),
       key("data.t_in", field(&RunConfig::data, &DataConfig::t_in), "ns: records given as input (= model.in_channels)").min(1),
       key("data.t_out", field(&RunConfig::data, &DataConfig::t_out), "ns: records predicted after them (-1: the rest of the training file's records)").min(-1).check(not_zero("expected -1 (the rest) or >= 1, got 0")),
+      key("data.format", field(&RunConfig::data, &DataConfig::format), "the files' layout: auto (the loaders' own detection: .pt, HDF5 arrays, .mat; data.problem) or a benchmark's files as they ship, trained as next-step pairs from a time window: well (The Well: data.train_file the data set's folder holding data/<split>/, a split folder or a file), pdebench (one PDEBench file) or pdearena (a PDEArena file, or a folder of them); docs/data.md"),
+      key("data.split", field(&RunConfig::data, &DataConfig::split), "benchmark formats: the benchmark's split that trains (The Well's data/<split>/, PDEArena's group, PDEBench's train/test convention)").check(not_empty("missing (a split name, e.g. train)")),
+      key("data.fields", field(&RunConfig::data, &DataConfig::fields), "benchmark formats: the input fields by name, in channel order ([]: every field of the files); channels: data.history steps of the time-varying ones, then the constant ones once").sample("[density]"),
+      key("data.target_fields", field(&RunConfig::data, &DataConfig::target_fields), "benchmark formats: the fields predicted ([]: the time-varying input fields); model.out_channels = data.horizon x their channels").sample("[density]"),
+      key("data.history", field(&RunConfig::data, &DataConfig::history), "benchmark formats: consecutive steps given as input (The Well's baselines: 4)").min(1).max(kMaxCount),
+      key("data.horizon", field(&RunConfig::data, &DataConfig::horizon), "benchmark formats: the steps after them predicted as output channels").min(1).max(kMaxCount),
       // optimizer
       key("optimizer.name", field(&RunConfig::optimizer, &OptimizerConfig::name), "optimizer: adamw (neuraloperator's AdamW: decoupled weight decay) or adam (torch.optim.Adam, the FNO paper's: weight decay as an L2 term in the gradient, eps added to the bias-corrected sqrt(v), complex weights as real pairs)"),
       key("optimizer.lr", field(&RunConfig::optimizer, &OptimizerConfig::lr), "learning rate").above(0),

@@ -118,9 +118,71 @@ data::LoadOptions load_options(const DataConfig& d, int64_t n_samples) {
       .y_key_setting("data.y_key");
 }
 
+// A benchmark's split as the loaders' options say it (fno_data/benchmark.h).
+data::BenchmarkOptions benchmark_options(const DataConfig& d, const std::string& split,
+                                         int64_t n_trajectories) {
+  const auto format = d.format == DataFormat::kWell       ? data::BenchmarkFormat::kWell
+                      : d.format == DataFormat::kPdeBench ? data::BenchmarkFormat::kPdeBench
+                                                          : data::BenchmarkFormat::kPdeArena;
+  return data::BenchmarkOptions()
+      .format(format)
+      .split(split)
+      .fields(d.fields)
+      .target_fields(d.target_fields)
+      .history(d.history)
+      .horizon(d.horizon)
+      .n_trajectories(n_trajectories)
+      .subsample(d.subsample);
+}
+
+// Per-field statistics [F] as the channel normalizer's [1, C, 1...]: the
+// time-varying fields' repeated for each of `steps` steps, the constant ones once.
+torch::Tensor per_channel(const torch::Tensor& field, int64_t n_time_varying, int64_t steps,
+                          int64_t n_dim) {
+  const auto tv = field.narrow(0, 0, n_time_varying).repeat({steps});
+  auto c = torch::cat({tv, field.narrow(0, n_time_varying, field.size(0) - n_time_varying)});
+  std::vector<int64_t> shape{1, c.size(0)};
+  shape.resize(static_cast<size_t>(2 + n_dim), 1);
+  return c.reshape(shape);
+}
+
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> detail::benchmark_input_files(
+    const RunConfig& cfg) {
+  std::vector<std::pair<std::string, std::string>> files;
+  const auto& d = cfg.data;
+  auto add = [&](const std::string& key, const std::string& path, const std::string& split) {
+    const auto found = data::benchmark_files(path, benchmark_options(d, split, -1));
+    for (size_t i = 0; i < found.size(); ++i) {
+      files.emplace_back(found.size() == 1 ? key : key + "[" + std::to_string(i) + "]", found[i]);
+    }
+  };
+  add("data.train_file", d.train_file, d.split);
+  for (size_t i = 0; i < d.tests.size(); ++i) {
+    const auto& t = d.tests[i];
+    add("data.test[" + std::to_string(i) + "].file", t.file, t.split.empty() ? "test" : t.split);
+  }
+  return files;
+}
+
 using namespace detail;
+
+// A benchmark's split: the windows of its trajectories (n_train of them);
+// the per-field statistics of the training split for the normalizers.
+data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const std::string& split,
+                                                int64_t n_trajectories, bool train,
+                                                std::shared_ptr<const data::BenchmarkSet>* keep) {
+  auto set = std::make_shared<const data::BenchmarkSet>(
+      file, benchmark_options(cfg.data, split, n_trajectories));
+  if (train) {
+    field_stats_in = set->input_field_stats();
+    field_stats_out = set->target_field_stats();
+    n_time_varying_in = set->n_time_varying_inputs();
+  }
+  if (keep != nullptr) *keep = set;
+  return set->all_windows();
+}
 
 void Trainer::State::join_ranks() {
   const auto launch = dist::launch_env();
@@ -160,6 +222,8 @@ void Trainer::State::load_data() {
     train = load_ns_pairs(c.data.train_file, c.data, c.data.n_train, c.data.t_out);
     ns_t_out = recurrent() ? train.y.size(1) : train.y.size(4);
     check_ns_model();
+  } else if (benchmark()) {
+    train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true);
   } else {
     train = data::load_darcy(c.data.train_file, load_options(c.data, c.data.n_train));
   }
@@ -188,6 +252,21 @@ void Trainer::State::load_data() {
   out_norm = data::UnitGaussianNormalizer(c.data.normalization);
   if (c.data.encode_input) in_norm.fit(train.x);
   if (c.data.encode_output) out_norm.fit(train.y);
+  if (benchmark() && c.data.normalization == data::NormalizerMode::kChannel) {
+    // One mean and std per field, over every step of the training split's
+    // trajectories (not per window channel).
+    const auto& [mi, si] = field_stats_in;
+    const auto& [mo, so] = field_stats_out;
+    const int64_t nt = n_time_varying_in, outs = mo.size(0);
+    if (c.data.encode_input) {
+      in_norm.set_state(per_channel(mi, nt, c.data.history, n_dim),
+                        per_channel(si, nt, c.data.history, n_dim));
+    }
+    if (c.data.encode_output) {
+      out_norm.set_state(per_channel(mo, outs, c.data.horizon, n_dim),
+                         per_channel(so, outs, c.data.horizon, n_dim));
+    }
+  }
   train_x = c.data.encode_input ? in_norm.transform(train.x) : train.x;
   train_y = c.data.encode_output ? out_norm.transform(train.y) : train.y;
   load_test_sets(train);
@@ -219,8 +298,11 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
   const auto& d = cfg.data;
   for (const auto& t : d.tests) {
     data::FieldPairs pairs;
+    std::shared_ptr<const data::BenchmarkSet> set;
     if (ns()) {
       pairs = load_ns_pairs(t.file, d, t.n_samples, ns_t_out);
+    } else if (benchmark()) {
+      pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set);
     } else {
       pairs = data::load_darcy(t.file, load_options(d, t.n_samples));
     }
@@ -238,6 +320,7 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
       }
     }
     e.batch_size = t.batch_size;
+    e.benchmark = set;
     e.x_raw = pairs.x;
     e.x = d.encode_input ? in_norm.transform(pairs.x) : pairs.x;
     e.y = pairs.y;
@@ -440,7 +523,8 @@ std::map<std::string, double> Trainer::train() {
     run.end_epoch(epoch, stats, t0);
   }
   if (run.last_metrics.empty() && !s.tests.empty()) run.last_metrics = run.evaluate();
-  // Rank 0 alone writes the outputs.
+  // Rank 0 alone writes the outputs (and, for benchmark data, the benchmark's metric).
+  if (s.main() && s.benchmark()) run.last_metrics.merge(run.benchmark_metrics());
   if (s.main()) run.write_outputs(run.last_metrics, wall0);
   return run.last_metrics;
 }

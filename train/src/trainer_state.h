@@ -9,6 +9,7 @@
 #include <fno/optim.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
+#include <fno_data/benchmark.h>
 #include <fno_data/darcy.h>
 #include <fno_data/fingerprint.h>
 #include <fno_data/navier_stokes.h>
@@ -61,6 +62,8 @@ void make_dirs(const std::string& path);
 int64_t host_available_bytes();
 bool file_exists(const std::string& path);
 void write_text_atomic(const std::string& path, const std::string& text);
+/// Benchmark formats (data.format): the files a run reads, by key ("data.train_file[2]").
+std::vector<std::pair<std::string, std::string>> benchmark_input_files(const RunConfig& cfg);
 
 // One evaluation set, on the training device when it fits.
 struct EvalSet {
@@ -69,6 +72,8 @@ struct EvalSet {
   torch::Tensor x;      // normalized input when encode_input (Navier-Stokes: the t_in records)
   torch::Tensor x_raw;  // as loaded (for predictions.h5), on the CPU
   torch::Tensor y;      // raw truth
+  // Benchmark formats: the set's trajectories (its rollout, its channels).
+  std::shared_ptr<const data::BenchmarkSet> benchmark;
 };
 
 }  // namespace detail
@@ -106,7 +111,11 @@ struct Trainer::State {
 
   // Navier-Stokes (data.problem ns): the predicted records per sample (0 otherwise).
   int64_t ns_t_out = 0;
+  /// Benchmark formats: per-field statistics of the training split, [C] each.
+  std::pair<torch::Tensor, torch::Tensor> field_stats_in, field_stats_out;
+  int64_t n_time_varying_in = 0;
   bool ns() const { return cfg.data.problem == DataProblem::kNavierStokes; }
+  bool benchmark() const { return cfg.data.format != DataFormat::kAuto; }
   bool recurrent() const { return ns() && cfg.data.ns_mode == NsMode::kRecurrent; }
   // auto's capture limit for a step (training or evaluation): kAutoGraphLimitMs
   // per application of the model, so a recurrent rollout of t_out steps gets
@@ -136,6 +145,9 @@ struct Trainer::State {
   void load_data();
   void check_ns_model() const;
   void load_test_sets(const data::FieldPairs& train);
+  data::FieldPairs load_benchmark(const std::string& file, const std::string& split,
+                                  int64_t n_trajectories, bool train,
+                                  std::shared_ptr<const data::BenchmarkSet>* keep = nullptr);
   void place_data();
   void build_model();
   void build_offload();

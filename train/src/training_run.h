@@ -50,6 +50,9 @@ class TrainingRun {
   void end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_point t0);
   std::map<std::string, double> evaluate();
   torch::Tensor predict(const torch::Tensor& x);
+  // Benchmark formats: each test set's VRMSE per field, one step and rolled out
+  // (benchmark_eval.cpp); rank 0, at the end of a run.
+  std::map<std::string, double> benchmark_metrics();
   // predictions.h5, model.pt and summary.json (rank 0).
   void write_outputs(const std::map<std::string, double>& metrics, Clock::time_point wall0);
 

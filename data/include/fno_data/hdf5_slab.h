@@ -28,6 +28,11 @@ class Hdf5SlabReader {
   Hdf5SlabReader(const std::string& path, const std::string& key, Layout layout = Layout::kGrid,
                  int64_t max_cache_bytes = int64_t{256} << 20);
   ~Hdf5SlabReader();
+  /// Opens array `key` as stored, of any rank >= 1 (the benchmark readers,
+  /// fno_data/benchmark.h): shape() is the stored shape, read_box() reads.
+  struct AnyRank {};
+  Hdf5SlabReader(const std::string& path, const std::string& key, AnyRank,
+                 int64_t max_cache_bytes = int64_t{64} << 20);
   Hdf5SlabReader(const Hdf5SlabReader&) = delete;
   Hdf5SlabReader& operator=(const Hdf5SlabReader&) = delete;
 
@@ -37,6 +42,12 @@ class Hdf5SlabReader {
   /// [s1 - s0, C, r1 - r0, *S'] float32, contiguous, on the CPU. Values
   /// that are not finite are an error naming the sample.
   torch::Tensor read(int64_t s0, int64_t s1, int64_t r0, int64_t r1) const;
+  /// Any reader: the hyperslab start/count/stride over the stored dims (of
+  /// AnyRank's shape(); for the others, the file's dims), float32 in stored
+  /// order, contiguous, on the CPU. Values that are not finite are an error.
+  torch::Tensor read_box(const std::vector<int64_t>& start, const std::vector<int64_t>& count,
+                         const std::vector<int64_t>& stride = {}) const;
+  const std::string& key() const;
   /// The bytes HDF5 may cache for this array (a host memory budget counts them).
   int64_t cache_bytes() const;
   const std::string& path() const;

@@ -62,6 +62,11 @@ enum class DataProblem { kDarcy, kNavierStokes };
 /// at once; kRecurrent: a 2D FNO from the last t_in records to the next one,
 /// rolled out t_out times (fno_engine/rollout.h).
 enum class NsMode { kSpaceTime, kRecurrent };
+/// data.format: how the data files are laid out. kAuto: the loaders' own
+/// detection (.pt, our HDF5, .mat; data.problem); kWell, kPdeBench, kPdeArena:
+/// the benchmarks' files as they ship (fno_data/benchmark.h), trained as
+/// next-step pairs from a time window (data.history, data.horizon).
+enum class DataFormat { kAuto, kWell, kPdeBench, kPdeArena };
 /// training.loss_on: what the training loss compares when outputs are normalized
 /// (data.encode_output): the normalized output and truth (neuraloperator's
 /// Trainer), or both decoded (the FNO paper's scripts). Metrics always decode.
@@ -77,6 +82,8 @@ using data::to_string;
 /// "darcy", "ns"; "space_time", "recurrent".
 std::string to_string(DataProblem problem);
 std::string to_string(NsMode mode);
+/// "auto", "well", "pdebench", "pdearena".
+std::string to_string(DataFormat format);
 /// "channel", "pointwise"; "normalized", "decoded"; "symmetric", "one_sided".
 std::string to_string(data::NormalizerMode mode);
 std::string to_string(LossSpace space);
@@ -93,6 +100,8 @@ struct TestSetConfig {
   int64_t n_samples = -1;
   /// data.test[].batch_size: the evaluation batch size.
   int64_t batch_size = 32;
+  /// data.test[].split: benchmark formats: the benchmark's split the set reads ('': test).
+  std::string split;
 };
 
 /// The data section: the training set, the evaluation sets, normalization.
@@ -137,6 +146,19 @@ struct DataConfig {
   /// data.t_out: Navier-Stokes only: the records predicted after them; -1: all the
   /// training file has left (its T - t_in).
   int64_t t_out = -1;
+  /// data.format: the files' layout (auto, or a benchmark's).
+  DataFormat format = DataFormat::kAuto;
+  /// data.split: benchmark formats: the benchmark's split that trains.
+  std::string split = "train";
+  /// data.fields: benchmark formats: the input fields, in channel order ([]: all).
+  std::vector<std::string> fields;
+  /// data.target_fields: benchmark formats: the output fields ([]: the
+  /// time-varying input fields).
+  std::vector<std::string> target_fields;
+  /// data.history: benchmark formats: steps given as input.
+  int64_t history = 1;
+  /// data.horizon: benchmark formats: steps predicted after them.
+  int64_t horizon = 1;
 };
 
 /// The optimizer section: neuraloperator's AdamW.

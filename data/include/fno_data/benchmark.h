@@ -1,0 +1,122 @@
+// Benchmark data as it ships: The Well, PDEBench and PDEArena HDF5 files read
+// directly (docs/data.md, "Benchmark formats"), as next-step pairs from a time
+// window: the input is `history` consecutive steps of the chosen fields as
+// channels (time-major: step 0's fields, then step 1's, ...; fields constant
+// in time once, after them), the target the next `horizon` steps of the target
+// fields. Every window of every trajectory of the split is a sample, in the
+// order trajectory, then start step (The Well's order).
+//
+// Arrays are read by hyperslab (Hdf5SlabReader), one trajectory's steps at a
+// time. Errors are std::runtime_error, one line that starts with the file.
+#pragma once
+
+#include <fno_data/darcy.h>
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fno::data {
+
+enum class BenchmarkFormat { kWell, kPdeBench, kPdeArena };
+
+/// "well", "pdebench", "pdearena".
+std::string to_string(BenchmarkFormat format);
+
+struct BenchmarkOptions {
+  TORCH_ARG(BenchmarkFormat, format) = BenchmarkFormat::kWell;
+  /// The benchmark's split: The Well's data/<split>/ folder, PDEArena's group
+  /// (and file names holding it), PDEBench's convention ("train": all but
+  /// the first tenth of a one-file set, all but the last tenth of the sorted
+  /// sample groups; "test": that tenth).
+  TORCH_ARG(std::string, split) = "train";
+  /// The input fields by name, in channel order; {}: every field the files
+  /// hold, in the benchmark's order.
+  TORCH_ARG(std::vector<std::string>, fields) = {};
+  /// The target fields; {}: the time-varying input fields.
+  TORCH_ARG(std::vector<std::string>, target_fields) = {};
+  /// Steps given as input, and steps predicted after them.
+  TORCH_ARG(int64_t, history) = 1;
+  TORCH_ARG(int64_t, horizon) = 1;
+  /// The first n trajectories of the split; -1: all.
+  TORCH_ARG(int64_t, n_trajectories) = -1;
+  /// Keep every k-th grid point along each spatial dim.
+  TORCH_ARG(int64_t, subsample) = 1;
+};
+
+/// One split of a benchmark data set: a file, or a folder of files (The Well's
+/// shards, PDEArena's files), opened and checked (fields, ranks, grids, the
+/// window against the time axis).
+class BenchmarkSet {
+ public:
+  /// `path`: The Well: the data set's folder (holding data/<split>/), a split
+  /// folder, or one file; PDEBench: one file; PDEArena: one file or a folder
+  /// of files whose names hold the split.
+  BenchmarkSet(const std::string& path, const BenchmarkOptions& options);
+  ~BenchmarkSet();
+  BenchmarkSet(const BenchmarkSet&) = delete;
+  BenchmarkSet& operator=(const BenchmarkSet&) = delete;
+
+  const BenchmarkOptions& options() const;
+  /// The files read, in order.
+  const std::vector<std::string>& files() const;
+  int64_t n_trajectories() const;
+  /// Time steps of each trajectory.
+  int64_t n_steps() const;
+  /// Windows (samples): n_trajectories * (n_steps - history - horizon + 1).
+  int64_t n_windows() const;
+  /// The spatial grid S (after subsampling).
+  const std::vector<int64_t>& grid() const;
+  /// The channels' names ("density", "velocity_x", ...; per step "t0:density"
+  /// ...), in the order of x's and y's channels.
+  std::vector<std::string> input_channels() const;
+  std::vector<std::string> output_channels() const;
+  /// The names of the chosen input fields' channels at one step (time-varying
+  /// first, then constant), and of the target fields'.
+  const std::vector<std::string>& input_field_channels() const;
+  const std::vector<std::string>& target_field_channels() const;
+  /// The number of those that vary in time.
+  int64_t n_time_varying_inputs() const;
+
+  /// Trajectory n, steps [t0, t1), of the input (targets = false) or target
+  /// fields that vary in time: [t1 - t0, C, *S] float32.
+  torch::Tensor read_steps(int64_t n, int64_t t0, int64_t t1, bool targets) const;
+  /// Trajectory n's input fields constant in time: [C, *S] ([0, *S] if none).
+  torch::Tensor read_constant(int64_t n) const;
+  /// Windows [w0, w1): x [w, C_in, *S], y [w, C_out, *S].
+  // -> x: [w1 - w0, history * F + F_const, *S], y: [w1 - w0, horizon * F_out, *S]
+  FieldPairs windows(int64_t w0, int64_t w1) const;
+  /// Every window.
+  FieldPairs all_windows() const;
+
+  /// Per field channel, over every step of every trajectory of the split: the
+  /// mean and the unbiased std, [C] each, for input_field_channels() and
+  /// target_field_channels().
+  std::pair<torch::Tensor, torch::Tensor> input_field_stats() const;
+  std::pair<torch::Tensor, torch::Tensor> target_field_stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> p_;
+};
+
+/// The files a BenchmarkSet of `path` and `options` reads (for pinning them),
+/// without opening them; throws naming `path` when there are none.
+std::vector<std::string> benchmark_files(const std::string& path, const BenchmarkOptions& options);
+
+/// The Well's VRMSE per channel: sqrt(mean_S (pred - target)^2 / (var_S(target) + eps)),
+/// var unbiased, over the spatial dims of [B, C, *S] -> [B, C].
+torch::Tensor vrmse(const torch::Tensor& pred, const torch::Tensor& target, double eps = 1e-7);
+
+/// PDEBench's nRMSE per channel (pdebench/models/metrics.py, metric_func's
+/// err_mean / nrm): sqrt(mean_S (pred - target)^2) / sqrt(mean_S target^2), no
+/// floor, over the spatial dims of [B, C, *S] -> [B, C].
+torch::Tensor nrmse(const torch::Tensor& pred, const torch::Tensor& target);
+
+}  // namespace fno::data
