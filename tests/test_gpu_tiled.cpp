@@ -9,9 +9,9 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno/tiled.h>
-#include <fno_train/train_step.h>
 #include <fno_engine/offload_step.h>
 #include <fno_engine/tiled_plan.h>
+#include <fno_train/train_step.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <doctest/doctest.h>
@@ -299,4 +299,47 @@ TEST_CASE("GPU: out-of-memory advice names auto where no fixed policy fits") {
   CHECK(advice.find("no fixed policy is estimated to fit") != std::string::npos);
   CHECK(advice.find("--offload auto") != std::string::npos);
   CHECK(advice.find('\n') == std::string::npos);
+}
+
+TEST_CASE(
+    "GPU: evaluation at another grid under offload.gpu_memory_limit runs a plan for that grid") {
+  auto model = seed_model();
+  torch::manual_seed(26);
+  const auto x = torch::randn({4, 1, 64, 64}, torch::kCUDA);
+  const auto y = torch::randn({4, 1, 64, 64}, torch::kCUDA) + 1;
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
+  const int64_t budget = held_after_empty_cache() + (int64_t{256} << 20);
+  fno::OffloadSettings settings;
+  settings.policy = fno::offload::parse_policy("auto");
+  settings.gpu_memory_limit = budget;
+  fno::OffloadedStep step(model, settings);
+  run(model, [&] { return step.forward_backward(x, y, loss, false); });  // the plan at 64x64
+  MESSAGE("training plan at 64x64 under ", budget >> 20, " MiB: ", step.plan_text());
+  // At 1024x1024 one sample's whole-grid forward is over the budget: the
+  // evaluation's forward takes tiles chosen for that grid, not the 64x64 plan.
+  const auto big = torch::randn({2, 1, 1024, 1024}, torch::kCUDA);
+  REQUIRE(fno::whole_grid_forward_bytes(model, big.sizes(), 1, 4) > budget);
+  const auto plan = step.forward_plan(big);
+  MESSAGE("evaluation at 1024x1024: ", plan.text);
+  REQUIRE(plan.tiled);
+  CHECK(plan.micro == 1);
+  CHECK(step.forward_plan(x).text.find("training plan") != std::string::npos);
+  torch::NoGradGuard no_grad;
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+  const auto out = step.forward(big);
+  const int64_t peak = static_cast<int64_t>(
+      c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+          .allocated_bytes[0]
+          .peak);
+  MESSAGE("peak ", peak >> 20, " MiB of ", budget >> 20, " MiB");
+  CHECK(peak <= budget);
+  CHECK(rel_err(out, model->forward(big)) <= 1e-5);
+  // A budget under the floor is refused in one line naming it.
+  fno::OffloadSettings tight = settings;
+  tight.gpu_memory_limit = held_after_empty_cache() + (int64_t{1} << 20);
+  fno::OffloadedStep small(model, tight);
+  CHECK_THROWS_WITH_AS(small.forward(big), doctest::Contains("is under the floor"),
+                       fno::ForwardBudgetError);
 }

@@ -110,21 +110,52 @@ at::Tensor OffloadedStep::forward_backward_composite(
 }
 
 at::Tensor OffloadedStep::forward(const at::Tensor& x) {
+  const auto plan = forward_plan(x);
+  return forward_under_plan(p_->model, plan, x, plan.tiled ? &p_->tiled_runner() : nullptr);
+}
+
+ForwardPlan OffloadedStep::forward_plan(const at::Tensor& x) {
   auto& p = *p_;
-  torch::NoGradGuard no_grad;
-  if (p.tiled) return p.tiled_runner().forward(*p.tiled, x);
-  int64_t per = x.size(0);
-  if (!p.shape.empty() && p.policy.kind != offload::Policy::Kind::kNone) {
-    const int64_t k = p.policy.kind == offload::Policy::Kind::kAuto ? p.plan.micro_batches
-                                                                    : p.settings.micro_batches;
-    per = std::max<int64_t>(1, (p.shape[0] + k - 1) / std::max<int64_t>(k, 1));
+  using K = offload::Policy::Kind;
+  const int64_t batch = x.size(0);
+  const bool planned = !p.shape.empty();
+  if (planned && x.sizes().slice(1) == at::IntArrayRef(p.shape).slice(1)) {
+    // The training plan's grid: its tiles, and at most a micro-batch at once.
+    ForwardPlan f;
+    f.micro = batch;
+    if (p.policy.kind != K::kNone) {
+      const int64_t k = p.tiled                     ? p.tiled->micro_batches
+                        : p.policy.kind == K::kAuto ? p.plan.micro_batches
+                                                    : p.settings.micro_batches;
+      f.micro = std::max<int64_t>(1, (p.shape[0] + k - 1) / std::max<int64_t>(k, 1));
+    }
+    f.tiled = p.tiled;
+    f.text = (p.tiled ? "the training plan's tiles, " + p.tiled->plan.to_string() + ", "
+                      : std::string("whole grid, ")) +
+             "at most " + std::to_string(f.micro) + " sample(s) at once (the training plan's)";
+    return f;
   }
-  if (per >= x.size(0)) return p.model->forward(x);
-  std::vector<at::Tensor> outs;
-  for (int64_t first = 0; first < x.size(0); first += per) {
-    outs.push_back(p.model->forward(x.narrow(0, first, std::min(per, x.size(0) - first))));
+  const int64_t limit = p.settings.gpu_memory_limit;
+  if (!x.is_cuda() || (p.policy.kind == K::kNone && limit <= 0)) {
+    ForwardPlan f;
+    f.micro = batch;
+    f.text = "whole grid, batches of " + std::to_string(batch);
+    return f;
   }
-  return torch::cat(outs, 0);
+  const auto key = x.sizes().vec();
+  if (const auto it = p.forward_plans.find(key); it != p.forward_plans.end()) return it->second;
+  // The budget of a forward beside what the run holds (the weights, which the
+  // planner counts itself, the optimizer's state, the data kept on the GPU).
+  int64_t weights = 0;
+  for (const auto& q : p.model->parameters()) weights += q.numel() * q.element_size();
+  const int64_t room = limit > 0 ? limit - allocated_now() : offload::device_free_bytes();
+  const auto budget = ForwardBudget().gpu_memory_limit(std::max<int64_t>(1, room + weights));
+  auto f =
+      choose_forward_plan(p.model, x.sizes(), budget, x.device(),
+                          static_cast<int64_t>(c10::elementSize(p.model->options.compute_dtype())));
+  std::cerr << "offload: a forward of " << x.sizes() << " (off the training plan's grid): "
+            << f.text << "\n";
+  return p.forward_plans.emplace(key, std::move(f)).first->second;
 }
 
 std::string OffloadedStep::plan_text() const {

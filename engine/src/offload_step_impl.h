@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -192,6 +193,8 @@ struct OffloadedStep::Impl {
   int64_t pinned_seen = 0;  // the pinned pool's largest size seen in a trial
   std::function<void(const std::string&)> before_final_backward;
   std::string plan_key_text;  // shape and plan, for before_final_backward; made once per plan
+  // forward_plan's plans for inputs off the training plan's grid, per shape.
+  std::map<std::vector<int64_t>, ForwardPlan> forward_plans;
 
   void final_backward(const at::Tensor& l, bool notify) {
     if (notify && before_final_backward) {

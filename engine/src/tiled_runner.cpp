@@ -53,17 +53,9 @@ at::Tensor TiledRunner::step(const TiledChoice& choice, const at::Tensor& x, con
   return total;
 }
 
-at::Tensor TiledRunner::forward(const TiledChoice& choice, const at::Tensor& x) {
-  auto& tiled = step_for(choice.plan);
-  const int64_t batch = x.size(0);
-  const auto sizes = offload::split_sizes(batch, std::min(choice.micro_batches, batch));
-  std::vector<at::Tensor> outs;
-  int64_t first = 0;
-  for (const auto n : sizes) {
-    outs.push_back(tiled.forward(x.narrow(0, first, n)));
-    first += n;
-  }
-  return outs.size() == 1 ? outs[0] : torch::cat(outs, 0);
+at::Tensor TiledRunner::forward(const TiledPlan& plan, const at::Tensor& x) {
+  torch::NoGradGuard no_grad;
+  return step_for(plan).forward(x);
 }
 
 }  // namespace fno

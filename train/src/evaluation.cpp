@@ -7,12 +7,27 @@
 namespace fno {
 namespace detail {
 
+// The model's forward under the step's forward plan (OffloadedStep::forward:
+// the training plan at the training grid, a plan chosen for the grid
+// elsewhere), decoded.
+// x: [b, Cin, *S] -> [b, Cout, *S] (a rollout: its trajectory)
 torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
   torch::Tensor out;
-  if (s_.recurrent()) {
-    out = rollout([this](const torch::Tensor& in) { return s_.step->forward(in); }, x, s_.ns_t_out);
-  } else {
-    out = s_.step->forward(s_.model_input(x));
+  try {
+    if (s_.recurrent()) {
+      out =
+          rollout([this](const torch::Tensor& in) { return s_.step->forward(in); }, x, s_.ns_t_out);
+    } else {
+      out = s_.step->forward(s_.model_input(x));
+    }
+  } catch (const ForwardBudgetError& e) {
+    // In the run's keys: the budget is what the run leaves of the limit.
+    const int64_t limit = c_.offload.gpu_memory_limit;
+    throw std::runtime_error(
+        "offload.gpu_memory_limit " +
+        (limit > 0 ? offload::format_bytes(limit) : std::string("(the free memory)")) +
+        ": the evaluation's forward at " + c10::str(x.sizes().slice(2)) +
+        ", with what the run leaves of it, " + e.detail());
   }
   return s_.out_norm.fitted() ? s_.out_norm.inverse_transform(out) : out;
 }

@@ -6,7 +6,7 @@
 #include <fno/tiled.h>
 #include <fno_data/darcy.h>
 #include <fno_data/hdf5_slab.h>
-#include <fno_engine/offload_step.h>
+#include <fno_engine/forward_plan.h>
 #include <fno_engine/tiled_plan.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
@@ -42,16 +42,21 @@ namespace fno {
 namespace {
 
 using detail::check_normalizer_grid;
-using detail::choose_plan;
 using detail::grid_text;
 using detail::has_prefix;
 using detail::load_normalizers;
 using detail::parse_progress;
-using detail::Plan;
 using detail::PredictProgress;
 using detail::stream_tile_calls;
-using detail::whole_grid_bytes;
 using detail::with_prefix;
+
+// The engine's refusal of a budget, in fno_predict's flags.
+[[noreturn]] void reword(const ForwardBudgetError& e) {
+  using L = ForwardBudgetError::Limit;
+  if (e.limit() == L::kTileRows) throw PredictUsageError("--tile-rows: " + e.detail());
+  throw std::runtime_error(
+      (e.limit() == L::kGpuMemory ? "--gpu-memory-limit " : "--host-memory-limit ") + e.detail());
+}
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -346,9 +351,7 @@ class PredictRun {
   void choose() {
     const auto& mo = cfg.model;
     const at::IntArrayRef grid(grid_v);
-    // The plan and the one forward path: OffloadedStep::forward (the one the
-    // trainer's evaluation takes) for whole-grid micro-batches, the tiled runner
-    // for tiles.
+    // (the one forward under a plan, which the trainer's evaluation takes too)
     batch = std::min<int64_t>(
         n, o.batch_size > 0 ? o.batch_size
                             : (cfg.data.tests.empty() ? cfg.data.batch_size
@@ -361,12 +364,12 @@ class PredictRun {
     const int64_t whole_host =
         n * points * (mo.in_channels() + (truth ? mo.out_channels() : 0)) * 4 +
         2 * batch * points * mo.out_channels() * 4 +
-        (device.is_cpu() ? whole_grid_bytes(model, x_shape, batch, elem) : 0);
+        (device.is_cpu() ? whole_grid_forward_bytes(model, x_shape, batch, elem) : 0);
     const bool host_short = o.host_memory_limit > 0 && whole_host > o.host_memory_limit;
     stream = reader && (o.tile_rows > 0 || host_short);
     if (reader && !stream && device.is_cuda() && o.gpu_memory_limit > 0) {
       // One sample's whole grid over the GPU budget: tiles, streamed.
-      stream = whole_grid_bytes(model, x_shape, 1, elem) > o.gpu_memory_limit;
+      stream = whole_grid_forward_bytes(model, x_shape, 1, elem) > o.gpu_memory_limit;
     }
     if (!stream) {
       if (host_short) {
@@ -380,22 +383,26 @@ class PredictRun {
         reader.reset();
         std::tie(x, y) = load_range(o, lo, truth);
       }
-      if (!plan) plan = choose_plan(model, x_shape, batch, o, device, elem);
     }
-    if (stream) {
-      detail::StreamRequest req;
-      req.x_shape = x_shape;
-      req.x_shape[0] = 1;
-      req.device = device;
-      req.gpu_memory_limit = o.gpu_memory_limit;
-      req.host_memory_limit = o.host_memory_limit;
-      req.tile_rows = o.tile_rows;
-      req.reader_cache = reader->cache_bytes();
-      streamed = detail::choose_stream_plan(model, req);
+    // The plan; a streamed one counts the reader's chunk cache and the writer's (1 MiB).
+    auto shape = x_shape;
+    shape[0] = stream ? 1 : batch;
+    const auto budget = ForwardBudget()
+                            .gpu_memory_limit(o.gpu_memory_limit)
+                            .host_memory_limit(o.host_memory_limit)
+                            .tile_rows(o.tile_rows);
+    try {
+      if (stream) {
+        streamed = choose_streamed_plan(model, shape, budget, device,
+                                        reader->cache_bytes() + (int64_t{1} << 20));
+      } else {
+        plan = choose_forward_plan(model, shape, budget, device, elem);
+      }
+    } catch (const ForwardBudgetError& e) {
+      reword(e);
     }
     r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
              " sample(s) at " + grid_text(grid) + ": " + (stream ? streamed->text : plan->text);
-    step = std::make_unique<OffloadedStep>(model, OffloadSettings{});
     if (!stream && plan->tiled) tiled = std::make_unique<TiledRunner>(model, nullptr);
     in_norm.to(device);
     out_norm.to(device);
@@ -607,7 +614,7 @@ class PredictRun {
     auto in = in_norm.fitted() ? in_norm.transform(xb) : xb;
     // in: [b, Cin, *S] -> [b, Cout, *S]
     const StepModel model_forward = [this](const torch::Tensor& in) {
-      return tiled ? tiled->forward(*plan->tiled, in) : step->forward(in);
+      return forward_under_plan(model, *plan, in, tiled.get());
     };
     // (Navier-Stokes: the rollout, or the space-time model over the records repeated in time)
     auto out = ns ? ns->forward(model_forward, in) : model_forward(in);
@@ -641,10 +648,9 @@ class PredictRun {
   // choose
   int64_t batch = 0, elem = 0, points = 1;
   bool stream = false;
-  std::optional<Plan> plan;
-  std::optional<detail::StreamPlan> streamed;
-  std::unique_ptr<OffloadedStep> step;
-  std::unique_ptr<TiledRunner> tiled;
+  std::optional<ForwardPlan> plan;
+  std::optional<StreamedPlan> streamed;
+  std::unique_ptr<TiledRunner> tiled;  // plan's tiles, when it has them
   // run_forward
   bool replacing = false;
   std::string written;

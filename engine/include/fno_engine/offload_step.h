@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fno/fno.h>
+#include <fno_engine/forward_plan.h>
 #include <fno_offload/offload.h>
 #include <fno_offload/planner.h>
 
@@ -120,12 +121,23 @@ class OffloadedStep {
       const std::function<at::Tensor(const ModelForward& model, const at::Tensor& x,
                                      const at::Tensor& y)>& loss);
 
-  /// model(x) without gradients within the step's plan, for evaluation and
-  /// predictions: a tiled plan runs in its tiles, and no more batch entries
-  /// run at once than a training micro-batch holds, so that the whole run
-  /// keeps the budget. Before the first step (no plan yet): model(x).
+  /// model(x) without gradients under forward_plan(x), for evaluation and
+  /// predictions: forward_under_plan (fno_engine/forward_plan.h), the one
+  /// forward under a plan that fno_predict runs too.
   // x: [B, Cin, *S] -> [B, Cout, *S]
   at::Tensor forward(const at::Tensor& x);
+  /// The plan forward(x) runs under, so that the whole run keeps the budget:
+  ///   - at the grid of the training plan: that plan's (a tiled plan runs in
+  ///     its tiles, and no more batch entries run at once than a training
+  ///     micro-batch holds);
+  ///   - else on the CPU, or with policy none and no gpu_memory_limit: the
+  ///     whole grid, all of x at once;
+  ///   - at another grid on a GPU (a test set at another resolution, or
+  ///     before the first step): choose_forward_plan for x's shape within
+  ///     what the run leaves of gpu_memory_limit (else of the device's free
+  ///     memory), made once per shape. Throws ForwardBudgetError when not even
+  ///     tiles of one sample fit.
+  ForwardPlan forward_plan(const at::Tensor& x);
 
   /// Called just before the backward pass that completes a step's gradients
   /// (the last micro-batch's) with a key naming the input shape and the plan;

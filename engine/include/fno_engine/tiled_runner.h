@@ -1,7 +1,7 @@
-// Runs the tiled plans that offload auto and the prediction plan choose (tiled_plan.h)
-// for OffloadedStep and fno_predict: one TiledStep per plan (its host stores live across
-// steps), micro-batches whose gradients add up, host stores on the offloader's
-// copy engine.
+// Runs the tiled plans that offload auto and the forward planner choose
+// (tiled_plan.h, forward_plan.h) for OffloadedStep and forward_under_plan:
+// one TiledStep per plan (its host stores live across steps), micro-batches
+// whose gradients add up, host stores on the offloader's copy engine.
 #pragma once
 
 #include <fno/tiled.h>
@@ -29,9 +29,10 @@ class TiledRunner {
   at::Tensor step(const TiledChoice& choice, const at::Tensor& x, const at::Tensor& y,
                   const Loss& loss, bool mean, const std::function<void()>& before_last = nullptr);
 
-  /// model(x) in tiles of `choice`'s plan and micro-batches, without gradients.
+  /// model(x) in tiles of `plan`, without gradients, all of x's samples at
+  /// once (forward_under_plan, fno_engine/forward_plan.h, runs micro-batches).
   // x: [B, Cin, *S] -> [B, Cout, *S]
-  at::Tensor forward(const TiledChoice& choice, const at::Tensor& x);
+  at::Tensor forward(const TiledPlan& plan, const at::Tensor& x);
 
   /// Drops every plan's stores (their pinned memory too).
   void clear() { steps_.clear(); }
