@@ -30,10 +30,10 @@
 
 #include "dict_prefix.h"
 #include "json.h"
-#include "predict_normalizers.h"
 #include "predict_ns.h"
 #include "predict_progress.h"
 #include "predict_stream.h"
+#include "predict_support.h"
 
 #include <fno_engine/tiled_runner.h>
 
@@ -44,10 +44,14 @@ namespace {
 using detail::check_normalizer_grid;
 using detail::grid_text;
 using detail::has_prefix;
+using detail::json_array;
 using detail::load_normalizers;
+using detail::number_attr;
 using detail::parse_progress;
+using detail::pick_device;
 using detail::PredictProgress;
 using detail::stream_tile_calls;
+using detail::text_attr;
 using detail::with_prefix;
 
 // The engine's refusal of a budget, in fno_predict's flags.
@@ -61,47 +65,6 @@ using detail::with_prefix;
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-torch::Device pick_device(const std::string& name) {
-  if (name == "cpu") return torch::kCPU;
-  if (name == "auto")
-    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
-  if (name.rfind("cuda", 0) != 0) {
-    throw PredictUsageError("--device: expected auto, cpu, cuda or cuda:N, got '" + name + "'");
-  }
-  if (!torch::cuda::is_available()) {
-    throw PredictUsageError("--device: '" + name + "' asked for, but no CUDA device is visible");
-  }
-  torch::Device d(name);
-  if (d.index() < 0) d = torch::Device(torch::kCUDA, 0);
-  if (d.index() >= static_cast<int>(torch::cuda::device_count())) {
-    throw PredictUsageError("--device: '" + name + "', but only " +
-                            std::to_string(torch::cuda::device_count()) +
-                            " CUDA device(s) are visible");
-  }
-  return d;
-}
-
-std::string json_array(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json::number(v[i]);
-  return s + "]";
-}
-
-data::Attribute text_attr(const std::string& name, const std::string& text) {
-  data::Attribute a;
-  a.name = name;
-  a.text = text;
-  return a;
-}
-
-data::Attribute number_attr(const std::string& name, double v) {
-  data::Attribute a;
-  a.name = name;
-  a.number = v;
-  a.is_number = true;
-  return a;
 }
 
 // A model's settings alone (--model-config): a config file in fno_train's
@@ -459,10 +422,9 @@ class PredictRun {
     const auto wall0 = std::chrono::steady_clock::now();
     if (stream) {
       progress.stream(n, stream_tile_calls(streamed->plan, grid[0], mo.n_layers()));
-      const auto t =
-          detail::predict_streamed(model, *streamed, *reader, o.first, n, device, in_norm,
-                                   out_norm, *writer, &offloader,
-                                   [&progress](int64_t i) { progress.tile(i); });
+      const auto t = detail::predict_streamed(model, *streamed, *reader, o.first, n, device,
+                                              in_norm, out_norm, *writer, &offloader,
+                                              [&progress](int64_t i) { progress.tile(i); });
       r.read_s = t.read_s;
       r.write_s = t.write_s;
       r.read_wait_s = t.read_wait_s;

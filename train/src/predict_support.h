@@ -1,5 +1,6 @@
 // Internal to predict(): the run's normalizers (where they are kept, and
-// whether they apply at the input's grid), and the grid's text.
+// whether they apply at the input's grid), the device, the grid's text, and
+// the output's attributes and JSON arrays.
 #pragma once
 
 #include <fno/serialize.h>
@@ -7,8 +8,10 @@
 #include <fno_train/config.h>
 
 #include <ATen/core/Tensor.h>
+#include <torch/types.h>
 
 #include <string>
+#include <vector>
 
 namespace fno::detail {
 
@@ -36,5 +39,16 @@ std::string load_normalizers(const RunConfig& cfg, const std::string& run_dir,
 /// naming `input` when `norm` is pointwise and fitted at another grid than `grid`.
 void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char* which,
                            at::IntArrayRef grid, const std::string& input);
+
+/// "cpu", "auto", "cuda" or "cuda:N" as a device; throws PredictUsageError
+/// naming --device when there is no such device.
+torch::Device pick_device(const std::string& name);
+
+/// "[v0, v1, ...]" with JSON numbers.
+std::string json_array(const std::vector<double>& v);
+
+/// An HDF5 attribute of text, or of a number.
+data::Attribute text_attr(const std::string& name, const std::string& text);
+data::Attribute number_attr(const std::string& name, double v);
 
 }  // namespace fno::detail

@@ -1,6 +1,11 @@
-#include "predict_normalizers.h"
+#include "predict_support.h"
 
+#include <fno_train/predict.h>
+
+#include <torch/cuda.h>
 #include <torch/torch.h>
+
+#include "json.h"
 
 #include <filesystem>
 #include <optional>
@@ -66,6 +71,47 @@ void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char*
         "; it cannot apply at " + grid_text(grid) +
         " (predict at the training grid, or train with channel normalization)");
   }
+}
+
+torch::Device pick_device(const std::string& name) {
+  if (name == "cpu") return torch::kCPU;
+  if (name == "auto")
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
+  if (name.rfind("cuda", 0) != 0) {
+    throw PredictUsageError("--device: expected auto, cpu, cuda or cuda:N, got '" + name + "'");
+  }
+  if (!torch::cuda::is_available()) {
+    throw PredictUsageError("--device: '" + name + "' asked for, but no CUDA device is visible");
+  }
+  torch::Device d(name);
+  if (d.index() < 0) d = torch::Device(torch::kCUDA, 0);
+  if (d.index() >= static_cast<int>(torch::cuda::device_count())) {
+    throw PredictUsageError("--device: '" + name + "', but only " +
+                            std::to_string(torch::cuda::device_count()) +
+                            " CUDA device(s) are visible");
+  }
+  return d;
+}
+
+std::string json_array(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json::number(v[i]);
+  return s + "]";
+}
+
+data::Attribute text_attr(const std::string& name, const std::string& text) {
+  data::Attribute a;
+  a.name = name;
+  a.text = text;
+  return a;
+}
+
+data::Attribute number_attr(const std::string& name, double v) {
+  data::Attribute a;
+  a.name = name;
+  a.number = v;
+  a.is_number = true;
+  return a;
 }
 
 }  // namespace fno::detail
