@@ -134,14 +134,12 @@ int main(int argc, char** argv) {
     const auto r = fno::predict(o);
     std::fprintf(stderr, "fno_predict: plan: %s\n", r.plan.c_str());
     if (!r.l2.empty()) std::printf("mean_l2 %.6f\nmean_h1 %.6f\n", r.mean_l2, r.mean_h1);
-    std::fprintf(stderr, "fno_predict: forward %.2f s", r.forward_wall_s);
-    if (r.read_s + r.write_s > 0) {
+    if (r.read_s + r.write_s > 0) {  // streamed: where the time went
       std::fprintf(stderr,
-                   "; beside it, input read %.2f s (waited %.2f s), output written %.2f s "
-                   "(waited %.2f s)",
-                   r.read_s, r.read_wait_s, r.write_s, r.write_wait_s);
+                   "fno_predict: forward %.2f s; beside it, input read %.2f s (waited %.2f s), "
+                   "output written %.2f s (waited %.2f s)\n",
+                   r.forward_wall_s, r.read_s, r.read_wait_s, r.write_s, r.write_wait_s);
     }
-    std::fprintf(stderr, "\n");
     if (r.gpu_peak_bytes > 0) {
       std::printf("gpu_peak_bytes %lld\n", static_cast<long long>(r.gpu_peak_bytes));
     }
