@@ -7,7 +7,7 @@
 #   scripts/run.sh --set training.epochs=5
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-FNO_BUILD_TARGETS=fno_train "$root/scripts/setup.sh"
+FNO_VENV=torch FNO_BUILD_TARGETS=fno_train "$root/scripts/setup.sh"
 build=${FNO_BUILD_DIR:-$root/build}
 # (from the caller's directory: relative paths given with --set resolve against it)
 exec "$build/apps/fno_train" --config "$root/configs/darcy.yaml" \

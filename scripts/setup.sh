@@ -7,6 +7,8 @@
 # Environment:
 #   FNO_BUILD_DIR      build directory (default: build)
 #   FNO_PYTHON         a python3 that has torch 2.11 (skips the project venv)
+#   FNO_VENV           all (default): every pinned Python package; torch (scripts/run.sh):
+#                      the torch wheel and its dependencies alone
 #   FNO_BUILD_TARGETS  build only these targets (space-separated; scripts/run.sh: fno_train)
 #   FNO_CUDA_KERNELS   AUTO (default: compile the fused CUDA kernels only where a GPU
 #                      is visible), ON (whenever nvcc is there; scripts/test.sh) or OFF;
@@ -34,7 +36,22 @@ if ((${#missing[@]})); then
 fi
 
 # 2. Python with torch 2.11 (LibTorch and its CMake config come from the torch wheel).
-has_torch() { "$1" -c 'import torch,sys; sys.exit(0 if torch.__version__.startswith("2.11.") else 1)' 2>/dev/null; }
+# torch_cmake PY: prints the torch wheel's CMake prefix when PY has torch 2.11, from the
+# package's metadata (importing torch would load its libraries: seconds, three times).
+torch_cmake() {
+  "$1" - 2>/dev/null <<'PY'
+import importlib.metadata as md, importlib.util as iu, os, sys
+try:
+    ok = md.version("torch").startswith("2.11.")
+except md.PackageNotFoundError:
+    ok = False
+spec = iu.find_spec("torch") if ok else None
+if spec is None or spec.origin is None:
+    sys.exit(1)
+print(os.path.join(os.path.dirname(spec.origin), "share", "cmake"))
+PY
+}
+has_torch() { torch_cmake "$1" >/dev/null; }
 py=${FNO_PYTHON:-}
 if [ -z "$py" ]; then
   if [ -x "$root/.venv/bin/python" ] || ! has_torch python3; then
@@ -43,12 +60,28 @@ if [ -z "$py" ]; then
       log "creating the project venv in .venv"
       python3 -m venv "$root/.venv"
     fi
+    # Everything (the tests' and notebooks' packages too), or with FNO_VENV=torch
+    # (scripts/run.sh) the pinned torch wheel and its own dependencies alone; a later
+    # setup without FNO_VENV adds the rest. No bytecode is compiled ahead (--no-compile):
+    # Python compiles what it imports, when it first imports it.
+    pip=("$py" -m pip install -q --disable-pip-version-check --no-compile)
     stamp=$root/.venv/.fno-requirements
     want=$(cat "$root/requirements.txt" "$root/requirements-nodeps.txt" | sha256sum | cut -d' ' -f1)
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    torch_stamp=$root/.venv/.fno-torch
+    torch_want=$(sha256sum < "$root/requirements.txt" | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+      :
+    elif [ "${FNO_VENV:-all}" = torch ]; then
+      if [ "$(cat "$torch_stamp" 2>/dev/null)" != "$torch_want" ]; then
+        torch_pin=$(grep -E '^torch==' "$root/requirements.txt")
+        log "installing the pinned torch wheel ($torch_pin) and its dependencies"
+        "${pip[@]}" -c "$root/requirements.txt" "$torch_pin"
+        echo "$torch_want" > "$torch_stamp"
+      fi
+    else
       log "installing pinned Python packages (torch 2.11.0, neuraloperator 2.0.0, ...)"
-      "$py" -m pip install -q --disable-pip-version-check -r "$root/requirements.txt"
-      "$py" -m pip install -q --disable-pip-version-check --no-deps -r "$root/requirements-nodeps.txt"
+      "${pip[@]}" -r "$root/requirements.txt"
+      "${pip[@]}" --no-deps -r "$root/requirements-nodeps.txt"
       echo "$want" > "$stamp"
     fi
   else
@@ -56,8 +89,9 @@ if [ -z "$py" ]; then
   fi
 fi
 py=$(command -v "$py" || true)
-[ -n "$py" ] && has_torch "$py" || { echo "setup: ${FNO_PYTHON:-python3} has no torch 2.11" >&2; exit 1; }
-torch_cmake=$("$py" -c 'import torch;print(torch.utils.cmake_prefix_path)')
+torch_cmake_dir=
+[ -n "$py" ] && torch_cmake_dir=$(torch_cmake "$py") ||
+  { echo "setup: ${FNO_PYTHON:-python3} has no torch 2.11" >&2; exit 1; }
 
 # 3. Configure (once, or again for another FNO_CUDA_KERNELS) and build.
 kernels=()
@@ -65,7 +99,7 @@ kernels=()
 if [ ! -f "$build/build.ninja" ]; then
   log "configuring $build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$torch_cmake" -DFNO_PYTHON="$py" "${kernels[@]}" --log-level=WARNING
+    -DCMAKE_PREFIX_PATH="$torch_cmake_dir" -DFNO_PYTHON="$py" "${kernels[@]}" --log-level=WARNING
 elif [ -n "${FNO_CUDA_KERNELS:-}" ] &&
      ! grep -qx "FNO_CUDA_KERNELS:STRING=$FNO_CUDA_KERNELS" "$build/CMakeCache.txt"; then
   log "reconfiguring $build with FNO_CUDA_KERNELS=$FNO_CUDA_KERNELS"
