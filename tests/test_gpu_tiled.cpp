@@ -316,12 +316,13 @@ TEST_CASE(
   fno::OffloadedStep step(model, settings);
   run(model, [&] { return step.forward_backward(x, y, loss, false); });  // the plan at 64x64
   MESSAGE("training plan at 64x64 under ", budget >> 20, " MiB: ", step.plan_text());
-  // At 1024x1024 one sample's whole-grid forward is over the budget: the
-  // evaluation's forward takes tiles chosen for that grid, not the 64x64 plan.
-  const auto big = torch::randn({2, 1, 1024, 1024}, torch::kCUDA);
+  // At 2048x2048 one sample's whole-grid forward is over the whole budget (at
+  // 1024x1024 it was not, once the tests before this one left 1.1 GiB held):
+  // the evaluation's forward takes tiles chosen for that grid, not the 64x64 plan.
+  const auto big = torch::randn({2, 1, 2048, 2048}, torch::kCUDA);
   REQUIRE(fno::whole_grid_forward_bytes(model, big.sizes(), 1, 4) > budget);
   const auto plan = step.forward_plan(big);
-  MESSAGE("evaluation at 1024x1024: ", plan.text);
+  MESSAGE("evaluation at 2048x2048: ", plan.text);
   REQUIRE(plan.tiled);
   CHECK(plan.micro == 1);
   CHECK(step.forward_plan(x).text.find("training plan") != std::string::npos);
