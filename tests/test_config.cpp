@@ -396,8 +396,15 @@ std::map<std::string, std::string> fields(const fno::RunConfig& c) {
   f["normalization"] = text(d.normalization);
   f["tests"] = text(d.tests.size());
   for (const auto& t : d.tests) {
-    f["tests"] += " " + t.file + " " + t.name + " " + text(t.n_samples) + " " + text(t.batch_size);
+    f["tests"] += " " + t.file + " " + t.name + " " + text(t.n_samples) + " " + text(t.batch_size) +
+                  " " + t.split;
   }
+  f["format"] = text(d.format);
+  f["split"] = d.split;
+  f["fields"] = list(d.fields);
+  f["target_fields"] = list(d.target_fields);
+  f["history"] = text(d.history);
+  f["horizon"] = text(d.horizon);
   f["n_predictions"] = text(d.n_predictions);
   f["problem"] = text(d.problem);
   f["ns_mode"] = text(d.ns_mode);
@@ -459,7 +466,8 @@ std::map<std::string, std::string> fields(const fno::TestSetConfig& t) {
   return {{"file", t.file},
           {"name", t.name},
           {"n_samples", std::to_string(t.n_samples)},
-          {"batch_size", std::to_string(t.batch_size)}};
+          {"batch_size", std::to_string(t.batch_size)},
+          {"split", t.split}};
 }
 
 // The fields of `a` equal to those of `b`, but the ones named in `except`.
@@ -487,7 +495,7 @@ TEST_CASE("every key reaches its field: set to its sample, every field changes")
   // One YAML with every key set to its sample (a valid value other than its
   // default), but the Navier-Stokes pair, which limits other keys: below. The
   // keys of a data.test entry come in data.test's sample.
-  const std::set<std::string> later{"data.problem", "data.ns_mode"};
+  const std::set<std::string> later{"data.problem", "data.ns_mode", "data.format"};
   std::map<std::string, std::string> sections;
   for (const auto& k : fno::config_keys()) {
     INFO("key ", k.key);
@@ -501,7 +509,8 @@ TEST_CASE("every key reaches its field: set to its sample, every field changes")
   INFO("yaml:\n", yaml);
   const auto base = fno::parse_config("data:\n  train_file: base.pt\n", "cfg.yaml");
   const auto all = fno::parse_config(yaml, "cfg.yaml");
-  CHECK(unchanged(fields(all), fields(base), {"problem", "ns_mode"}) == std::vector<std::string>{});
+  CHECK(unchanged(fields(all), fields(base), {"problem", "ns_mode", "format"}) ==
+        std::vector<std::string>{});
   REQUIRE(all.data.tests.size() == 1);
   CHECK(unchanged(fields(all.data.tests[0]), fields(fno::TestSetConfig{})) ==
         std::vector<std::string>{});
@@ -512,6 +521,10 @@ TEST_CASE("every key reaches its field: set to its sample, every field changes")
        "data.encode_output=false", "training.eval_losses=[l2]"});
   CHECK(fields(ns)["problem"] != fields(base)["problem"]);
   CHECK(fields(ns)["ns_mode"] != fields(base)["ns_mode"]);
+  // A benchmark format, which refuses the loaders' own keys (x_key, layouts).
+  const auto bench = fno::parse_config("data:\n  train_file: base\n", "cfg.yaml",
+                                       {"data.format=" + sample_of("data.format")});
+  CHECK(fields(bench)["format"] != fields(base)["format"]);
 }
 
 TEST_CASE("every key alone, set to its sample by --set, changes the settings") {
