@@ -61,18 +61,7 @@ echo "build: $(($(date +%s) - t0)) s"
 bin=$build/apps
 writer=$build/bench/write_field
 
-# measure FILE COMMAND...: runs COMMAND; writes "WALL_S MAX_RSS_BYTES EXIT" to FILE
-# (the wall time from start to exit, the command's peak resident set).
-measure() {
-  "$py" - "$@" <<'PY'
-import resource, subprocess, sys, time
-t = time.perf_counter()
-rc = subprocess.call(sys.argv[2:])
-wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-open(sys.argv[1], "w").write(f"{wall:.2f} {rss} {rc}\n")
-PY
-}
+source "$root/bench/measure.sh"  # measure FILE COMMAND...
 # One row: NAME GRID LIMIT INPUT LOG [fno_predict arguments...]
 row() {
   local name=$1 grid=$2 limit=$3 input=$4 log=$5

@@ -84,17 +84,7 @@ pack() {
     mv "$out/predict_throughput.tgz.part" "$out/predict_throughput.tgz"
 }
 
-# measure FILE COMMAND...: runs COMMAND; writes "WALL_S MAX_RSS_BYTES EXIT" to FILE.
-measure() {
-  "$py" - "$@" << 'PY'
-import resource, subprocess, sys, time
-t = time.perf_counter()
-rc = subprocess.call(sys.argv[2:])
-wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-open(sys.argv[1], "w").write(f"{wall:.2f} {rss} {rc}\n")
-PY
-}
+source "$root/bench/measure.sh"  # measure FILE COMMAND...
 
 # One fno_predict row: NAME ROW MODEL_DIR INPUT [fno_predict arguments...]; the row's JSON
 # (the median of the forward seconds after the first batch, samples/s) to the rows.

@@ -89,18 +89,7 @@ pack() {
     mv "$out/zeroshot.tgz.part" "$out/zeroshot.tgz"
 }
 
-# measure FILE COMMAND...: runs COMMAND; writes "WALL_S MAX_RSS_BYTES EXIT" to FILE
-# (the wall time from start to exit, the command's peak resident set).
-measure() {
-  "$py" - "$@" << 'PY'
-import resource, subprocess, sys, time
-t = time.perf_counter()
-rc = subprocess.call(sys.argv[2:])
-wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-open(sys.argv[1], "w").write(f"{wall:.2f} {rss} {rc}\n")
-PY
-}
+source "$root/bench/measure.sh"  # measure FILE COMMAND...
 
 # The samples of a grid's test set.
 samples_of() {
