@@ -19,7 +19,7 @@
 # when it has no build.ninja), OUT (default /tmp/fno-predict-out), SCRATCH
 # (the large files; default /tmp/fno-predict-scratch, removed at the end unless
 # KEEP=1), MODEL_RUN, EPOCHS (default 10), N_TRAIN (default 256),
-# BIG (default 65536), MID (default 8192), HOST_LIMIT (fno_predict's
+# BIG (default 65536), BIG_PRECISIONS (default fp32; e.g. "fp32 bf16": a row each), MID (default 8192), HOST_LIMIT (fno_predict's
 # --host-memory-limit at BIG; default: none), STEPS (default "mid big": the
 # 8192^2 rows, the 65536^2 row; "none": the build and the model alone, for a
 # first call; a model in SCRATCH/run256 from an earlier call with KEEP=1 is
@@ -59,6 +59,7 @@ cmake --build "$build" --target fno_predict fno_train fno_datagen write_field > 
   { tail -40 "$logs/build.log"; exit 1; }
 echo "build: $(($(date +%s) - t0)) s"
 bin=$build/apps
+prec=fp32 # each row's --precision (BIG_PRECISIONS at BIG)
 writer=$build/bench/write_field
 
 source "$root/bench/measure.sh"  # measure FILE COMMAND...
@@ -69,15 +70,15 @@ row() {
   local pred=$scratch/pred_$name.h5 wall rss rc peak plan bytes
   rm -f "$pred"
   measure "$log.m" "$bin/fno_predict" --model "$run" --input "$input" --out "$pred" \
-    --device "$device" --precision fp32 "$@" 2> "$log" > "$log.out"
+    --device "$device" --precision "$prec" "$@" 2> "$log" > "$log.out"
   read -r wall rss rc < "$log.m"
   cat "$log.out" >> "$log"
   peak=$(awk '/^gpu_peak_bytes/ {print $2}' "$log.out")
   plan=$(sed -n 's/^fno_predict: plan: //p' "$log" | tr '"' "'")
   bytes=$(stat -c %s "$pred" 2>/dev/null || echo 0)
   local line
-  line=$(printf '{"row": "%s", "grid": %s, "batch": 1, "precision": "fp32", "gpu_memory_limit": "%s", "exit": %s, "wall_s": %s, "host_peak_bytes": %s, "gpu_peak_bytes": %s, "input_bytes": %s, "output_bytes": %s, "plan": "%s"}' \
-    "$name" "$grid" "$limit" "$rc" "$wall" "$rss" "${peak:-0}" "$(stat -c %s "$input")" "$bytes" "$plan")
+  line=$(printf '{"row": "%s", "grid": %s, "batch": 1, "precision": "%s", "gpu_memory_limit": "%s", "exit": %s, "wall_s": %s, "host_peak_bytes": %s, "gpu_peak_bytes": %s, "input_bytes": %s, "output_bytes": %s, "plan": "%s"}' \
+    "$name" "$grid" "$prec" "$limit" "$rc" "$wall" "$rss" "${peak:-0}" "$(stat -c %s "$input")" "$bytes" "$plan")
   echo "$line" | tee -a "$rows"
   [ "$rc" = 0 ] || tail -3 "$log"
   rm -f "$pred"
@@ -132,8 +133,11 @@ field "$big" "$scratch/field$big.h5" || exit 1
 echo "field $big^2 written in $(($(date +%s) - t0)) s"
 host=()
 [ -n "${HOST_LIMIT:-}" ] && host=(--host-memory-limit "$HOST_LIMIT")
-row "${big}_8GiB" "$big" 8GiB "$scratch/field$big.h5" "$logs/p${big}_8.log" \
-  --gpu-memory-limit 8GiB "${host[@]}"
+for prec in ${BIG_PRECISIONS:-fp32}; do
+  row "${big}_8GiB_$prec" "$big" 8GiB "$scratch/field$big.h5" "$logs/p${big}_8_$prec.log" \
+    --gpu-memory-limit 8GiB "${host[@]}"
+done
+prec=fp32
 rm -f "$scratch/field$big.h5"
 fi
 echo "rows: $rows"
