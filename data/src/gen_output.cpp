@@ -231,6 +231,95 @@ std::vector<std::pair<std::string, std::vector<double>>> stat_values(const Sampl
 
 }  // namespace
 
+namespace {
+
+using Settings = std::vector<std::pair<std::string, std::string>>;
+
+/// The kept batches in `dir`, sorted by first sample; a batch file whose
+/// writing was killed is removed (one worker), or left to the worker writing it.
+template <class Shard>
+std::vector<Shard> list_shards(const std::string& dir, int64_t workers) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<Shard> shards;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".samples_", 0) == 0 && name.find(".h5.tmp.") != std::string::npos) {
+      if (workers == 1) fs::remove(entry.path(), ec);
+      continue;
+    }
+    long long a = -1, b = -1;
+    char tail = 0;
+    if (std::sscanf(name.c_str(), "samples_%lld_%lld.h5%c", &a, &b, &tail) != 2 ||
+        name != shard_name(a, b) || a < 0 || b <= a) {
+      throw std::runtime_error(dir + ": holds " + quoted(name) +
+                               ", which fno_datagen --resume did not write; move it away");
+    }
+    shards.push_back({a, b - a, dir + "/" + name});
+  }
+  if (ec) throw std::runtime_error(dir + ": cannot list the directory: " + ec.message());
+  std::sort(shards.begin(), shards.end(), [](const Shard& x, const Shard& y) {
+    return x.first != y.first ? x.first < y.first : x.count < y.count;
+  });
+  return shards;
+}
+
+/// Refuses a kept batch made with other settings than `mine` (one line naming
+/// the first setting that differs).
+void check_settings(const std::string& dir, const Settings& mine_all, const std::string& text) {
+  const auto theirs = parse_settings(text);
+  for (size_t i = 0; i < std::max(theirs.size(), mine_all.size()); ++i) {
+    const auto& mine = i < mine_all.size() ? mine_all[i] : std::pair<std::string, std::string>{};
+    const auto& old = i < theirs.size() ? theirs[i] : std::pair<std::string, std::string>{};
+    if (mine == old) continue;
+    const std::string key = mine.first.empty() ? old.first : mine.first;
+    std::string was = old.second;
+    for (const auto& t : theirs) {
+      if (t.first == key) was = t.second;
+    }
+    // "X_contents": the contents of the file of option X (its path, the
+    // setting X, is the same, or it would have differed first).
+    const std::string suffix = "_contents";
+    if (key.size() > suffix.size() &&
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string option = key.substr(0, key.size() - suffix.size());
+      std::string file;
+      for (const auto& m : mine_all) {
+        if (m.first == option) file = m.second;
+      }
+      TORCH_CHECK_VALUE(false, "resume: --", option, " ", quoted(file), " changed since the ",
+                        "samples kept in ", quoted(dir), " were made (then ", was, "; now ",
+                        mine.second, "); restore it, or remove ", quoted(dir), " to start again");
+    }
+    TORCH_CHECK_VALUE(false, "resume: the samples kept in ", quoted(dir), " were made with ", key,
+                      " ", was.empty() ? "(none)" : was, ", this run has ", key, " ",
+                      mine.second.empty() ? "(none)" : mine.second,
+                      "; go on with the same settings, or remove ", quoted(dir), " to start again");
+  }
+}
+
+/// A kept batch's per-sample statistics (its "stat_*" attributes), checked
+/// against its `count` samples.
+std::vector<std::pair<std::string, std::vector<double>>> kept_stats(
+    const std::string& path, int64_t count, const std::vector<Attribute>& attrs) {
+  std::vector<std::pair<std::string, std::vector<double>>> stats;
+  for (const auto& a : attrs) {
+    if (a.name.rfind("stat_", 0) != 0 || a.is_number) continue;
+    std::vector<double> values;
+    std::istringstream in(a.text);
+    for (std::string word; in >> word;) values.push_back(std::strtod(word.c_str(), nullptr));
+    if (static_cast<int64_t>(values.size()) != count) {
+      throw std::runtime_error(path + ": attribute " + quoted(a.name) + " holds " +
+                               std::to_string(values.size()) + " values for " +
+                               std::to_string(count) + " samples; the file is damaged");
+    }
+    stats.emplace_back(a.name.substr(5), std::move(values));
+  }
+  return stats;
+}
+
+}  // namespace
+
 void GenOutput::find_kept() {
   namespace fs = std::filesystem;
   const std::string& dir = resume_.dir;
@@ -249,28 +338,7 @@ void GenOutput::find_kept() {
                              ": not a directory of samples kept by fno_datagen --resume; "
                              "move it away to start again");
   }
-  std::vector<Shard> shards;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(".samples_", 0) == 0 && name.find(".h5.tmp.") != std::string::npos) {
-      // A batch whose writing was killed, or (several workers) one that
-      // another worker is writing now.
-      if (resume_.workers == 1) fs::remove(entry.path(), ec);
-      continue;
-    }
-    long long a = -1, b = -1;
-    char tail = 0;
-    if (std::sscanf(name.c_str(), "samples_%lld_%lld.h5%c", &a, &b, &tail) != 2 ||
-        name != shard_name(a, b) || a < 0 || b <= a) {
-      throw std::runtime_error(dir + ": holds " + quoted(name) +
-                               ", which fno_datagen --resume did not write; move it away");
-    }
-    shards.push_back({a, b - a, dir + "/" + name});
-  }
-  if (ec) throw std::runtime_error(dir + ": cannot list the directory: " + ec.message());
-  std::sort(shards.begin(), shards.end(), [](const Shard& x, const Shard& y) {
-    return x.first != y.first ? x.first < y.first : x.count < y.count;
-  });
+  auto shards = list_shards<Shard>(dir, resume_.workers);
   int64_t end = 0, kept = 0;
   for (const auto& shard : shards) {
     if (shard.first < end || shard.first + shard.count > total_) {
@@ -308,53 +376,8 @@ void GenOutput::find_kept() {
           "), not [" + std::to_string(shard.first) + ", " +
           std::to_string(shard.first + shard.count) + "); the file is damaged");
     }
-    const auto theirs = parse_settings(settings->text);
-    for (size_t i = 0; i < std::max(theirs.size(), resume_.settings.size()); ++i) {
-      const auto& mine =
-          i < resume_.settings.size() ? resume_.settings[i] : std::pair<std::string, std::string>{};
-      const auto& old = i < theirs.size() ? theirs[i] : std::pair<std::string, std::string>{};
-      if (mine == old) continue;
-      const std::string key = mine.first.empty() ? old.first : mine.first;
-      std::string was = old.second;
-      for (const auto& t : theirs) {
-        if (t.first == key) was = t.second;
-      }
-      // "X_contents": the contents of the file of option X (its path, the
-      // setting X, is the same, or it would have differed first).
-      const std::string suffix = "_contents";
-      if (key.size() > suffix.size() &&
-          key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        const std::string option = key.substr(0, key.size() - suffix.size());
-        const std::string file = [&] {
-          for (const auto& m : resume_.settings) {
-            if (m.first == option) return m.second;
-          }
-          return std::string();
-        }();
-        TORCH_CHECK_VALUE(false, "resume: --", option, " ", quoted(file), " changed since the ",
-                          "samples kept in ", quoted(dir), " were made (then ", was, "; now ",
-                          mine.second, "); restore it, or remove ", quoted(dir), " to start again");
-      }
-      TORCH_CHECK_VALUE(false, "resume: the samples kept in ", quoted(dir), " were made with ", key,
-                        " ", was.empty() ? "(none)" : was, ", this run has ", key, " ",
-                        mine.second.empty() ? "(none)" : mine.second,
-                        "; go on with the same settings, or remove ", quoted(dir),
-                        " to start again");
-    }
-    std::vector<std::pair<std::string, std::vector<double>>> stats;
-    for (const auto& a : attrs) {
-      if (a.name.rfind("stat_", 0) != 0 || a.is_number) continue;
-      std::vector<double> values;
-      std::istringstream in(a.text);
-      for (std::string word; in >> word;) values.push_back(std::strtod(word.c_str(), nullptr));
-      if (static_cast<int64_t>(values.size()) != shard.count) {
-        throw std::runtime_error(shard.path + ": attribute " + quoted(a.name) + " holds " +
-                                 std::to_string(values.size()) + " values for " +
-                                 std::to_string(shard.count) + " samples; the file is damaged");
-      }
-      stats.emplace_back(a.name.substr(5), std::move(values));
-    }
-    add_stats(shard.first, shard.count, stats);
+    check_settings(dir, resume_.settings, settings->text);
+    add_stats(shard.first, shard.count, kept_stats(shard.path, shard.count, attrs));
     end = shard.first + shard.count;
     kept += shard.count;
   }
