@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 #include "benchmark_internal.h"
@@ -32,11 +33,12 @@ void flatten(const YAML::Node& n, std::vector<double>& out) {
 }  // namespace
 
 std::string find_stats_file(const std::string& dir, std::vector<std::string>* searched) {
-  std::string d = dir;
+  std::filesystem::path d(dir);
   for (int up = 0; up < 3; ++up) {
-    if (searched != nullptr) searched->push_back(d);
-    if (is_file(d + "/stats.yaml")) return d + "/stats.yaml";
-    d += "/..";
+    d = d.lexically_normal();
+    if (searched != nullptr) searched->push_back(d.string());
+    if (is_file((d / "stats.yaml").string())) return (d / "stats.yaml").string();
+    d /= "..";
   }
   return "";
 }

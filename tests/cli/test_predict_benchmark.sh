@@ -77,7 +77,8 @@ expect 2 "--y-key: not used with a run trained on benchmark data" -- "${p[@]}" -
 expect 3 "no split 'test'" -- "${p[@]}" --split test --out "$work/e2.h5"
 expect 2 "p.h5 exists; choose another --out or pass --overwrite" -- "${p[@]}" --out "$work/p.h5"
 expect 2 "asks past the 15 windows of split 'valid'" -- "${p[@]}" --samples 14:2 --out "$work/e3.h5"
-expect 3 "no group 'dimensions' (not The Well's layout)" -- "${p[@]}" --input "$src/tests/golden/benchmarks/pdearena/NavierStokes2D_valid_tiny.h5" --out "$work/e4.h5"
+expect 3 "no group 'dimensions' (not The Well's layout)" -- --model "$run" --device cpu \
+  --input "$src/tests/golden/benchmarks/pdearena/NavierStokes2D_valid_tiny.h5" --out "$work/e4.h5"
 for f in e1 e2 e3 e4; do [ ! -e "$work/$f.h5" ] && ok || bad "$f.h5 left behind"; done
 # fno_train: a boundary condition The Well does not know, with the padding from them.
 bin=$train

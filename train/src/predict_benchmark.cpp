@@ -65,7 +65,12 @@ void check_request(const PredictOptions& o, const std::string& summary) {
 std::optional<PredictResult> predict_benchmark(const PredictOptions& o) {
   const std::string cfg_path = o.run_dir + "/config.yaml";
   if (!o.model_config.empty() || !std::filesystem::exists(cfg_path)) return std::nullopt;
-  RunConfig cfg = load_config(cfg_path);
+  RunConfig cfg;
+  try {
+    cfg = load_config(cfg_path);
+  } catch (const std::exception&) {
+    return std::nullopt;  // predict() reports it, after the request's own checks
+  }
   if (cfg.data.format == DataFormat::kAuto) return std::nullopt;
   const std::string summary_path = predict_summary_path(o.out);
   check_request(o, summary_path);
