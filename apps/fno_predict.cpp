@@ -66,7 +66,10 @@ int main(int argc, char** argv) {
                  "(its model: section); no normalizers apply");
   app.add_option("--checkpoint", o.checkpoint,
                  "weights to use instead of RUN_DIR/model.pt (a checkpoint_*.pt or a state dict)");
-  app.add_option("--input", o.input, "the inputs: a .pt or HDF5 (.h5, .mat v7.3) file")->required();
+  app.add_option("--input", o.input,
+                 "the inputs: a .pt or HDF5 (.h5, .mat v7.3) file; for a run trained on benchmark "
+                 "data, the benchmark's file or folder, as data.train_file")
+      ->required();
   app.add_option("--x-key", o.x_key,
                  "the input array's name (default: the run's data.x_key; x in .pt, coeff in HDF5)");
   app.add_option("--y-key", o.y_key,
@@ -94,6 +97,13 @@ int main(int argc, char** argv) {
                  "runs show none")
       ->check(CLI::IsMember({"auto", "bar", "plain", "none"}))
       ->default_val("auto");
+  app.add_option("--split", o.split,
+                 "a run trained on benchmark data (data.format): the split of --input (a file "
+                 "or the data set's folder) to read (default: the run's first test set's, else "
+                 "test)");
+  app.add_flag("--rollout", o.rollout,
+               "a run trained on benchmark data: also roll each trajectory out from its first "
+               "data.history steps (dataset 'rollout', rollout metrics in the summary)");
   app.add_option("--progress-every", o.progress_every, "seconds between plain progress lines")
       ->check(CLI::NonNegativeNumber)
       ->default_val(10);
@@ -134,6 +144,7 @@ int main(int argc, char** argv) {
     const auto r = fno::predict(o);
     std::fprintf(stderr, "fno_predict: plan: %s\n", r.plan.c_str());
     if (!r.l2.empty()) std::printf("mean_l2 %.6f\nmean_h1 %.6f\n", r.mean_l2, r.mean_h1);
+    for (const auto& [name, v] : r.metrics) std::printf("%s %.6f\n", name.c_str(), v);
     if (r.read_s + r.write_s > 0) {  // streamed: where the time went
       std::fprintf(stderr,
                    "fno_predict: forward %.2f s; beside it, input read %.2f s (waited %.2f s), "

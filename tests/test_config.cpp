@@ -286,6 +286,15 @@ TEST_CASE("record_setting changes one key of the resolved YAML") {
   const auto again = fno::parse_config(cfg.resolved_yaml, "config.yaml");
   CHECK(again.offload.policy.text == "none");
   CHECK(again.training.epochs == 3);
+  // A list, written block style over several lines ("domain_padding:\n    []"),
+  // replaced whole by a flow list; the key after it kept.
+  fno::record_setting(cfg, "model.domain_padding", "[0, 0.25]");
+  const auto padded = fno::parse_config(cfg.resolved_yaml, "config.yaml");
+  CHECK(padded.model.domain_padding() == std::vector<double>{0, 0.25});
+  CHECK(padded.model.domain_padding_mode() ==
+        fno::parse_config(kValid, "c").model.domain_padding_mode());
+  fno::record_setting(cfg, "model.domain_padding", "[]");
+  CHECK(fno::parse_config(cfg.resolved_yaml, "config.yaml").model.domain_padding().empty());
 }
 
 TEST_CASE("data layouts: the Navier-Stokes records have their own") {
@@ -381,6 +390,7 @@ std::map<std::string, std::string> fields(const fno::RunConfig& c) {
   f["channel_mlp_expansion"] = text(m.channel_mlp_expansion());
   f["domain_padding"] = list(m.domain_padding());
   f["domain_padding_mode"] = text(m.domain_padding_mode());
+  f["domain_padding_auto"] = text(c.domain_padding_auto);
   const auto& d = c.data;
   f["train_file"] = d.train_file;
   f["n_train"] = text(d.n_train);
@@ -405,6 +415,7 @@ std::map<std::string, std::string> fields(const fno::RunConfig& c) {
   f["target_fields"] = list(d.target_fields);
   f["history"] = text(d.history);
   f["horizon"] = text(d.horizon);
+  f["scalars"] = list(d.scalars);
   f["n_predictions"] = text(d.n_predictions);
   f["problem"] = text(d.problem);
   f["ns_mode"] = text(d.ns_mode);
@@ -495,7 +506,9 @@ TEST_CASE("every key reaches its field: set to its sample, every field changes")
   // One YAML with every key set to its sample (a valid value other than its
   // default), but the Navier-Stokes pair, which limits other keys: below. The
   // keys of a data.test entry come in data.test's sample.
-  const std::set<std::string> later{"data.problem", "data.ns_mode", "data.format"};
+  // (and the keys that need data.format well)
+  const std::set<std::string> later{"data.problem", "data.ns_mode", "data.format", "data.scalars",
+                                    "model.domain_padding_auto"};
   std::map<std::string, std::string> sections;
   for (const auto& k : fno::config_keys()) {
     INFO("key ", k.key);
@@ -509,7 +522,8 @@ TEST_CASE("every key reaches its field: set to its sample, every field changes")
   INFO("yaml:\n", yaml);
   const auto base = fno::parse_config("data:\n  train_file: base.pt\n", "cfg.yaml");
   const auto all = fno::parse_config(yaml, "cfg.yaml");
-  CHECK(unchanged(fields(all), fields(base), {"problem", "ns_mode", "format"}) ==
+  CHECK(unchanged(fields(all), fields(base),
+                  {"problem", "ns_mode", "format", "scalars", "domain_padding_auto"}) ==
         std::vector<std::string>{});
   REQUIRE(all.data.tests.size() == 1);
   CHECK(unchanged(fields(all.data.tests[0]), fields(fno::TestSetConfig{})) ==
@@ -525,6 +539,13 @@ TEST_CASE("every key reaches its field: set to its sample, every field changes")
   const auto bench = fno::parse_config("data:\n  train_file: base\n", "cfg.yaml",
                                        {"data.format=" + sample_of("data.format")});
   CHECK(fields(bench)["format"] != fields(base)["format"]);
+  // The Well's scalars and the padding from its boundary conditions.
+  const auto well =
+      fno::parse_config("data:\n  train_file: base\n", "cfg.yaml",
+                        {"data.format=well", "data.scalars=" + sample_of("data.scalars"),
+                         "model.domain_padding_auto=" + sample_of("model.domain_padding_auto")});
+  CHECK(fields(well)["scalars"] != fields(base)["scalars"]);
+  CHECK(fields(well)["domain_padding_auto"] != fields(base)["domain_padding_auto"]);
 }
 
 TEST_CASE("every key alone, set to its sample by --set, changes the settings") {
@@ -533,6 +554,9 @@ TEST_CASE("every key alone, set to its sample by --set, changes the settings") {
     // model.single_gelu needs use_channel_mlp false.
     std::vector<std::string> sets;
     if (k.key == "model.single_gelu") sets.push_back("model.use_channel_mlp=false");
+    // The Well's keys need its format.
+    if (k.key == "data.scalars" || k.key == "model.domain_padding_auto")
+      sets.push_back("data.format=well");
     const auto base = fields(fno::parse_config(kValid, "cfg.yaml", sets));
     sets.push_back(k.key + "=" + k.sample);
     INFO("--set ", sets.back());

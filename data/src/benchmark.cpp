@@ -26,6 +26,18 @@ std::string to_string(BenchmarkFormat format) {
   return "?";
 }
 
+std::string to_string(BoundaryKind kind) {
+  switch (kind) {
+    case BoundaryKind::kWall:
+      return "WALL";
+    case BoundaryKind::kOpen:
+      return "OPEN";
+    case BoundaryKind::kPeriodic:
+      return "PERIODIC";
+  }
+  return "?";
+}
+
 namespace bench {
 
 bool is_directory(const std::string& path) {
@@ -83,7 +95,12 @@ struct BenchmarkSet::Impl {
   // Field f of trajectory n, steps [t0, t1): [t1 - t0, C_f, *S].
   torch::Tensor read_field(int64_t n, size_t f, int64_t t0, int64_t t1) const;
   torch::Tensor read(int64_t n, const std::vector<size_t>& fields, int64_t t0, int64_t t1) const;
+  // Trajectory n's chosen scalars, each broadcast over the grid: [n_scalars, *S].
+  torch::Tensor read_scalars(int64_t n) const;
   std::pair<torch::Tensor, torch::Tensor> stats(const std::vector<size_t>& fields) const;
+  std::pair<torch::Tensor, torch::Tensor> scalar_stats() const;
+  std::pair<torch::Tensor, torch::Tensor> shipped(const std::vector<size_t>& fields,
+                                                  bool scalars) const;
 };
 
 void BenchmarkSet::Impl::choose_fields(const std::string& path) {
@@ -124,6 +141,7 @@ void BenchmarkSet::Impl::choose_fields(const std::string& path) {
     for (const auto& c : cat.fields[i].channels) in_channels.push_back(c);
   for (size_t i : in_const)
     for (const auto& c : cat.fields[i].channels) in_channels.push_back(c);
+  for (const auto& name : o.scalars()) in_channels.push_back(name);
   for (size_t i : out)
     for (const auto& c : cat.fields[i].channels) out_channels.push_back(c);
   // Every chosen field must be there in every unit.
@@ -234,6 +252,39 @@ torch::Tensor BenchmarkSet::Impl::read(int64_t n, const std::vector<size_t>& fie
   return torch::cat(parts, 1);
 }
 
+torch::Tensor BenchmarkSet::Impl::read_scalars(int64_t n) const {
+  const auto& [u, sample] = cat.trajectories[static_cast<size_t>(n)];
+  const auto& values = cat.units[u].scalars;
+  std::vector<int64_t> shape{static_cast<int64_t>(values.size())};
+  shape.insert(shape.end(), grid.begin(), grid.end());
+  auto out = torch::empty(shape);
+  for (size_t k = 0; k < values.size(); ++k) {
+    const auto& v = values[k];
+    out[static_cast<int64_t>(k)].fill_(v.size() == 1 ? v[0] : v[static_cast<size_t>(sample)]);
+  }
+  return out;
+}
+
+// The scalars' channels, each value counted T * |S| times per trajectory as a
+// field constant in time is (stats()).
+std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::Impl::scalar_stats() const {
+  const auto k = static_cast<int64_t>(options.scalars().size());
+  auto sum = torch::zeros({k}, torch::kDouble), sq = torch::zeros({k}, torch::kDouble);
+  double count = 0, points = 1;
+  for (int64_t g : grid) points *= static_cast<double>(g);
+  for (int64_t n = 0; n < static_cast<int64_t>(cat.trajectories.size()); ++n) {
+    const size_t u = cat.trajectories[static_cast<size_t>(n)].first;
+    const double w = static_cast<double>(cat.units[u].n_steps) * points;
+    const auto v = read_scalars(n).flatten(1).select(1, 0).to(torch::kDouble);  // [k]
+    sum += w * v;
+    sq += w * v * v;
+    count += w;
+  }
+  const auto mean = sum / count;
+  const auto var = (sq - count * mean * mean) / std::max(count - 1, 1.0);
+  return {mean.to(torch::kFloat), var.clamp_min(0).sqrt().to(torch::kFloat)};
+}
+
 std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::Impl::stats(
     const std::vector<size_t>& fields) const {
   torch::Tensor sum, sq;
@@ -258,6 +309,32 @@ std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::Impl::stats(
   return {mean.to(torch::kFloat), var.clamp_min(0).sqrt().to(torch::kFloat)};
 }
 
+std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::Impl::shipped(
+    const std::vector<size_t>& fields, bool scalars) const {
+  if (cat.stats_file.empty()) {
+    const std::string where = cat.files.empty() ? std::string("the files") : cat.files.front();
+    if (options.format() != BenchmarkFormat::kWell) {
+      throw std::runtime_error(where +
+                               ": data.normalization benchmark: " + to_string(options.format()) +
+                               " ships no statistics (The Well's stats.yaml); use channel");
+    }
+    throw std::runtime_error(where + ": data.normalization benchmark: no stats.yaml in " +
+                             bench::join(cat.stats_searched));
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> named;
+  for (size_t f : fields) named.emplace_back(cat.fields[f].name, cat.fields[f].channels);
+  // the_well 1.2.0's ZScoreNormalization clips the std at min_denom 1e-4.
+  auto [mean, sd] = bench::read_stats(cat.stats_file, named, 1e-4);
+  if (scalars) {  // The Well leaves scalars as they are.
+    mean.resize(mean.size() + options.scalars().size(), 0.0);
+    sd.resize(sd.size() + options.scalars().size(), 1.0);
+  }
+  const auto to_tensor = [](const std::vector<double>& v) {
+    return torch::tensor(v, torch::kDouble).to(torch::kFloat);
+  };
+  return {to_tensor(mean), to_tensor(sd)};
+}
+
 BenchmarkSet::BenchmarkSet(const std::string& path, const BenchmarkOptions& options)
     : p_(std::make_unique<Impl>()) {
   auto& m = *p_;
@@ -268,6 +345,12 @@ BenchmarkSet::BenchmarkSet(const std::string& path, const BenchmarkOptions& opti
   if (options.horizon() < 1)
     fail("data.horizon must be >= 1, got " + std::to_string(options.horizon()));
   if (options.subsample() < 1) fail("data.subsample must be >= 1");
+  for (size_t i = 0; i < options.scalars().size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (options.scalars()[i] == options.scalars()[j])
+        fail("data.scalars: '" + options.scalars()[i] + "' named twice");
+    }
+  }
   std::vector<std::string> wanted = options.fields();
   if (!wanted.empty()) {
     wanted.insert(wanted.end(), options.target_fields().begin(), options.target_fields().end());
@@ -312,6 +395,14 @@ const std::vector<std::string>& BenchmarkSet::input_field_channels() const {
 const std::vector<std::string>& BenchmarkSet::target_field_channels() const {
   return p_->out_channels;
 }
+int64_t BenchmarkSet::n_scalar_inputs() const {
+  return static_cast<int64_t>(p_->options.scalars().size());
+}
+std::vector<DimBoundary> BenchmarkSet::boundary_conditions() const {
+  if (p_->options.format() != BenchmarkFormat::kWell) return {};
+  return bench::well_boundaries(p_->cat.files.front());
+}
+const std::string& BenchmarkSet::stats_file() const { return p_->cat.stats_file; }
 int64_t BenchmarkSet::n_time_varying_inputs() const {
   int64_t c = 0;
   for (size_t i : p_->in_tv) c += static_cast<int64_t>(p_->cat.fields[i].channels.size());
@@ -350,7 +441,7 @@ torch::Tensor BenchmarkSet::read_steps(int64_t n, int64_t t0, int64_t t1, bool t
 torch::Tensor BenchmarkSet::read_constant(int64_t n) const {
   TORCH_CHECK(n >= 0 && n < n_trajectories(), "read_constant: trajectory ", n, " of ",
               n_trajectories());
-  return p_->read(n, p_->in_const, 0, 1)[0];
+  return torch::cat({p_->read(n, p_->in_const, 0, 1)[0], p_->read_scalars(n)});
 }
 
 FieldPairs BenchmarkSet::windows(int64_t w0, int64_t w1) const {
@@ -367,9 +458,9 @@ FieldPairs BenchmarkSet::windows(int64_t w0, int64_t w1) const {
     const int64_t s1 = std::min(w1, off[static_cast<size_t>(n) + 1]) - off[static_cast<size_t>(n)];
     const auto in = m.read(n, m.in_tv, s0, s1 - 1 + h);         // [s1 - s0 - 1 + h, F, *S]
     const auto out = m.read(n, m.out, s0 + h, s1 - 1 + h + f);  // [s1 - s0 - 1 + f, F_out, *S]
-    const auto constant = m.read(n, m.in_const, 0, 1);          // [1, F_const, *S]
+    const auto constant = read_constant(n);                     // [F_const + scalars, *S]
     for (int64_t s = 0; s < s1 - s0; ++s) {
-      xs.push_back(torch::cat({in.narrow(0, s, h).flatten(0, 1), constant[0]}, 0));
+      xs.push_back(torch::cat({in.narrow(0, s, h).flatten(0, 1), constant}, 0));
       ys.push_back(out.narrow(0, s, f).flatten(0, 1));
     }
     w += s1 - s0;
@@ -382,11 +473,24 @@ FieldPairs BenchmarkSet::all_windows() const { return windows(0, n_windows()); }
 std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::input_field_stats() const {
   std::vector<size_t> fields = p_->in_tv;
   fields.insert(fields.end(), p_->in_const.begin(), p_->in_const.end());
-  return p_->stats(fields);
+  auto [mean, sd] = p_->stats(fields);
+  if (n_scalar_inputs() == 0) return {mean, sd};
+  const auto [sm, ss] = p_->scalar_stats();
+  return {torch::cat({mean, sm}), torch::cat({sd, ss})};
 }
 
 std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::target_field_stats() const {
   return p_->stats(p_->out);
+}
+
+std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::shipped_input_stats() const {
+  std::vector<size_t> fields = p_->in_tv;
+  fields.insert(fields.end(), p_->in_const.begin(), p_->in_const.end());
+  return p_->shipped(fields, true);
+}
+
+std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::shipped_target_stats() const {
+  return p_->shipped(p_->out, false);
 }
 
 std::vector<std::string> benchmark_files(const std::string& path, const BenchmarkOptions& options) {

@@ -42,6 +42,9 @@ struct Unit {
   int64_t n_samples = 0;
   int64_t n_steps = 0;
   std::vector<std::shared_ptr<FieldArray>> arrays;
+  /// Per chosen scalar (options.scalars), its value per sample (one value
+  /// when it does not vary over samples).
+  std::vector<std::vector<float>> scalars;
 };
 
 struct Catalog {
@@ -51,7 +54,22 @@ struct Catalog {
   std::vector<std::string> files;
   /// The split's trajectories: (unit, sample in it).
   std::vector<std::pair<size_t, int64_t>> trajectories;
+  /// The benchmark's statistics file ("" none), and where it was looked for.
+  std::string stats_file;
+  std::vector<std::string> stats_searched;
 };
+
+/// The Well's stats.yaml: the first of `dir`, its parent and grandparent that
+/// holds one; the folders looked in go to `searched`.
+std::string find_stats_file(const std::string& dir, std::vector<std::string>* searched);
+
+/// Per channel of the fields `fields` ([name, its channels]), mean and std
+/// from stats.yaml `file` (The Well's layout: mean: {field: value or list},
+/// std: likewise); std clipped below at `min_std`. Throws naming the file and
+/// the field.
+std::pair<std::vector<double>, std::vector<double>> read_stats(
+    const std::string& file,
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& fields, double min_std);
 
 /// The catalogs of the three layouts; `fields` (all of options.fields and
 /// options.target_fields) names the fields to open, {} all of them.
@@ -61,6 +79,9 @@ Catalog pdebench_catalog(const std::string& path, const BenchmarkOptions& option
                          const std::vector<std::string>& fields);
 Catalog pdearena_catalog(const std::string& path, const BenchmarkOptions& options,
                          const std::vector<std::string>& fields);
+
+/// Per spatial dim, the boundary conditions a Well file declares ({} none).
+std::vector<DimBoundary> well_boundaries(const std::string& file);
 
 /// The files of a split: The Well's (data/<split>/, <split>/, the folder's, or
 /// the file), PDEArena's (those whose names hold the split, or the file).

@@ -1,8 +1,9 @@
 // PDEArena's layout (pdearena/pdearena, data/twod/datapipes): files whose
 // names hold the split ("train", "valid", "test"), each with a group of that
 // name holding 'u' (N, T, X, Y), 'vx' and 'vy' (the velocity), optionally
-// 'buo_y' (N,) (the buoyancy a conditioned model takes; not a field here), and
-// the coordinates 'x', 'y', 't'. Its channels: u, then vx, vy.
+// 'buo_y' (N,) (the buoyancy a conditioned model takes; not a field, a scalar
+// that data.scalars may choose), and the coordinates 'x', 'y', 't'. Its
+// channels: u, then vx, vy.
 // docs/data.md, "Benchmark formats".
 #include <torch/torch.h>
 
@@ -80,6 +81,22 @@ Catalog pdearena_catalog(const std::string& path, const BenchmarkOptions& option
       }
       unit.arrays.push_back(a);
       ++k;
+    }
+    // Scalars: the group's arrays of one value per sample (buo_y).
+    for (const auto& name : options.scalars()) {
+      const std::string key = split + "/" + name;
+      if (!f.is_dataset(key) || f.shape(key) != std::vector<int64_t>{unit.n_samples}) {
+        std::vector<std::string> found;
+        for (const auto& m : members) {
+          if (f.is_dataset(split + "/" + m) &&
+              f.shape(split + "/" + m) == std::vector<int64_t>{unit.n_samples})
+            found.push_back(m);
+        }
+        f.fail("data.scalars: no scalar '" + name + "' in group '" + split +
+               "' (an array of one value per sample; found: " + join(found) + ")");
+      }
+      const auto v = f.values(key);
+      unit.scalars.emplace_back(v.begin(), v.end());
     }
     for (int64_t s = 0; s < unit.n_samples; ++s) cat.trajectories.emplace_back(cat.units.size(), s);
     cat.units.push_back(std::move(unit));

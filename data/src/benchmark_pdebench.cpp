@@ -92,6 +92,10 @@ Catalog pdebench_catalog(const std::string& path, const BenchmarkOptions& option
   }
   h5::MetaFile f(path);
   check_split(f, options.split());
+  if (!options.scalars().empty()) {
+    f.fail("data.scalars: PDEBench's files hold no scalars (got '" + options.scalars().front() +
+           "')");
+  }
   const auto keys = f.members("/");
   std::vector<std::string> groups, arrays;
   for (const auto& k : keys) {

@@ -3,8 +3,14 @@
 // dimensions/{time, <spatial_dims>} with attribute spatial_dims;
 // t0_fields/, t1_fields/, t2_fields/ with attribute field_names, each field
 // (B, T, *S[, D[, D]]) less the axes its attributes sample_varying,
-// time_varying and dim_varying drop. docs/data.md, "Benchmark formats".
+// time_varying and dim_varying drop; scalars/ with attribute field_names, each
+// (B?, T?) as its sample_varying and time_varying say; boundary_conditions/,
+// a group per condition (bc_type, associated_dims, a mask over those dims);
+// stats.yaml beside data/. docs/data.md, "Benchmark formats".
 #include <torch/torch.h>
+
+#include <algorithm>
+#include <cctype>
 
 #include "benchmark_internal.h"
 #include "h5_meta.h"
@@ -99,7 +105,108 @@ std::vector<std::string> channel_names(const std::string& name, int order,
   return out;
 }
 
+// The chosen scalars of a file (data.scalars), each's value per sample (one
+// value when it does not vary over samples).
+std::vector<std::vector<float>> read_scalars(const h5::MetaFile& f,
+                                             const std::vector<std::string>& chosen,
+                                             int64_t n_traj) {
+  std::vector<std::vector<float>> out;
+  if (chosen.empty()) return out;
+  const auto names =
+      f.is_group("scalars") ? f.strings("scalars", "field_names") : std::vector<std::string>{};
+  for (const auto& name : chosen) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      f.fail("data.scalars: no scalar '" + name + "' (found: " + join(names) + ")");
+    }
+    const std::string key = "scalars/" + name;
+    if (!f.is_dataset(key))
+      f.fail("'scalars' lists '" + name + "', but there is no dataset '" + key + "'");
+    if (f.number(key, "time_varying") != 0) {
+      f.fail("data.scalars: scalar '" + name +
+             "' varies in time (time_varying true); only scalars constant in time are inputs");
+    }
+    const bool per_sample = f.number(key, "sample_varying") != 0;
+    const auto v = f.values(key);
+    const auto want = static_cast<size_t>(per_sample ? n_traj : 1);
+    if (v.size() != want) {
+      f.fail("dataset '" + key + "' holds " + std::to_string(v.size()) + " values, expected " +
+             std::to_string(want) +
+             (per_sample ? " (one per trajectory)" : " (sample_varying false)"));
+    }
+    out.emplace_back(v.begin(), v.end());
+  }
+  return out;
+}
+
+// Per spatial dim, the ends' conditions as the_well's WellDataset._padding_bcs
+// reads them: open unless a group names the dim; its bc_type where its mask
+// holds at that end (WALL: over all of it; OPEN, PERIODIC: anywhere).
+std::vector<DimBoundary> read_boundaries(const h5::MetaFile& f,
+                                         const std::vector<std::string>& dims) {
+  if (!f.is_group("boundary_conditions")) return {};
+  std::vector<DimBoundary> out;
+  for (const auto& d : dims) out.push_back({d, BoundaryKind::kOpen, BoundaryKind::kOpen});
+  for (const auto& g : f.members("boundary_conditions")) {
+    const std::string key = "boundary_conditions/" + g;
+    if (!f.is_group(key)) continue;
+    const auto types = f.strings(key, "bc_type");
+    std::string type = types.size() == 1 ? types[0] : std::string();
+    for (auto& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    BoundaryKind kind = BoundaryKind::kOpen;
+    if (type == "WALL") {
+      kind = BoundaryKind::kWall;
+    } else if (type == "PERIODIC") {
+      kind = BoundaryKind::kPeriodic;
+    } else if (type != "OPEN") {
+      f.fail("'" + key + "': bc_type '" + join(types) + "' is none of WALL, OPEN, PERIODIC");
+    }
+    const auto assoc = f.strings(key, "associated_dims");
+    if (!f.is_dataset(key + "/mask")) f.fail("'" + key + "' holds no dataset 'mask'");
+    const auto shape = f.shape(key + "/mask");
+    const auto mask = f.values(key + "/mask");
+    if (shape.size() != assoc.size()) {
+      f.fail("dataset '" + key + "/mask' has rank " + std::to_string(shape.size()) + " for " +
+             std::to_string(assoc.size()) + " associated dims");
+    }
+    for (size_t k = 0; k < assoc.size(); ++k) {
+      const auto it = std::find(dims.begin(), dims.end(), assoc[k]);
+      if (it == dims.end()) {
+        f.fail("'" + key + "': associated dim '" + assoc[k] + "' is none of the spatial dims (" +
+               join(dims) + ")");
+      }
+      // The mask's entries at index 0 and at the last index along axis k.
+      int64_t inner = 1;
+      for (size_t j = k + 1; j < shape.size(); ++j) inner *= shape[j];
+      const int64_t len = shape[k];
+      for (const bool last : {false, true}) {
+        bool any = false, all = true;
+        for (size_t i = 0; i < mask.size(); ++i) {
+          const int64_t at = (static_cast<int64_t>(i) / inner) % len;
+          if (at != (last ? len - 1 : 0)) continue;
+          any = any || mask[i] != 0;
+          all = all && mask[i] != 0;
+        }
+        if (len > 0 && (kind == BoundaryKind::kWall ? all : any)) {
+          auto& b = out[static_cast<size_t>(it - dims.begin())];
+          (last ? b.high : b.low) = kind;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string folder_of(const std::string& file) {
+  const auto slash = file.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : file.substr(0, slash);
+}
+
 }  // namespace
+
+std::vector<DimBoundary> well_boundaries(const std::string& file) {
+  h5::MetaFile f(file);
+  return read_boundaries(f, f.strings("dimensions", "spatial_dims"));
+}
 
 Catalog well_catalog(const std::string& path, const BenchmarkOptions& options,
                      const std::vector<std::string>& fields) {
@@ -130,6 +237,10 @@ Catalog well_catalog(const std::string& path, const BenchmarkOptions& options,
     unit.file = file;
     unit.n_samples = n_traj;
     unit.n_steps = steps;
+    unit.scalars = read_scalars(f, options.scalars(), n_traj);
+    if (&file == &cat.files.front()) {
+      cat.stats_file = find_stats_file(folder_of(file), &cat.stats_searched);
+    }
     size_t k = 0;
     for (int order = 0; order < 3; ++order) {
       const std::string group = "t" + std::to_string(order) + "_fields";

@@ -205,7 +205,7 @@ void validate(const FieldPairs& pairs, const std::string& what) {
 void UnitGaussianNormalizer::fit(const torch::Tensor& data) {
   TORCH_CHECK(data.dim() >= 2, "UnitGaussianNormalizer: expected [N, C, *S], got ", data.sizes());
   std::vector<int64_t> dims{0};
-  if (mode_ == NormalizerMode::kChannel) {
+  if (mode_ != NormalizerMode::kPointwise) {
     for (int64_t i = 2; i < data.dim(); ++i) dims.push_back(i);
   } else if (data.size(0) < 2) {
     throw std::invalid_argument(

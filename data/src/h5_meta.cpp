@@ -26,6 +26,30 @@ std::string object_name(const std::string& object) {
   return object.empty() || object == "/" ? std::string("the root") : single_quoted(object);
 }
 
+// An enum's native integers (h5py's bool over int8), widened to doubles.
+std::vector<double> widen_enum(const std::vector<unsigned char>& raw, size_t size, hssize_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  for (hssize_t i = 0; i < n; ++i) {
+    int64_t v = 0;
+    const unsigned char* b = raw.data() + static_cast<size_t>(i) * size;
+    if (size == 1) {
+      v = static_cast<int8_t>(b[0]);
+    } else if (size == 2) {
+      int16_t x;
+      std::memcpy(&x, b, 2);
+      v = x;
+    } else if (size == 4) {
+      int32_t x;
+      std::memcpy(&x, b, 4);
+      v = x;
+    } else {
+      std::memcpy(&v, b, 8);
+    }
+    out[static_cast<size_t>(i)] = static_cast<double>(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 MetaFile::MetaFile(const std::string& path) : p_(std::make_unique<Impl>()) {
@@ -124,33 +148,49 @@ std::vector<double> MetaFile::numbers(const std::string& object, const std::stri
   if (cls == H5T_FLOAT || cls == H5T_INTEGER) {
     if (n > 0) ctx.check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, out.data()), "cannot read " + what);
   } else if (cls == H5T_ENUM) {
-    // h5py's bool: an enum {FALSE, TRUE} over int8; read the native enum's
-    // integers, then widen them.
+    // h5py's bool: an enum {FALSE, TRUE} over int8.
     Handle mem = ctx.check(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose,
                            "cannot map the type of " + what);
     const size_t size = H5Tget_size(mem.get());
     std::vector<unsigned char> raw(size * static_cast<size_t>(n));
     if (n > 0) ctx.check(H5Aread(attr.get(), mem.get(), raw.data()), "cannot read " + what);
-    for (hssize_t i = 0; i < n; ++i) {
-      int64_t v = 0;
-      const unsigned char* b = raw.data() + static_cast<size_t>(i) * size;
-      if (size == 1)
-        v = static_cast<int8_t>(b[0]);
-      else if (size == 2) {
-        int16_t x;
-        std::memcpy(&x, b, 2);
-        v = x;
-      } else if (size == 4) {
-        int32_t x;
-        std::memcpy(&x, b, 4);
-        v = x;
-      } else {
-        std::memcpy(&v, b, 8);
-      }
-      out[static_cast<size_t>(i)] = static_cast<double>(v);
-    }
+    out = widen_enum(raw, size, n);
   } else {
     ctx.fail(what + " is not a number");
+  }
+  return out;
+}
+
+std::vector<double> MetaFile::values(const std::string& dataset) const {
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  const Context& ctx = p_->ctx;
+  const std::string what = "dataset " + single_quoted(dataset);
+  Handle ds = ctx.check(H5Dopen2(p_->file.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose,
+                        "cannot open " + what);
+  Handle space = ctx.check(H5Dget_space(ds.get()), H5Sclose, "cannot read the shape of " + what);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+  if (n < 0) ctx.fail_h5("cannot read the shape of " + what);
+  Handle type = ctx.check(H5Dget_type(ds.get()), H5Tclose, "cannot read the type of " + what);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  std::vector<double> out(static_cast<size_t>(n));
+  if (cls == H5T_FLOAT || cls == H5T_INTEGER) {
+    if (n > 0) {
+      ctx.check(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
+                "cannot read " + what);
+    }
+  } else if (cls == H5T_ENUM) {
+    Handle mem = ctx.check(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose,
+                           "cannot map the type of " + what);
+    const size_t size = H5Tget_size(mem.get());
+    std::vector<unsigned char> raw(size * static_cast<size_t>(n));
+    if (n > 0) {
+      ctx.check(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()),
+                "cannot read " + what);
+    }
+    out = widen_enum(raw, size, n);
+  } else {
+    ctx.fail(what + " holds no numbers");
   }
   return out;
 }

@@ -34,6 +34,9 @@ class MetaFile {
   std::vector<std::string> strings(const std::string& object, const std::string& name) const;
   /// numbers() of one value that must be there: fails naming object and attribute.
   double number(const std::string& object, const std::string& name) const;
+  /// A small dataset's values (numbers or h5py's bools), whole, in stored
+  /// order, as doubles (shape() gives their shape).
+  std::vector<double> values(const std::string& dataset) const;
 
  private:
   struct Impl;

@@ -35,7 +35,7 @@ def rng_field(rng, *shape):
 # ---------------------------------------------------------------------------
 # The Well
 # ---------------------------------------------------------------------------
-def write_well_file(path, n_traj, n_t, nx, ny, seed):
+def write_well_file(path, n_traj, n_t, nx, ny, seed, wall="WALL"):
     rng = np.random.default_rng(seed)
     with h5py.File(path, "w") as f:
         f.attrs["dataset_name"] = "tiny_shear"
@@ -54,7 +54,7 @@ def write_well_file(path, n_traj, n_t, nx, ny, seed):
         bcs = f.create_group("boundary_conditions")
         for bc_name, bc_type, dim, n, mask in (
             ("x_periodic", "PERIODIC", "x", nx, np.ones(nx, bool)),
-            ("y_wall", "WALL", "y", ny, np.r_[True, np.zeros(ny - 2, bool), True]),
+            ("y_wall", wall, "y", ny, np.r_[True, np.zeros(ny - 2, bool), True]),
         ):
             g = bcs.create_group(bc_name)
             g.attrs["bc_type"] = bc_type
@@ -65,10 +65,19 @@ def write_well_file(path, n_traj, n_t, nx, ny, seed):
             g.create_dataset("mask", data=mask)
             g.create_dataset("values", data=np.zeros(n, np.float32))
         scalars = f.create_group("scalars")
-        scalars.attrs["field_names"] = ["gamma"]
+        scalars.attrs["field_names"] = ["gamma", "reynolds", "forcing"]
         s = scalars.create_dataset("gamma", data=np.float32(1.4))
         s.attrs["sample_varying"] = False
         s.attrs["time_varying"] = False
+        # One value per trajectory (as a Reynolds number swept over the runs),
+        # and one varying in time (not an input: data.scalars refuses it).
+        # (Not drawn from rng, so that the fields stay as they were.)
+        s = scalars.create_dataset("reynolds", data=np.float32(100 * seed + 10 * np.arange(n_traj)))
+        s.attrs["sample_varying"] = True
+        s.attrs["time_varying"] = False
+        s = scalars.create_dataset("forcing", data=np.linspace(0, 1, n_t, dtype=np.float32))
+        s.attrs["sample_varying"] = False
+        s.attrs["time_varying"] = True
 
         def field(group, name, data, sample_varying=True, time_varying=True):
             d = group.create_dataset(name, data=data)
@@ -89,8 +98,22 @@ def write_well_file(path, n_traj, n_t, nx, ny, seed):
         t2.attrs["field_names"] = []
 
 
+# The Well's statistics (stats.yaml beside data/, as the_well's
+# ZScoreNormalization reads it): a number per field, or one per component; the
+# tracer's std below the_well's 1e-4 floor; velocity's mean one number for
+# both components.
+WELL_STATS = {
+    "mean": {"density": 0.1, "tracer": -0.2, "viscosity": 0.0, "velocity": 0.05},
+    "std": {"density": 0.9, "tracer": 5e-5, "viscosity": 1.2, "velocity": [1.1, 0.8]},
+    "mean_delta": {"density": 0.0, "tracer": 0.0, "velocity": [0.0, 0.0]},
+    "std_delta": {"density": 1.3, "tracer": 1.3, "velocity": [1.4, 1.4]},
+}
+
+
 def make_well(out, goldens):
+    import yaml
     from the_well.data import WellDataset
+    from the_well.data.normalization import ZScoreNormalization
 
     root = os.path.join(out, "well")
     nx, ny, n_t = 6, 8, 7  # non-square, as shear_flow (256 x 512)
@@ -100,6 +123,8 @@ def make_well(out, goldens):
         for k, (n_traj, seed) in enumerate(files):
             write_well_file(os.path.join(root, "data", split, f"tiny_shear_{split}_{k}.hdf5"),
                             n_traj, n_t, nx, ny, seed)
+    with open(os.path.join(root, "stats.yaml"), "w") as f:
+        yaml.safe_dump(WELL_STATS, f)
     for split in shards:
         ds = WellDataset(path=root, well_split_name=split, n_steps_input=HISTORY,
                          n_steps_output=HORIZON, use_normalization=False, return_grid=False,
@@ -111,6 +136,25 @@ def make_well(out, goldens):
             goldens[f"well.{split}.{i}.input_fields"] = s["input_fields"].contiguous()
             goldens[f"well.{split}.{i}.output_fields"] = s["output_fields"].contiguous()
             goldens[f"well.{split}.{i}.constant_fields"] = s["constant_fields"].contiguous()
+            # The scalars constant in time, in the files' order: [gamma, reynolds].
+            goldens[f"well.{split}.{i}.constant_scalars"] = s["constant_scalars"].contiguous()
+        # The same windows normalized by stats.yaml, as WellDataset(use_normalization=True).
+        ds = WellDataset(path=root, well_split_name=split, n_steps_input=HISTORY,
+                         n_steps_output=HORIZON, use_normalization=True,
+                         normalization_type=ZScoreNormalization, return_grid=False,
+                         boundary_return_type=None)
+        for i in range(len(ds)):
+            s = ds[i]
+            for key in ("input_fields", "output_fields", "constant_fields"):
+                goldens[f"well.norm.{split}.{i}.{key}"] = s[key].contiguous()
+    # The boundary conditions as WellDataset returns them for padding: per
+    # spatial dim, its two ends' BoundaryCondition codes (WALL 0, OPEN 1, PERIODIC 2).
+    ds = WellDataset(path=root, well_split_name="train", n_steps_input=HISTORY,
+                     n_steps_output=HORIZON, use_normalization=False, return_grid=False,
+                     boundary_return_type="padding")
+    goldens["well.boundary_conditions"] = ds[0]["boundary_conditions"].contiguous()
+    # A shard whose boundary condition The Well does not know (an error).
+    write_well_file(os.path.join(out, "well_bad_bc.hdf5"), 1, n_t, nx, ny, 13, wall="NEUMANN")
     # The Well's VRMSE per field on a made-up prediction of the valid set's windows.
     from the_well.benchmark.metrics import VRMSE
 

@@ -201,6 +201,28 @@ void check_navier_stokes(const Resolved& r, const RunConfig& c) {
 // the keys of the other loaders do not apply.
 void check_benchmark(const Resolved& r, const RunConfig& c) {
   const auto& d = c.data;
+  const bool well = d.format == DataFormat::kWell;
+  if (d.format == DataFormat::kAuto && !d.scalars.empty()) {
+    r.fail("data.scalars", "needs a benchmark data.format (well, pdearena), got auto");
+  }
+  if (!well && d.normalization == data::NormalizerMode::kBenchmark) {
+    r.fail("data.normalization",
+           "benchmark needs data.format well (The Well ships stats.yaml), "
+           "got data.format " +
+               to_string(d.format));
+  }
+  if (c.domain_padding_auto > 0) {
+    if (!well) {
+      r.fail("model.domain_padding_auto",
+             "needs data.format well (The Well's files declare "
+             "their boundary conditions), got data.format " +
+                 to_string(d.format));
+    }
+    if (!c.model.domain_padding().empty()) {
+      r.fail("model.domain_padding_auto",
+             "sets model.domain_padding from the files; model.domain_padding must be [] then");
+    }
+  }
   if (d.format == DataFormat::kAuto) return;
   const std::string with = " with data.format " + to_string(d.format);
   if (d.problem != DataProblem::kDarcy) {
@@ -354,18 +376,22 @@ RunConfig build(const Values& given, const std::string& origin, const std::strin
 }  // namespace config
 
 void record_setting(RunConfig& config, const std::string& key, const std::string& value) {
-  // The resolved YAML is block style: "section:" at the margin, its keys two spaces in.
+  // The resolved YAML is block style: "section:" at the margin, its keys two
+  // spaces in; a list's items (or its "[]") on the lines below, further in.
   const auto dot = key.find('.');
   const std::string section = key.substr(0, dot) + ":";
-  const std::string name = "  " + key.substr(dot + 1) + ": ";
+  const std::string name = "  " + key.substr(dot + 1) + ":";
   std::istringstream in(config.resolved_yaml);
   std::string line, out;
-  bool inside = false;
+  bool inside = false, replaced = false;
   while (std::getline(in, line)) {
+    if (replaced && line.rfind("   ", 0) == 0) continue;  // the old value's lines
+    replaced = false;
     if (!line.empty() && line[0] != ' ') {
       inside = line == section;
-    } else if (inside && line.rfind(name, 0) == 0) {
-      line = name + value;
+    } else if (inside && (line == name || line.rfind(name + " ", 0) == 0)) {
+      line = name + " " + value;
+      replaced = true;
     }
     out += line + "\n";
   }

@@ -92,6 +92,8 @@ std::string to_string(data::NormalizerMode mode) {
       return "channel";
     case data::NormalizerMode::kPointwise:
       return "pointwise";
+    case data::NormalizerMode::kBenchmark:
+      return "benchmark";
   }
   return "?";
 }

@@ -57,7 +57,8 @@ std::vector<DataFormat> values_of(DataFormat) {
   return {DataFormat::kAuto, DataFormat::kWell, DataFormat::kPdeBench, DataFormat::kPdeArena};
 }
 std::vector<data::NormalizerMode> values_of(data::NormalizerMode) {
-  return {data::NormalizerMode::kChannel, data::NormalizerMode::kPointwise};
+  return {data::NormalizerMode::kChannel, data::NormalizerMode::kPointwise,
+          data::NormalizerMode::kBenchmark};
 }
 std::vector<LossSpace> values_of(LossSpace) {
   return {LossSpace::kNormalized, LossSpace::kDecoded};
@@ -119,6 +120,12 @@ std::string byte_size_text(const int64_t& bytes) {
 }
 std::string inflight_text(const int64_t& mib) { return mib == 0 ? "auto" : std::to_string(mib); }
 
+// model.domain_padding_auto: a run's setting beside the model's options.
+Access<RunConfig, double> padding_auto() {
+  return {[](const RunConfig& c) { return c.domain_padding_auto; },
+          [](RunConfig& c, double v) { c.domain_padding_auto = v; }};
+}
+
 // optimizer.betas: two fields as one list.
 Access<RunConfig, std::vector<double>> betas() {
   return {[](const RunConfig& c) {
@@ -163,6 +170,7 @@ const std::vector<Key<RunConfig>>& schema() {
       key("model.spectral_init", arg(&FNOOptions::spectral_init), "how the blocks' spectral weights start: neuraloperator (complex normal, std sqrt(2 / (2 hidden_channels))) or paper (the FNO paper's scripts: real and imaginary parts uniform on [0, 1 / hidden_channels^2), the bias uniform on +-1 / sqrt(hidden_channels))"),
       key("model.channel_mlp_expansion", arg(&FNOOptions::channel_mlp_expansion), "block ChannelMLP width / hidden_channels").above(0),
       key("model.domain_padding", arg(&FNOOptions::domain_padding), "zero padding as a fraction of each spatial size ([] none, [p] all dims)").min(0).len(0, 3),
+      key("model.domain_padding_auto", padding_auto(), "data.format well: when > 0, model.domain_padding from the files' boundary_conditions: 0 along each spatial dim they declare periodic at both ends (the FFT's own periodicity), this fraction along a wall or open one; model.domain_padding must be [] then. fno_train logs the choice, and config.yaml records it as model.domain_padding (and this key as 0), so that fno_predict builds the same model").min(0).sample("0.25"),
       key("model.domain_padding_mode", arg(&FNOOptions::domain_padding_mode), "where the padding goes: symmetric (round(p * size) zeros at both ends, as neuraloperator) or one_sided (at the end alone, as the FNO paper's scripts)"),
       // data
       key("data.train_file", field(&RunConfig::data, &DataConfig::train_file), "training data file (.pt, .h5, .mat); a relative path resolves against the config file's folder, or, given with --set, against the current directory").path().check(not_empty("missing (the training data file)")),
@@ -176,7 +184,7 @@ const std::vector<Key<RunConfig>>& schema() {
       key("data.y_layout", field(&RunConfig::data, &DataConfig::y_layout), "the same for the output array; C must equal model.out_channels"),
       key("data.encode_input", field(&RunConfig::data, &DataConfig::encode_input), "normalize inputs to zero mean and unit std over the training set (data.normalization)"),
       key("data.encode_output", field(&RunConfig::data, &DataConfig::encode_output), "normalize outputs the same way for training; metrics use decoded outputs"),
-      key("data.normalization", field(&RunConfig::data, &DataConfig::normalization), "the normalizers' statistics: channel (one mean and std per channel, as neuraloperator's UnitGaussianNormalizer, eps 1e-7) or pointwise (one per channel and grid point over the samples, as the FNO paper's scripts, eps 1e-5)"),
+      key("data.normalization", field(&RunConfig::data, &DataConfig::normalization), "the normalizers' statistics: channel (one mean and std per channel, as neuraloperator's UnitGaussianNormalizer, eps 1e-7; benchmark formats: per field over every step of the training split), pointwise (one per channel and grid point over the samples, as the FNO paper's scripts, eps 1e-5) or benchmark (data.format well: the statistics The Well ships, stats.yaml beside data/, per field as the_well's WellDataset(use_normalization=True) applies them: (x - mean) / max(std, 1e-4); scalars as they are)"),
       key("data.test", field(&RunConfig::data, &DataConfig::tests), "evaluation sets: a list of {file, name, n_samples, batch_size}"),
       key("data.n_predictions", field(&RunConfig::data, &DataConfig::n_predictions), "test samples per set saved to predictions.h5").min(0),
       key("data.problem", field(&RunConfig::data, &DataConfig::problem), "what the files hold: darcy (input and output arrays, data.x_key and data.y_key; also Poisson 3D) or ns (Navier-Stokes records u (N, R, R, T) of fno_datagen --problem ns, read by data.x_key, '' = u; docs/data.md)"),
@@ -189,6 +197,7 @@ const std::vector<Key<RunConfig>>& schema() {
       key("data.target_fields", field(&RunConfig::data, &DataConfig::target_fields), "benchmark formats: the fields predicted ([]: the time-varying input fields); model.out_channels = data.horizon x their channels").sample("[density]"),
       key("data.history", field(&RunConfig::data, &DataConfig::history), "benchmark formats: consecutive steps given as input (The Well's baselines: 4)").min(1).max(kMaxCount),
       key("data.horizon", field(&RunConfig::data, &DataConfig::horizon), "benchmark formats: the steps after them predicted as output channels").min(1).max(kMaxCount),
+      key("data.scalars", field(&RunConfig::data, &DataConfig::scalars), "benchmark formats: scalars given as inputs by name (The Well's scalars/, e.g. a Reynolds number, constant in time; PDEArena's buo_y), each a channel of its value over the grid, after the fields' channels (model.in_channels counts them)").sample("[gamma]"),
       // optimizer
       key("optimizer.name", field(&RunConfig::optimizer, &OptimizerConfig::name), "optimizer: adamw (neuraloperator's AdamW: decoupled weight decay) or adam (torch.optim.Adam, the FNO paper's: weight decay as an L2 term in the gradient, eps added to the bias-corrected sqrt(v), complex weights as real pairs)"),
       key("optimizer.lr", field(&RunConfig::optimizer, &OptimizerConfig::lr), "learning rate").above(0),

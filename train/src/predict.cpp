@@ -30,6 +30,7 @@
 
 #include "dict_prefix.h"
 #include "json.h"
+#include "predict_benchmark.h"
 #include "predict_ns.h"
 #include "predict_progress.h"
 #include "predict_stream.h"
@@ -623,6 +624,8 @@ class PredictRun {
 }  // namespace
 
 PredictResult predict(const PredictOptions& o) {
+  // A run trained on benchmark data (data.format) reads the benchmark's files.
+  if (auto r = detail::predict_benchmark(o)) return *r;
   PredictRun run(o);
   run.check_request();
   run.load_model();

@@ -1,6 +1,8 @@
 #include "trainer_state.h"
 #include "training_run.h"
 
+#include "benchmark_run.h"
+
 namespace fno {
 
 namespace detail {
@@ -118,23 +120,6 @@ data::LoadOptions load_options(const DataConfig& d, int64_t n_samples) {
       .y_key_setting("data.y_key");
 }
 
-// A benchmark's split as the loaders' options say it (fno_data/benchmark.h).
-data::BenchmarkOptions benchmark_options(const DataConfig& d, const std::string& split,
-                                         int64_t n_trajectories) {
-  const auto format = d.format == DataFormat::kWell       ? data::BenchmarkFormat::kWell
-                      : d.format == DataFormat::kPdeBench ? data::BenchmarkFormat::kPdeBench
-                                                          : data::BenchmarkFormat::kPdeArena;
-  return data::BenchmarkOptions()
-      .format(format)
-      .split(split)
-      .fields(d.fields)
-      .target_fields(d.target_fields)
-      .history(d.history)
-      .horizon(d.horizon)
-      .n_trajectories(n_trajectories)
-      .subsample(d.subsample);
-}
-
 // Per-field statistics [F] as the channel normalizer's [1, C, 1...]: the
 // time-varying fields' repeated for each of `steps` steps, the constant ones once.
 torch::Tensor per_channel(const torch::Tensor& field, int64_t n_time_varying, int64_t steps,
@@ -176,9 +161,15 @@ data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const s
   auto set = std::make_shared<const data::BenchmarkSet>(
       file, benchmark_options(cfg.data, split, n_trajectories));
   if (train) {
-    field_stats_in = set->input_field_stats();
-    field_stats_out = set->target_field_stats();
+    // data.normalization benchmark: the statistics the benchmark ships.
+    const bool shipped = cfg.data.normalization == data::NormalizerMode::kBenchmark;
+    field_stats_in = shipped ? set->shipped_input_stats() : set->input_field_stats();
+    field_stats_out = shipped ? set->shipped_target_stats() : set->target_field_stats();
     n_time_varying_in = set->n_time_varying_inputs();
+    if (cfg.domain_padding_auto > 0) {
+      const auto line = apply_boundary_padding(cfg, *set);
+      if (main()) std::fprintf(stderr, "fno_train: %s\n", line.c_str());
+    }
   }
   if (keep != nullptr) *keep = set;
   return set->all_windows();
@@ -252,7 +243,7 @@ void Trainer::State::load_data() {
   out_norm = data::UnitGaussianNormalizer(c.data.normalization);
   if (c.data.encode_input) in_norm.fit(train.x);
   if (c.data.encode_output) out_norm.fit(train.y);
-  if (benchmark() && c.data.normalization == data::NormalizerMode::kChannel) {
+  if (benchmark() && c.data.normalization != data::NormalizerMode::kPointwise) {
     // One mean and std per field, over every step of the training split's
     // trajectories (not per window channel).
     const auto& [mi, si] = field_stats_in;

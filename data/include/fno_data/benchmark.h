@@ -2,9 +2,10 @@
 // directly (docs/data.md, "Benchmark formats"), as next-step pairs from a time
 // window: the input is `history` consecutive steps of the chosen fields as
 // channels (time-major: step 0's fields, then step 1's, ...; fields constant
-// in time once, after them), the target the next `horizon` steps of the target
-// fields. Every window of every trajectory of the split is a sample, in the
-// order trajectory, then start step (The Well's order).
+// in time once, after them; then the chosen scalars, each a channel constant
+// in space), the target the next `horizon` steps of the target fields. Every
+// window of every trajectory of the split is a sample, in the order
+// trajectory, then start step (The Well's order).
 //
 // Arrays are read by hyperslab (Hdf5SlabReader), one trajectory's steps at a
 // time. Errors are std::runtime_error, one line that starts with the file.
@@ -47,6 +48,28 @@ struct BenchmarkOptions {
   TORCH_ARG(int64_t, n_trajectories) = -1;
   /// Keep every k-th grid point along each spatial dim.
   TORCH_ARG(int64_t, subsample) = 1;
+  /// Scalars given as inputs, by name (The Well's scalars/, e.g. a Reynolds
+  /// number; PDEArena's buo_y): each a channel constant in space after the
+  /// fields' channels. Only scalars constant in time.
+  TORCH_ARG(std::vector<std::string>, scalars) = {};
+};
+
+/// The Well's boundary condition codes (the_well.data.datasets.BoundaryCondition).
+enum class BoundaryKind { kWall = 0, kOpen = 1, kPeriodic = 2 };
+
+/// "WALL", "OPEN", "PERIODIC".
+std::string to_string(BoundaryKind kind);
+
+/// One spatial dim's boundary conditions at its two ends, as The Well's
+/// WellDataset reads them for boundary_return_type "padding": an end is open
+/// unless a group of boundary_conditions/ names the dim; a WALL group counts
+/// where its mask holds over the whole end, the others where it holds anywhere.
+struct DimBoundary {
+  std::string dim;  // the spatial dim's name ("x")
+  BoundaryKind low = BoundaryKind::kOpen, high = BoundaryKind::kOpen;
+  bool periodic() const {
+    return low == BoundaryKind::kPeriodic && high == BoundaryKind::kPeriodic;
+  }
 };
 
 /// One split of a benchmark data set: a file, or a folder of files (The Well's
@@ -82,14 +105,22 @@ class BenchmarkSet {
   const std::vector<std::string>& target_field_channels() const;
   /// The number of those that vary in time.
   int64_t n_time_varying_inputs() const;
+  /// The chosen scalars' channels (options().scalars), the last of input_field_channels().
+  int64_t n_scalar_inputs() const;
+  /// Per spatial dim, the files' boundary conditions (The Well's
+  /// boundary_conditions/ group of its first file, read when asked); {} when
+  /// the files declare none. Throws naming the file and the group for a
+  /// bc_type other than WALL, OPEN, PERIODIC.
+  std::vector<DimBoundary> boundary_conditions() const;
 
   /// Trajectory n, steps [t0, t1), of the input (targets = false) or target
   /// fields that vary in time: [t1 - t0, C, *S] float32.
   torch::Tensor read_steps(int64_t n, int64_t t0, int64_t t1, bool targets) const;
-  /// Trajectory n's input fields constant in time: [C, *S] ([0, *S] if none).
+  /// Trajectory n's input fields constant in time, then its chosen scalars
+  /// broadcast over the grid: [C, *S] ([0, *S] if none).
   torch::Tensor read_constant(int64_t n) const;
   /// Windows [w0, w1): x [w, C_in, *S], y [w, C_out, *S].
-  // -> x: [w1 - w0, history * F + F_const, *S], y: [w1 - w0, horizon * F_out, *S]
+  // -> x: [w1 - w0, history * F + F_const + scalars, *S], y: [w1 - w0, horizon * F_out, *S]
   FieldPairs windows(int64_t w0, int64_t w1) const;
   /// Every window.
   FieldPairs all_windows() const;
@@ -97,8 +128,24 @@ class BenchmarkSet {
   /// Per field channel, over every step of every trajectory of the split: the
   /// mean and the unbiased std, [C] each, for input_field_channels() and
   /// target_field_channels().
+  /// (A scalar's channel counts its value once per step and grid point of
+  /// each trajectory, as the fields'.)
   std::pair<torch::Tensor, torch::Tensor> input_field_stats() const;
   std::pair<torch::Tensor, torch::Tensor> target_field_stats() const;
+
+  /// The statistics the benchmark ships (The Well's stats.yaml beside data/,
+  /// found in the files' folder or up to two above it), as the_well 1.2.0's
+  /// ZScoreNormalization applies them (WellDataset(use_normalization=True)):
+  /// per field its mean and its std clipped below at 1e-4, a scalar value for
+  /// every channel of the field or one per channel; [C] each, for
+  /// input_field_channels() (the scalars' channels: mean 0, std 1, as The
+  /// Well leaves scalars as they are) and target_field_channels(). Throws
+  /// naming the file and the field when a chosen field has none, or when the
+  /// benchmark ships none.
+  std::pair<torch::Tensor, torch::Tensor> shipped_input_stats() const;
+  std::pair<torch::Tensor, torch::Tensor> shipped_target_stats() const;
+  /// The stats.yaml found ("" none).
+  const std::string& stats_file() const;
 
   struct Impl;
 

@@ -161,8 +161,11 @@ class Hdf5SampleWriter {
 //   std per channel, over every dim but the channel dim; eps 1e-7.
 // - kPointwise, the FNO paper's (its utilities3.py): one per channel and grid
 //   point, over the samples alone; eps 1e-5.
+// - kBenchmark: per channel, statistics a benchmark ships (The Well's
+//   stats.yaml, fno_data/benchmark.h) set with set_state; eps 0, as the_well's
+//   ZScoreNormalization divides by its (clipped) std. fit() fits per channel.
 // ---------------------------------------------------------------------------
-enum class NormalizerMode { kChannel, kPointwise };
+enum class NormalizerMode { kChannel, kPointwise, kBenchmark };
 
 class UnitGaussianNormalizer {
  public:
@@ -177,7 +180,11 @@ class UnitGaussianNormalizer {
   void to(const torch::Device& device);
   bool fitted() const { return mean_.defined(); }
   NormalizerMode mode() const { return mode_; }
-  double eps() const { return mode_ == NormalizerMode::kPointwise ? kPointwiseEps : kEps; }
+  double eps() const {
+    return mode_ == NormalizerMode::kPointwise   ? kPointwiseEps
+           : mode_ == NormalizerMode::kBenchmark ? 0.0
+                                                 : kEps;
+  }
   const torch::Tensor& mean() const { return mean_; }
   const torch::Tensor& std() const { return std_; }
   /// For checkpoints: {prefix + "mean", prefix + "std"}.

@@ -159,6 +159,9 @@ struct DataConfig {
   int64_t history = 1;
   /// data.horizon: benchmark formats: steps predicted after them.
   int64_t horizon = 1;
+  /// data.scalars: benchmark formats: scalars given as inputs (The Well's
+  /// scalars/, PDEArena's buo_y), each a channel constant in space after the fields'.
+  std::vector<std::string> scalars;
 };
 
 /// The optimizer section: neuraloperator's AdamW.
@@ -295,6 +298,11 @@ struct DistributedConfig {
 struct RunConfig {
   /// The model section (model.n_modes, model.hidden_channels, ...), as the model takes it.
   FNOOptions model{{16, 16}, 1, 1, 32};
+  /// model.domain_padding_auto: The Well: when > 0, the trainer sets
+  /// model.domain_padding per spatial dim from the files' boundary conditions:
+  /// 0 along a periodic dim, this fraction along the others (config.yaml
+  /// records the padding chosen, and this key as 0).
+  double domain_padding_auto = 0;
   DataConfig data;
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;

@@ -24,12 +24,17 @@
 // streamed. Long runs show their progress on stderr (samples, or tiles when
 // streamed).
 //
+// A run trained on benchmark data (data.format well, pdebench, pdearena)
+// reads --input as the benchmark's files and predicts the next steps of each
+// window, its metric per field in the summary (predict_benchmark.h).
+//
 // Every error is std::runtime_error with a one-line message naming the file,
 // key or value; PredictUsageError marks the ones of the command line (an
 // existing output, a bad range). No output file is left behind by an error.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,6 +96,11 @@ struct PredictOptions {
   std::string progress = "auto";
   /// Seconds between plain progress lines.
   double progress_every = 10;
+  /// A run trained on benchmark data (data.format): the split of --input read
+  /// ("": the run's first test set's, else test), and whether each of its
+  /// trajectories is also rolled out.
+  std::string split;
+  bool rollout = false;
 };
 
 struct PredictResult {
@@ -120,6 +130,9 @@ struct PredictResult {
   /// the device, the device synchronized before and after), in order; empty when
   /// streamed. The first batch's includes the FFT plans' set-up.
   std::vector<double> forward_seconds;
+  /// A run trained on benchmark data: the benchmark's metric per field
+  /// ("vrmse_density", "vrmse", "rollout_vrmse_density", ...).
+  std::map<std::string, double> metrics;
 };
 
 /// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".

@@ -1,0 +1,293 @@
+// fno_predict on a run trained on benchmark data (predict_benchmark.h): the
+// benchmark's windows read as fno_train reads its test sets, the model's
+// one-step predictions and, with --rollout, each trajectory rolled out
+// (benchmark_run.h's rollout, as fno_train's benchmark_eval.cpp), the
+// benchmark's metric per field in the summary.
+#include "predict_benchmark.h"
+
+#include <fno/fno.h>
+#include <fno/precision.h>
+#include <fno/serialize.h>
+#include <fno_engine/forward_plan.h>
+#include <fno_train/config.h>
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "benchmark_run.h"
+#include "dict_prefix.h"
+#include "json.h"
+#include "predict_support.h"
+
+namespace fno::detail {
+
+namespace {
+
+// "a, b, c": the channels' names as one attribute.
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// The options that do not apply to a benchmark run, refused by name.
+void check_request(const PredictOptions& o, const std::string& summary) {
+  if (o.input.empty()) throw PredictUsageError("--input FILE is required");
+  if (o.out.empty()) throw PredictUsageError("--out FILE.h5 is required");
+  const std::string why = ": not used with a run trained on benchmark data (data.format)";
+  if (!o.x_key.empty())
+    throw PredictUsageError("--x-key" + why + "; its data.fields name the inputs");
+  if (!o.y_key.empty()) throw PredictUsageError("--y-key" + why + "; the files hold the truth");
+  if (o.tile_rows > 0) throw PredictUsageError("--tile-rows" + why);
+  if (o.gpu_memory_limit > 0 || o.host_memory_limit > 0) {
+    throw PredictUsageError("--gpu-memory-limit and --host-memory-limit" + why);
+  }
+  if (o.first < 0 || o.count == 0 || o.count < -1) {
+    throw PredictUsageError("--samples: FIRST must be >= 0 and COUNT >= 1");
+  }
+  if (!o.overwrite) {
+    for (const auto& path : {o.out, summary}) {
+      if (std::filesystem::exists(path)) {
+        throw PredictUsageError(path + " exists; choose another --out or pass --overwrite");
+      }
+    }
+  }
+  if (o.out == o.input) throw PredictUsageError(o.out + ": --out is the --input file");
+}
+
+// One prediction of a benchmark run, its steps in predict_benchmark()'s order;
+// what a step finds is kept for the next.
+class BenchmarkPrediction {
+ public:
+  BenchmarkPrediction(const PredictOptions& options, RunConfig config, std::string config_path)
+      : o(options), cfg(std::move(config)), cfg_path(std::move(config_path)) {}
+
+  // The model, its weights and the run's normalizers; the precision and the device.
+  void load_model() {
+    precision = o.precision.empty() ? cfg.training.precision : parse_precision(o.precision);
+    device = pick_device(o.device);
+    matmul.emplace(precision);
+    weights_path = o.checkpoint.empty() ? o.run_dir + "/model.pt" : o.checkpoint;
+    if (!std::filesystem::exists(weights_path)) {
+      throw std::runtime_error(weights_path + ": no such file" +
+                               (o.checkpoint.empty() ? " (the run has not finished; name a "
+                                                       "checkpoint with --checkpoint)"
+                                                     : ""));
+    }
+    const TensorDict weights = load_tensor_dict(weights_path);
+    const bool is_checkpoint = has_prefix(weights, "model.");
+    model = FNO(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
+    try {
+      load_state_dict(*model, is_checkpoint ? with_prefix(weights, "model.") : weights);
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      throw std::runtime_error(weights_path + " does not match " + cfg_path +
+                               "'s model: " + msg.substr(0, msg.find('\n')));
+    }
+    model->to(device);
+    model->eval();
+    r.normalizers = load_normalizers(cfg, o.run_dir, weights, weights_path, in_norm, out_norm);
+    in_norm.to(device);
+    out_norm.to(device);
+  }
+
+  // The benchmark's split, read as the run's test sets are, checked against the model.
+  void open_set() {
+    const auto& tests = cfg.data.tests;
+    split = !o.split.empty()                                 ? o.split
+            : (tests.empty() || tests.front().split.empty()) ? std::string("test")
+                                                             : tests.front().split;
+    set =
+        std::make_unique<const data::BenchmarkSet>(o.input, benchmark_options(cfg.data, split, -1));
+    in_ch = set->input_channels();
+    out_ch = set->output_channels();
+    const auto& mo = cfg.model;
+    if (static_cast<int64_t>(in_ch.size()) != mo.in_channels() ||
+        static_cast<int64_t>(out_ch.size()) != mo.out_channels()) {
+      throw std::runtime_error(o.input + ": split '" + split + "' gives " +
+                               std::to_string(in_ch.size()) + " input and " +
+                               std::to_string(out_ch.size()) + " output channels; the model (" +
+                               cfg_path + ") takes " + std::to_string(mo.in_channels()) + " and " +
+                               std::to_string(mo.out_channels()));
+    }
+    const int64_t held = set->n_windows();
+    if (o.first >= held || (o.count > 0 && o.first + o.count > held)) {
+      throw PredictUsageError(o.input + ": --samples " + std::to_string(o.first) + ":" +
+                              (o.count > 0 ? std::to_string(o.count) : std::string()) +
+                              " asks past the " + std::to_string(held) + " windows of split '" +
+                              split + "'");
+    }
+    if (o.rollout && !can_roll_out(*set)) {
+      throw PredictUsageError(
+          "--rollout: the run's targets (data.target_fields) are not its "
+          "time-varying inputs, so its predictions cannot be fed back");
+    }
+    n = o.count > 0 ? o.count : held - o.first;
+    r.n_samples = n;
+    r.grid = set->grid();
+  }
+
+  // The next steps of every window, in batches, and their metric per field.
+  void predict_windows() {
+    const auto w = set->windows(o.first, o.first + n);  // x: [n, C_in, *S], y: [n, C_out, *S]
+    const auto& tests = cfg.data.tests;
+    const int64_t batch = std::min<int64_t>(
+        n, o.batch_size > 0 ? o.batch_size
+                            : (tests.empty() ? cfg.data.batch_size : tests.front().batch_size));
+    auto shape = w.x.sizes().vec();
+    shape[0] = batch;
+    plan = choose_forward_plan(model, shape, ForwardBudget(), device,
+                               c10::elementSize(compute_dtype(precision)));
+    const int64_t f = cfg.data.horizon;
+    const auto& fields = set->target_field_channels();
+    auto sums = torch::zeros({static_cast<int64_t>(fields.size())}, torch::kDouble);
+    std::vector<torch::Tensor> preds, errors;
+    wall0 = std::chrono::steady_clock::now();
+    for (int64_t first = 0; first < n; first += batch) {
+      const int64_t b = std::min(batch, n - first);
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto out = forward(w.x.narrow(0, first, b));
+      r.forward_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const auto yb = w.y.narrow(0, first, b);
+      sums += window_error_sums(metric, out, yb, f);
+      // Each window's metric per output channel: [b * f, F] -> [b, f * F]
+      errors.push_back(metric(out.flatten(0, 1).unflatten(0, {b * f, -1}),
+                              yb.flatten(0, 1).unflatten(0, {b * f, -1}))
+                           .reshape({b, -1}));
+      preds.push_back(out);
+    }
+    add_per_channel(metrics, metric.name(), sums, static_cast<double>(n * f), fields);
+    datasets = {{"pred", torch::cat(preds)}, {metric.name(), torch::cat(errors)}};
+  }
+
+  // --rollout: every trajectory rolled out as fno_train's evaluation does.
+  void roll_out() {
+    if (!o.rollout) return;
+    std::vector<torch::Tensor> rolled(static_cast<size_t>(set->n_trajectories()));
+    const auto [sums, count] = rollout_error_sums(
+        metric, *set, [this](const torch::Tensor& x) { return forward(x); },
+        [&](int64_t k, const torch::Tensor& p) { rolled[static_cast<size_t>(k)] = p; });
+    add_per_channel(metrics, "rollout_" + metric.name(), sums, count, set->target_field_channels());
+    datasets.emplace_back("rollout", torch::stack(rolled));  // [N_traj, T - h, F, *S]
+  }
+
+  // The output (the channels' names as attributes), then the summary.
+  PredictResult finish() {
+    r.forward_wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
+             " window(s) of " + to_string(cfg.data.format) + " split '" + split + "' at " +
+             grid_text(set->grid()) + ": " + plan->text;
+    const std::vector<data::Attribute> attrs{
+        text_attr("model", o.run_dir),
+        text_attr("weights", weights_path),
+        text_attr("normalizers", r.normalizers),
+        text_attr("input", o.input),
+        text_attr("format", to_string(cfg.data.format)),
+        text_attr("split", split),
+        number_attr("first", static_cast<double>(o.first)),
+        number_attr("count", static_cast<double>(n)),
+        text_attr("input_channels", joined(in_ch)),
+        text_attr("channels", joined(out_ch)),
+        text_attr("metric", metric.name()),
+        text_attr("rollout_channels", o.rollout ? joined(set->target_field_channels()) : ""),
+        text_attr("precision", to_string(precision)),
+        text_attr("device", device.str()),
+        text_attr("plan", r.plan),
+        text_attr("config", cfg.resolved_yaml)};
+    data::write_hdf5(o.out, datasets, attrs);
+    json::Object s;
+    s.str("model", o.run_dir)
+        .str("weights", weights_path)
+        .str("input", o.input)
+        .str("format", to_string(cfg.data.format))
+        .str("split", split)
+        .str("output", o.out)
+        .integer("first", o.first)
+        .integer("n_windows", n)
+        .integer("n_trajectories", set->n_trajectories())
+        .str("grid", grid_text(set->grid()))
+        .str("precision", to_string(precision))
+        .str("plan", r.plan)
+        .num("forward_wall_seconds", r.forward_wall_s);
+    for (const auto& [k, v] : metrics) s.num(k, v);
+    const std::string text = s.text() + "\n";
+    const std::string summary = predict_summary_path(o.out);
+    try {
+      write_file_atomic(summary, text.data(), text.size());
+    } catch (...) {
+      std::remove(o.out.c_str());  // no output without its summary
+      throw;
+    }
+    r.metrics = metrics;
+    r.out = o.out;
+    r.summary = summary;
+    return r;
+  }
+
+ private:
+  // A batch of windows through the model, normalized and decoded.
+  // x: [b, C_in, *S] raw -> [b, C_out, *S] decoded, on the CPU
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::NoGradGuard no_grad;
+    auto in = x.to(device);
+    if (in_norm.fitted()) in = in_norm.transform(in);
+    auto out = forward_under_plan(model, *plan, in, nullptr).to(torch::kFloat);
+    if (out_norm.fitted()) out = out_norm.inverse_transform(out);
+    return out.cpu();
+  }
+
+  const PredictOptions& o;
+  const RunConfig cfg;
+  const std::string cfg_path;
+  const BenchmarkMetric metric = benchmark_metric(cfg.data.format);
+  PredictResult r;
+  // load_model
+  Precision precision = Precision::kFP32;
+  torch::Device device{torch::kCPU};
+  std::optional<MatmulPrecisionGuard> matmul;
+  std::string weights_path;
+  FNO model{nullptr};
+  data::UnitGaussianNormalizer in_norm, out_norm;
+  // open_set
+  std::string split;
+  std::unique_ptr<const data::BenchmarkSet> set;
+  std::vector<std::string> in_ch, out_ch;
+  int64_t n = 0;
+  // predict_windows, roll_out
+  std::optional<ForwardPlan> plan;
+  std::chrono::steady_clock::time_point wall0;
+  std::map<std::string, double> metrics;
+  std::vector<std::pair<std::string, torch::Tensor>> datasets;
+};
+
+}  // namespace
+
+std::optional<PredictResult> predict_benchmark(const PredictOptions& o) {
+  const std::string cfg_path = o.run_dir + "/config.yaml";
+  if (!o.model_config.empty() || !std::filesystem::exists(cfg_path)) return std::nullopt;
+  RunConfig cfg;
+  try {
+    cfg = load_config(cfg_path);
+  } catch (const std::exception&) {
+    return std::nullopt;  // predict() reports it, after the request's own checks
+  }
+  if (cfg.data.format == DataFormat::kAuto) return std::nullopt;
+  check_request(o, predict_summary_path(o.out));
+  BenchmarkPrediction run(o, std::move(cfg), cfg_path);
+  run.load_model();
+  run.open_set();
+  run.predict_windows();
+  run.roll_out();
+  return run.finish();
+}
+
+}  // namespace fno::detail
