@@ -78,7 +78,8 @@ struct Fakes {
 };
 
 std::vector<RankLog> run_ranks(const Fakes& f, const std::vector<std::string>& texts,
-                               std::vector<std::vector<std::string>> per_rank_texts = {}) {
+                               std::vector<std::vector<std::string>> per_rank_texts = {},
+                               std::function<bool(const std::exception&)> fatal = nullptr) {
   const auto world = static_cast<int64_t>(f.ms.size());
   FakeGroup group(world);
   std::vector<RankLog> logs(static_cast<size_t>(world));
@@ -97,6 +98,7 @@ std::vector<RankLog> run_ranks(const Fakes& f, const std::vector<std::string>& t
         return k == 0 ? f.warmup_ms : f.ms[static_cast<size_t>(r)][static_cast<size_t>(i)];
       };
       steps.done = [&](int64_t i) { ++log.done[i]; };
+      steps.fatal = fatal;
       const auto& mine = per_rank_texts.empty() ? texts : per_rank_texts[static_cast<size_t>(r)];
       try {
         log.choice = fno::collective_search(
@@ -207,6 +209,14 @@ TEST_CASE("collective_search: a step that fails on one rank stops that candidate
     CHECK(log.stepped.at(2) == 3);
     for (int64_t i = 0; i < 3; ++i) CHECK(log.done.at(i) == 1);
   }
+  // An error the caller calls fatal (the group's own) ends the search on the
+  // ranks that meet it, rethrown (here every rank meets it in B's first step).
+  f.fail = [](int64_t, int64_t i, int64_t) { return std::string(i == 1 ? "error" : ""); };
+  const auto fatal = run_ranks(f, kTexts, {}, [](const std::exception& e) {
+    return std::string(e.what()).find("a fake failure") == 0;
+  });
+  for (const auto& log : fatal) CHECK(log.error.rfind("a fake failure", 0) == 0);
+  for (const auto& log : fatal) CHECK(log.stepped.at(1) == 1);
   // Only B fails: A and C stay, C is faster.
   f.fail = [](int64_t rank, int64_t i, int64_t k) {
     return std::string(rank == 1 && i == 1 && k == 1 ? "oom" : "");

@@ -67,6 +67,7 @@ void trial(int64_t rank, int64_t world, int64_t i, const CollectiveSteps& steps,
       failed = 2;
       t.detail = e.what();
     } catch (const std::exception& e) {
+      if (steps.fatal && steps.fatal(e)) throw;  // the group itself failed
       failed = 3;
       const std::string what = e.what();
       t.detail = what.substr(0, what.find('\n')).substr(0, 200);

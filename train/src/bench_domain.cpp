@@ -294,6 +294,9 @@ struct DomainRunner {
       runner.clear();
       free_memory();
     };
+    steps.fatal = [](const std::exception& e) {
+      return dynamic_cast<const dist::Error*>(&e) != nullptr;  // the ranks can no longer step
+    };
     const auto c = collective_search(
         mesh.world->rank(), mesh.world->size(), texts, steps,
         [this](const std::vector<double>& v) { return mesh.world->all_reduce_sum(v); });

@@ -29,6 +29,7 @@
 #include <torch/arg.h>
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <string>
@@ -59,6 +60,9 @@ struct CollectiveSteps {
   std::function<double(int64_t i)> step;
   /// Optional: after candidate i's steps, stepped or failed (free its memory).
   std::function<void(int64_t i)> done;
+  /// Optional: errors of a step that end the search, rethrown (the group's
+  /// own, after which the ranks cannot sum); others drop the candidate.
+  std::function<bool(const std::exception& e)> fatal;
 };
 
 /// One candidate's outcome, the same on every rank.
