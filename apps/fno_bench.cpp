@@ -130,8 +130,9 @@ int main(int argc, char** argv) {
                  "off (default: auto, or the config's training.cuda_graphs)");
   app.add_option("--domain-parallel", o.domain_parallel,
                  "under torchrun: each sample's rows split over this many ranks (the rest data "
-                 "parallel; it divides the world size), each rank's band in the tiled step; rows "
-                 "report every rank's step time and the bytes it sends")
+                 "parallel; it divides the world size), each rank's band in the tiled step under "
+                 "a plan measured on all ranks together (the candidates' times in the row's "
+                 "plan); rows report every rank's step time and the bytes it sends")
       ->transform(positive_integer<int64_t>());
   app.add_option("--one-gpu-baseline", o.domain_baseline,
                  "with --domain-parallel: rank 0 first times one GPU's step on the whole sample "

@@ -92,6 +92,12 @@ int main(int argc, char** argv) {
   app.add_option("--tile-rows", o.tile_rows,
                  "run in tiles of this many rows of the first spatial dim (default: the plan's)")
       ->transform(fno::cli::positive_integer<int64_t>());
+  app.add_option("--cuda-graphs", o.cuda_graphs,
+                 "auto (on a GPU, a micro-batch shape whose whole-grid forward takes at most "
+                 "20 ms is captured as a CUDA graph after its warm-up and replayed), on (every "
+                 "shape seen twice) or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->default_val("auto");
   app.add_option("--progress", o.progress,
                  "auto (a bar on a terminal, plain lines when piped), bar, plain or none; short "
                  "runs show none")

@@ -9,29 +9,36 @@
 #       neuraloperator's model.eval() forward under torch.no_grad() in fp32 and under fp16
 #       autocast (bench/neuralop_predict.py forward), on BATCHES timed batches after one
 #       untimed; ROUNDS rounds, interleaved. fno_predict's fp32 output is compared with
-#       neuraloperator's on the first batch (max relative L2). The ratios of the medians:
-#       ours fp32 / neuraloperator fp32, ours bf16 / neuraloperator fp16 (the target: >= 3);
+#       neuraloperator's on the first batch (max relative L2). Each fno_predict row runs once
+#       per mode of GRAPHS ("off on": --cuda-graphs off and on, CUDA graphs of the whole-grid
+#       forward; auto captures only forwards of at most 20 ms, so a 256^2 batch of 256 stays
+#       eager) in the same round. The ratios of the medians, per mode: ours fp32 /
+#       neuraloperator fp32, ours bf16 / neuraloperator fp16 (the target: >= 3);
+#   small  RES_S^2 (64), batch B_S (64), the same model and comparison over BATCHES_S (16) timed
+#       batches: the launch-bound case CUDA graphs are for, fno_predict under each mode of GRAPHS;
 #   3d  GRID3^3 (512), batch 1, poisson3d's model (n_modes 12 12 12, width 32, 4 blocks),
 #       random weights, one input of standard normal numbers (HDF5, 512 MB at 512^3):
 #       fno_predict under --gpu-memory-limit LIMIT3 (8GiB; streamed in tiles): wall time
 #       (start to the renamed output), host and GPU peaks, plan; and neuraloperator's forward
 #       of the same state dict (fp32, no_grad), expected to run out of memory.
 # One JSON line per row into $OUT/predict_throughput.jsonl ("row": throughput, ratio, 3d,
-# neuralop3d); logs in LOGS (default $OUT/predict_throughput/), packed as
-# $OUT/predict_throughput.tgz after each step.
+# neuralop3d; fno_predict's rows and the ratios name their "grid" and "cuda_graphs"); logs in
+# LOGS (default $OUT/predict_throughput/), packed as $OUT/predict_throughput.tgz after each step.
 #
 #   bench/predict_throughput.sh             # from the repository root
 #
 # Time on one H100 (build excluded): the 256^2 input (1280 samples, 336 MB) ~10 s, each
 # fno_predict ~10 s (start, reading, 5 batches of 256, writing), each neuraloperator process
-# ~10 s: ~2 min for ROUNDS=2; 3d: the 512 MB input ~10 s, fno_predict under 8 GiB ~30 s
-# (estimate), neuraloperator's attempt ~10 s. About 3 minutes in all.
+# ~10 s: ~3 min for ROUNDS=2 and two GRAPHS modes; small (17 MB input): ~2 min; 3d: the 512 MB
+# input ~10 s, fno_predict under 8 GiB ~30 s (estimate), neuraloperator's attempt ~10 s. About
+# 6 minutes in all.
 #
 # Environment: FNO_BUILD_DIR (default /tmp/fno-throughput-build; configured here when it has no
 # build.ninja), FNO_PYTHON (python3), OUT (/tmp/fno-throughput-out), LOGS
 # (OUT/predict_throughput; outside OUT leaves OUT with the .jsonl and the .tgz), SCRATCH (the inputs and
-# outputs; /tmp/fno-throughput-scratch, removed at the end unless KEEP=1), STEPS ("2d 3d"),
-# RES (256), B (256), BATCHES (4), ROUNDS (2), GRID3 (512), MODES3 ("12 12 12"),
+# outputs; /tmp/fno-throughput-scratch, removed at the end unless KEEP=1), STEPS ("2d small 3d"),
+# RES (256), B (256), BATCHES (4), ROUNDS (2), GRAPHS ("off on"), RES_S (64), B_S (64),
+# BATCHES_S (16), GRID3 (512), MODES3 ("12 12 12"),
 # LIMIT3 (8GiB), DEVICE (default cuda; cpu with small RES, B, GRID3 and MODES3 tries the
 # script anywhere: the 3d row then runs without LIMIT3, in tiles of a quarter of the rows).
 # neuraloperator, tensorly and tensorly-torch come from the wheels in .whl/ when it exists.
@@ -43,9 +50,11 @@ out=${OUT:-/tmp/fno-throughput-out}
 scratch=${SCRATCH:-/tmp/fno-throughput-scratch}
 logs=${LOGS:-$out/predict_throughput}
 rows=$out/predict_throughput.jsonl
-steps=" ${STEPS:-2d 3d} "
+steps=" ${STEPS:-2d small 3d} "
 device=${DEVICE:-cuda}
 res=${RES:-256} b=${B:-256} batches=${BATCHES:-4} rounds=${ROUNDS:-2}
+res_s=${RES_S:-64} b_s=${B_S:-64} batches_s=${BATCHES_S:-16}
+read -r -a graphs <<< "${GRAPHS:-off on}"
 grid3=${GRID3:-512} limit3=${LIMIT3:-8GiB}
 read -r -a modes3 <<< "${MODES3:-12 12 12}"
 py=${FNO_PYTHON:-python3}
@@ -108,6 +117,10 @@ row = {"row": kind, "impl": "fno_predict", "name": name, "args": args, "exit": i
        "gpu_peak_bytes": int(peak.group(1)) if peak else 0, "plan": plan.group(1) if plan else ""}
 m = re.search(r"--precision (\w+)", args)
 row["precision"] = m.group(1) if m else ""
+m = re.search(r"--cuda-graphs (\w+)", args)
+row["cuda_graphs"] = m.group(1) if m else "auto"
+m = re.search(r" at (\d+)x", row["plan"])
+row["grid"] = int(m.group(1)) if m else 0
 if fwd:
     t = [float(v) for v in fwd.group(1).split()]
     timed = t[1:] or t
@@ -133,40 +146,56 @@ for l in sys.stdin:
     print(json.dumps({"row": sys.argv[1], **json.loads(l)}), flush=True)' "$kind" | tee -a "$rows"
 }
 
-# 1. RES^2, batch B: ours fp32 and bf16 against neuraloperator fp32 and fp16 autocast.
-if [[ "$steps" == *" 2d "* ]]; then
-  m2=$scratch/model2d x2=$scratch/x$res.h5
-  "$py" "$nop" model --dim 2 --n-modes 16 16 --hidden-channels 32 --n-layers 4 \
-    --projection-channel-ratio 2 --out "$m2" > "$logs/model2d.log" 2>&1 ||
+# RES^2, batch B, BATCHES timed batches, the rows' NAME prefix: ours fp32 and bf16 under each
+# mode of GRAPHS against neuraloperator fp32 and fp16 autocast; the ratios per grid and mode.
+two_d() {
+  local res=$1 b=$2 batches=$3 tag=$4 m2=$scratch/model2d x2=$scratch/x$1.h5 r g cmp
+  [ -f "$m2/state.pt" ] || "$py" "$nop" model --dim 2 --n-modes 16 16 --hidden-channels 32 \
+    --n-layers 4 --projection-channel-ratio 2 --out "$m2" > "$logs/model2d.log" 2>&1 ||
     { tail -3 "$logs/model2d.log"; exit 1; }
   [ -f "$x2" ] || "$py" "$nop" input --resolution "$res" --samples $((b * (batches + 1))) \
-    --out "$x2" > "$logs/input2d.log" 2>&1 || { tail -3 "$logs/input2d.log"; exit 1; }
+    --out "$x2" > "$logs/input2d_$res.log" 2>&1 || { tail -3 "$logs/input2d_$res.log"; exit 1; }
   for r in $(seq 1 "$rounds"); do
-    ours "ours_fp32_$r" throughput "$m2" "$x2" --batch-size "$b" --precision fp32
+    for g in "${graphs[@]}"; do
+      ours "${tag}_fp32_${g}_$r" throughput "$m2" "$x2" --batch-size "$b" --precision fp32 \
+        --cuda-graphs "$g"
+    done
     cmp=()
-    [ "$r" = 1 ] && cmp=(--compare "$scratch/ours_fp32_1.h5" --input "$x2")
+    [ "$r" = 1 ] && cmp=(--compare "$scratch/${tag}_fp32_${graphs[0]}_1.h5" --input "$x2")
     theirs "round$r" throughput "$m2" --resolutions "$res" --batch "$b" --batches "$batches" \
       --precision fp32 "${cmp[@]}"
-    ours "ours_bf16_$r" throughput "$m2" "$x2" --batch-size "$b" --precision bf16
+    for g in "${graphs[@]}"; do
+      ours "${tag}_bf16_${g}_$r" throughput "$m2" "$x2" --batch-size "$b" --precision bf16 \
+        --cuda-graphs "$g"
+    done
     theirs "round$r" throughput "$m2" --resolutions "$res" --batch "$b" --batches "$batches" \
       --precision fp16
-    rm -f "$scratch"/ours_*_"$r".h5
+    rm -f "$scratch/${tag}"_*_"$r".h5
   done
-  "$py" - "$rows" << 'PY' | tee -a "$rows"
+  "$py" - "$rows" "$res" "${graphs[@]}" << 'PY' | tee -a "$rows"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def rate(impl, prec):
+grid, modes = int(sys.argv[2]), sys.argv[3:]
+def rate(impl, prec, mode=None):
     v = [r["samples_per_s"] for r in rows if r.get("row") == "throughput" and
-         r.get("impl", "").startswith(impl) and r.get("precision") == prec and r.get("samples_per_s")]
+         r.get("impl", "").startswith(impl) and r.get("precision") == prec and
+         r.get("grid") == grid and (mode is None or r.get("cuda_graphs") == mode) and
+         r.get("samples_per_s")]
     return statistics.median(v) if v else None
-for ours, theirs in (("fp32", "fp32"), ("bf16", "fp16")):
-    a, b = rate("fno_predict", ours), rate("neuraloperator", theirs)
-    print(json.dumps({"row": "ratio", "ours": ours, "neuraloperator": theirs,
-                      "ours_samples_per_s": a, "neuraloperator_samples_per_s": b,
-                      "ratio": round(a / b, 3) if a and b else None, "target": 3.0}))
+for mode in modes:
+    for ours, theirs in (("fp32", "fp32"), ("bf16", "fp16")):
+        a, b = rate("fno_predict", ours, mode), rate("neuraloperator", theirs)
+        print(json.dumps({"row": "ratio", "grid": grid, "cuda_graphs": mode, "ours": ours,
+                          "neuraloperator": theirs, "ours_samples_per_s": a,
+                          "neuraloperator_samples_per_s": b,
+                          "ratio": round(a / b, 3) if a and b else None, "target": 3.0}))
 PY
   pack
-fi
+}
+
+# 1. RES^2, batch B; then the small grid, RES_S^2, batch B_S.
+[[ "$steps" == *" 2d "* ]] && two_d "$res" "$b" "$batches" ours
+[[ "$steps" == *" small "* ]] && two_d "$res_s" "$b_s" "$batches_s" small
 
 # 2. GRID3^3, batch 1, under LIMIT3.
 if [[ "$steps" == *" 3d "* ]]; then

@@ -1,5 +1,6 @@
 #include <fno_engine/forward_plan.h>
 
+#include <fno_engine/forward_graphs.h>
 #include <fno_engine/tiled_runner.h>
 #include <fno_offload/planner.h>
 
@@ -200,15 +201,18 @@ ForwardPlan choose_forward_plan(FNO model, at::IntArrayRef x_shape, const Forwar
 }
 
 at::Tensor forward_under_plan(FNO model, const ForwardPlan& plan, const at::Tensor& x,
-                              TiledRunner* tiles) {
+                              TiledRunner* tiles, ForwardGraphs* graphs) {
   torch::NoGradGuard no_grad;
   TORCH_CHECK(!plan.tiled || tiles != nullptr,
               "forward_under_plan: a tiled plan needs a TiledRunner (", plan.text, ")");
+  TORCH_CHECK(!plan.graphed || plan.tiled || graphs != nullptr,
+              "forward_under_plan: a graphed plan needs its ForwardGraphs (", plan.text, ")");
   const int64_t batch = x.size(0);
   const int64_t per = std::max<int64_t>(1, plan.micro);
   auto one = [&](const at::Tensor& xb) {
     // xb: [b, Cin, *S] -> [b, Cout, *S]
-    return plan.tiled ? tiles->forward(plan.tiled->plan, xb) : model->forward(xb);
+    if (plan.tiled) return tiles->forward(plan.tiled->plan, xb);
+    return plan.graphed ? graphs->forward(xb) : model->forward(xb);
   };
   if (per >= batch) return one(x);
   std::vector<at::Tensor> outs;

@@ -153,6 +153,7 @@ expect 3 "model.pt does not match .*config.yaml's model" -- --model "$work/wrong
 expect 3 "missing.pt: no such file" -- --model "$run" --checkpoint "$work/missing.pt" --input "$test32" --out "$work/e.h5"
 expect 3 "e.h5" -- --model "$run" --input "$test32" --out "$work/no/such/dir/e.h5"
 expect 2 "--host-memory-limit: " -- --model "$run" --input "$test32" --host-memory-limit lots --out "$work/e.h5"
+expect 2 "--cuda-graphs: maybe not in {auto,on,off}" -- --model "$run" --input "$test32" --cuda-graphs maybe --out "$work/e.h5"
 expect 3 "--host-memory-limit 1000000 B is under the floor: streaming one sample" -- --model "$run" \
   --input "$work/x_only.h5" --x-key pred --tile-rows 8 --host-memory-limit 1MB --device cpu --out "$work/e.h5"
 expect 3 "the input and output held whole need about" -- --model "$run" --input "$test32" \

@@ -4,6 +4,7 @@
 #include <fno/losses.h>
 #include <fno/optim.h>
 #include <fno/precision.h>
+#include <fno_engine/collective_search.h>
 #include <fno_engine/offload_step.h>
 #include <fno_engine/tiled_plan.h>
 #include <fno_train/domain.h>
@@ -81,6 +82,9 @@ TiledChoice decode(const std::vector<double>& v) {
   return c;
 }
 
+// The tiled plans of a band that auto's search trial-steps (the estimate's fastest first).
+constexpr size_t kCandidates = 4;
+
 struct DomainRunner {
   const BenchOptions& o;
   DomainMesh mesh;
@@ -148,27 +152,53 @@ struct DomainRunner {
     mesh.world->broadcast_from_main(model->parameters());
   }
 
-  // Rank 0's fastest estimated tiled plan of its band, on every rank (0 tile
-  // rows: none fits).
-  TiledChoice plan(const std::vector<int64_t>& band_shape) {
-    std::vector<double> mine(4 + static_cast<size_t>(o.model.n_layers()), 0.0);
+  // This rank's estimates' context: what it holds now, its gradients, its window.
+  TiledContext context() const {
+    TiledContext ctx;
+    ctx.base_bytes = static_cast<int64_t>(
+        c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
+            .allocated_bytes[0]
+            .current);
+    for (const auto& p : model->parameters()) ctx.grad_bytes += static_cast<int64_t>(p.nbytes());
+    ctx.window = offloader->options().max_inflight_bytes();
+    return ctx;
+  }
+
+  // This rank's pinned host budget: the host's pinnable memory is shared by the ranks on it.
+  int64_t host_budget() const {
+    return o.offload.host_memory_limit > 0 ? o.offload.host_memory_limit
+                                           : pinnable_host_bytes(0) / mesh.world->local_size();
+  }
+
+  // Rank 0's kCandidates fastest estimated tiled plans of its band, the same
+  // on every rank (empty: none fits rank 0's budget).
+  std::vector<TiledChoice> candidates(const std::vector<int64_t>& band_shape) {
+    const size_t width = 4 + static_cast<size_t>(o.model.n_layers());
+    std::vector<double> mine(1 + kCandidates * width, 0.0);
     if (mesh.world->is_main()) {
-      TiledContext ctx;
-      ctx.base_bytes = static_cast<int64_t>(
-          c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device())
-              .allocated_bytes[0]
-              .current);
-      for (const auto& p : model->parameters()) ctx.grad_bytes += static_cast<int64_t>(p.nbytes());
-      ctx.window = offloader->options().max_inflight_bytes();
-      // The host's pinnable memory is shared by the ranks on it.
-      const int64_t host = o.offload.host_memory_limit > 0
-                               ? o.offload.host_memory_limit
-                               : pinnable_host_bytes(0) / mesh.world->local_size();
-      const auto found = tiled_candidates(
-          model, band_shape, resolve_gpu_budget(o.offload.gpu_memory_limit), host, ctx, 1);
-      if (!found.empty()) mine = encode(found.front(), o.model.n_layers());
+      const auto found =
+          tiled_candidates(model, band_shape, resolve_gpu_budget(o.offload.gpu_memory_limit),
+                           host_budget(), context(), kCandidates);
+      mine[0] = static_cast<double>(found.size());
+      for (size_t k = 0; k < found.size(); ++k) {
+        const auto v = encode(found[k], o.model.n_layers());
+        std::copy(v.begin(), v.end(), mine.begin() + static_cast<std::ptrdiff_t>(1 + k * width));
+      }
     }
-    return decode(mesh.world->all_reduce_sum(mine));
+    const auto all = mesh.world->all_reduce_sum(mine);
+    std::vector<TiledChoice> out;
+    for (size_t k = 0; k < static_cast<size_t>(all[0] + 0.5); ++k) {
+      const auto first = all.begin() + static_cast<std::ptrdiff_t>(1 + k * width);
+      out.push_back(decode(std::vector<double>(first, first + static_cast<std::ptrdiff_t>(width))));
+    }
+    return out;
+  }
+
+  // Whether `c` fits this rank's own budgets for its band (estimated).
+  bool fits(const TiledChoice& c, const std::vector<int64_t>& band_shape) const {
+    const auto e = estimate_tiled(model, band_shape, c.plan, c.micro_batches, context());
+    return e.peak_bytes <= resolve_gpu_budget(o.offload.gpu_memory_limit) &&
+           e.host_bytes <= host_budget();
   }
 
   BenchRow run(Precision precision, int64_t res, int64_t batch) {
@@ -199,10 +229,8 @@ struct DomainRunner {
     const auto band = make_band(mesh, res, traffic);
     const int64_t rows = mesh.n > 1 ? band_rows(res, mesh.n, band.rank).second : res;
     const auto band_shape = shape(row.batch, o.model.in_channels(), res, rows);
-    const auto choice = plan(band_shape);
-    TORCH_CHECK(choice.plan.tile_rows > 0, "no tiled plan of a band of ", rows,
-                " rows fits rank 0's budget");
-    row.plan = choice.to_string();
+    const auto found = candidates(band_shape);
+    TORCH_CHECK(!found.empty(), "no tiled plan of a band of ", rows, " rows fits rank 0's budget");
     torch::manual_seed(1 + mesh.world->rank());
     const auto x = torch::randn(band_shape, torch::kCUDA);
     const auto y = torch::randn(shape(row.batch, o.model.out_channels(), res, rows), torch::kCUDA);
@@ -211,25 +239,71 @@ struct DomainRunner {
     const auto loss_fn = [&](const at::Tensor& out, const at::Tensor& yy) {
       return band_rel_loss(loss, band, out, yy);
     };
-    std::vector<at::Tensor> losses;  // read once the timed steps are done
-    const auto step = [&] {
+    // One band step of `choice` (collective: the exchanges, the gradients' all-reduce).
+    const auto step = [&](const TiledChoice& choice) {
       for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
       offloader->begin_step();
-      losses.push_back(runner.step(choice, x, y, loss_fn, /*mean=*/false).detach());
+      auto l = runner.step(choice, x, y, loss_fn, /*mean=*/false).detach();
       offloader->end_step();
       sync->pack();
       sync->reduce();
       sync->unpack();
       optimizer->step();
+      return l;
     };
-    for (int64_t i = 0; i < o.warmup; ++i) step();
+    const auto choice = search(found, band_shape, runner, step, row);
+    std::vector<at::Tensor> losses;  // read once the timed steps are done
+    for (int64_t i = 0; i < o.warmup; ++i) step(choice);
     torch::cuda::synchronize();
     c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
     *traffic = BandTraffic{};
     std::vector<double> ms;
-    for (int64_t i = 0; i < o.steps; ++i) ms.push_back(timed(step));
+    for (int64_t i = 0; i < o.steps; ++i) {
+      ms.push_back(timed([&] { losses.push_back(step(choice)); }));
+    }
     for (const auto& l : losses) row.losses.push_back(l.item<double>());
     finish(row, median(ms), full);
+  }
+
+  // auto's measured search among the candidates, on every rank together
+  // (collective_search): each fits every rank's own budget (estimated, then
+  // as measured), is trial-stepped by all, and the fastest slowest-rank time
+  // wins. The row's plan names the choice and every candidate's time.
+  template <class Step>
+  TiledChoice search(const std::vector<TiledChoice>& found, const std::vector<int64_t>& band_shape,
+                     TiledRunner& runner, const Step& step, BenchRow& row) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t gpu_budget = resolve_gpu_budget(o.offload.gpu_memory_limit);
+    std::vector<std::string> texts;
+    for (const auto& c : found) texts.push_back(c.to_string());
+    CollectiveSteps steps;
+    steps.fits = [&](int64_t i) { return fits(found[static_cast<size_t>(i)], band_shape); };
+    steps.step = [&](int64_t i) {
+      const auto device = c10::cuda::current_device();
+      torch::cuda::synchronize();
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+      const double ms = timed([&] { step(found[static_cast<size_t>(i)]); });
+      const auto peak = static_cast<int64_t>(
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].peak);
+      if (o.offload.gpu_memory_limit > 0 && peak > gpu_budget) {
+        throw offload::BudgetError("peaked at " + offload::format_bytes(peak));
+      }
+      return ms;
+    };
+    steps.done = [&](int64_t) {
+      runner.clear();
+      free_memory();
+    };
+    steps.fatal = [](const std::exception& e) {
+      return dynamic_cast<const dist::Error*>(&e) != nullptr;  // the ranks can no longer step
+    };
+    const auto c = collective_search(
+        mesh.world->rank(), mesh.world->size(), texts, steps,
+        [this](const std::vector<double>& v) { return mesh.world->all_reduce_sum(v); });
+    row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    row.plan = c.summary();
+    TORCH_CHECK(c.chosen >= 0, "no tiled plan of the bands runs on every rank: ", row.plan);
+    return found[static_cast<size_t>(c.chosen)];
   }
 
   // The row's figures from this rank's median: every rank's, the bytes.

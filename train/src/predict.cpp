@@ -6,6 +6,7 @@
 #include <fno/tiled.h>
 #include <fno_data/darcy.h>
 #include <fno_data/hdf5_slab.h>
+#include <fno_engine/forward_graphs.h>
 #include <fno_engine/forward_plan.h>
 #include <fno_engine/tiled_plan.h>
 #include <fno_offload/planner.h>
@@ -359,8 +360,10 @@ class PredictRun {
       if (stream) {
         streamed = choose_streamed_plan(model, shape, budget, device,
                                         reader->cache_bytes() + (int64_t{1} << 20));
+        streamed->text += streamed_graphs_text(parse_cuda_graphs(o.cuda_graphs));
       } else {
         plan = choose_forward_plan(model, shape, budget, device, elem);
+        graphs = use_forward_graphs(model, *plan, parse_cuda_graphs(o.cuda_graphs), device);
       }
     } catch (const ForwardBudgetError& e) {
       reword(e);
@@ -449,6 +452,7 @@ class PredictRun {
       progress.samples(first + b, n);
     }
     progress.clear();
+    if (graphs) r.plan += "; " + graphs->summary();
     if (device.is_cuda()) torch::cuda::synchronize();
     r.forward_wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -577,7 +581,7 @@ class PredictRun {
     auto in = in_norm.fitted() ? in_norm.transform(xb) : xb;
     // in: [b, Cin, *S] -> [b, Cout, *S]
     const StepModel model_forward = [this](const torch::Tensor& in) {
-      return forward_under_plan(model, *plan, in, tiled.get());
+      return forward_under_plan(model, *plan, in, tiled.get(), graphs.get());
     };
     // (Navier-Stokes: the rollout, or the space-time model over the records repeated in time)
     auto out = ns ? ns->forward(model_forward, in) : model_forward(in);
@@ -613,7 +617,8 @@ class PredictRun {
   bool stream = false;
   std::optional<ForwardPlan> plan;
   std::optional<StreamedPlan> streamed;
-  std::unique_ptr<TiledRunner> tiled;  // plan's tiles, when it has them
+  std::unique_ptr<TiledRunner> tiled;     // plan's tiles, when it has them
+  std::unique_ptr<ForwardGraphs> graphs;  // plan's CUDA graphs, when it has them
   // run_forward
   bool replacing = false;
   std::string written;

@@ -9,7 +9,8 @@
 //   - streamed (StreamedPlan): one sample at a time in tiles whose input rows
 //     come from a TileSource and whose output rows go to a TileSink, the block
 //     inputs' place and the tiles' rows chosen within the GPU and host budgets.
-// forward_under_plan() is the one path that runs a ForwardPlan.
+// forward_under_plan() is the one path that runs a ForwardPlan; a whole-grid
+// plan may replay its micro-batches as CUDA graphs (forward_graphs.h).
 //
 // Budgets that cannot hold the least plan are refused with a ForwardBudgetError:
 // one line in neutral words (the limit, the floor), which the programs reword
@@ -33,6 +34,7 @@
 namespace fno {
 
 class TiledRunner;
+class ForwardGraphs;
 
 /// The memory a forward may take.
 struct ForwardBudget {
@@ -69,6 +71,9 @@ class ForwardBudgetError : public std::runtime_error {
 struct ForwardPlan {
   int64_t micro = 1;
   std::optional<TiledChoice> tiled;
+  /// The whole-grid micro-batches replayed as CUDA graphs (use_forward_graphs,
+  /// forward_graphs.h); choose_forward_plan leaves it false.
+  bool graphed = false;
   std::string text;  // one line
 };
 
@@ -89,10 +94,12 @@ ForwardPlan choose_forward_plan(FNO model, at::IntArrayRef x_shape, const Forwar
 /// The one forward under a plan: model(x) without gradients, plan.micro
 /// samples at a time, each the whole grid or in plan.tiled's tiles through
 /// `tiles` (its tiled steps, and their pinned stores, live across calls; it
-/// may be null when the plan has no tiles).
+/// may be null when the plan has no tiles); a graphed plan's whole-grid
+/// micro-batches through `graphs` (its CUDA graphs live across calls; it may
+/// be null when the plan is not graphed).
 // x: [B, Cin, *S] -> [B, Cout, *S]
 at::Tensor forward_under_plan(FNO model, const ForwardPlan& plan, const at::Tensor& x,
-                              TiledRunner* tiles);
+                              TiledRunner* tiles, ForwardGraphs* graphs = nullptr);
 
 /// Where a streamed forward keeps what, and what it is estimated to need.
 struct StreamedPlan {

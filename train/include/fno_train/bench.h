@@ -6,9 +6,9 @@
 
 #include <fno/fno.h>
 #include <fno/precision.h>
+#include <fno_engine/graphed_step.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
-#include <fno_engine/graphed_step.h>
 
 #include <cstdint>
 #include <string>
@@ -70,9 +70,11 @@ struct BenchOptions {
   CudaGraphs cuda_graphs = CudaGraphs::kAuto;
   /// --domain-parallel N (under torchrun): each sample's rows split over N
   /// ranks (fno_train/domain.h), the rest data parallel. The rows run the
-  /// tiled step of each rank's band, its plan the fastest estimated tiled plan
-  /// of rank 0's band within its budget (every rank takes it), eagerly; the
-  /// policies are not used.
+  /// tiled step of each rank's band, eagerly, under auto's measured plan: the
+  /// fastest estimated tiled plans of rank 0's band, those that fit every
+  /// rank's own budget trial-stepped by all ranks together, the fastest by the
+  /// slowest rank's time taken by all (fno_engine/collective_search.h; the
+  /// row's plan names each candidate's time); the policies are not used.
   int64_t domain_parallel = 1;
   /// --one-gpu-baseline (with --domain-parallel): rank 0 first times one
   /// GPU's step on the whole sample (policy auto, its fastest plan within the
@@ -85,7 +87,7 @@ struct BenchRow {
   std::string precision = "fp32";
   int64_t resolution = 0, batch = 0;
   int64_t time_length = 0;  // a 3D model's last axis when not resolution (0: it is)
-  std::string status;  // "ok" | "oom" | "over budget: ..." | "error: ..."
+  std::string status;       // "ok" | "oom" | "over budget: ..." | "error: ..."
   double ms_per_step = 0;
   int64_t peak_allocated = 0, peak_reserved = 0;
   // Per step (means over the timed steps); bytes over the link.
@@ -99,7 +101,7 @@ struct BenchRow {
   double link_floor_ms = 0;     // the link's least time for the step's bytes (StepStats)
   std::string plan;
   int64_t estimated_peak = 0;
-  double plan_seconds = 0;  // auto's plan search (the first step of the row)
+  double plan_seconds = 0;   // auto's plan search (the first step of the row; domain: the trials)
   bool cuda_graphs = false;  // the timed steps replayed CUDA graphs
   // Under torchrun (N = world_size ranks, one GPU each, batch per rank):
   // ms_per_step is the slowest rank's median with the gradient all-reduce;

@@ -15,8 +15,9 @@
 // the GPU or remade, else a refusal naming the floor. An HDF5 input without
 // truth that needs tiles, or whose arrays do not fit host_memory_limit, is
 // streamed: its rows read per tile (data::Hdf5SlabReader), the output written
-// per tile, block inputs on the device, in pinned host memory or remade. It is
-// said in one line (PredictResult::plan).
+// per tile, block inputs on the device, in pinned host memory or remade. On a
+// GPU the whole-grid micro-batches may replay as CUDA graphs (cuda_graphs). It
+// is said in one line (PredictResult::plan).
 //
 // A Navier-Stokes run (data.problem ns) predicts the t_out records after the
 // input's first t_in: the recurrent FNO-2D rolled out, or the space-time
@@ -91,6 +92,10 @@ struct PredictOptions {
   /// prediction is then streamed (the input read and the output written per
   /// tile); else block inputs stay on the device.
   int64_t tile_rows = 0;
+  /// CUDA graphs of the whole-grid forward (fno_engine/forward_graphs.h):
+  /// "auto" (a micro-batch shape whose forward takes at most 20 ms is captured
+  /// after its warm-up and replayed), "on" (every shape seen twice) or "off".
+  std::string cuda_graphs = "auto";
   /// Progress on stderr: "auto" (a bar on a terminal, plain lines when piped),
   /// "bar", "plain" or "none". Short runs show none.
   std::string progress = "auto";
