@@ -3,8 +3,8 @@
 # ranks), several processes under torchrun (python -m torch.distributed.run):
 #   1. 2 ranks, N=2, HDF5 training data read by hyperslab, per-channel
 #      normalization, an H1 loss, test sets at 16 and 32 rows: metrics.jsonl,
-#      summary.json's metrics, model.pt and normalizers.pt equal one process's
-#      within 1e-5 relative, predictions.h5 too;
+#      summary.json's metrics, model.pt, normalizers.pt, the checkpoint and
+#      predictions.h5 equal one process's within 1e-5 relative;
 #   2. 3 ranks, N=3 on 16 rows (bands of 6, 5, 5), .pt data loaded and sliced,
 #      pointwise normalization: equal to one process;
 #   3. 4 ranks, N=2 (two shards of two bands): equal to one process with the
@@ -85,6 +85,7 @@ one one "$work/tiny.yaml"
 ranks two 2 1 "$work/tiny.yaml" --set distributed.domain_parallel=2
 check two one $?
 grep -q "domain parallel 2: rows \[0, 8) of 16" "$work/two.err" && ok || bad "rank 0's band not described: $(grep rank "$work/two.err" | head -2)"
+grep -q '"domain_parallel": 2' "$work/two/summary.json" && ok || bad "summary.json lacks domain_parallel 2"
 
 # 2. Three ranks on 16 rows, .pt data loaded and sliced, pointwise statistics.
 pt=(--set "data.train_file=$src/data/darcy/darcy_train_16.pt" --set data.normalization=pointwise

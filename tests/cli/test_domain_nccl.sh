@@ -62,9 +62,9 @@ one() {
     "${common[@]}" --set device.name=cuda:0 "$@" > "$work/$name.out" 2> "$work/$name.err" ||
     bad "one GPU $name: $(tail -3 "$work/$name.err")"
 }
-# split NAME RANKS BASELINE CONFIG ARGS...: RANKS processes, N = RANKS, vs BASELINE.
+# split_run NAME RANKS BASELINE CONFIG ARGS...: RANKS processes, N = RANKS, vs BASELINE.
 port=0
-split() {
+split_run() {
   local name=$1 n=$2 baseline=$3 cfg=$4 rc; shift 4
   port=$((port + 1))
   "$python" -m torch.distributed.run --no-python --nproc-per-node "$n" --master-port $((base + port)) \
@@ -85,8 +85,8 @@ one one_cube "$work/cube.yaml"
 counts=(2)
 [ "$gpus" -ge 4 ] && counts+=(4)
 for n in "${counts[@]}"; do
-  split "two_d_$n" "$n" one "$work/tiny.yaml"
-  split "two_d_auto_$n" "$n" one "$work/tiny.yaml" --set offload.policy=auto
-  split "cube_$n" "$n" one_cube "$work/cube.yaml"
+  split_run "two_d_$n" "$n" one "$work/tiny.yaml"
+  split_run "two_d_auto_$n" "$n" one "$work/tiny.yaml" --set offload.policy=auto
+  split_run "cube_$n" "$n" one_cube "$work/cube.yaml"
 done
 finish test_domain_nccl

@@ -270,6 +270,7 @@ void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
       .str("device", device)
       .integer("epochs", c_.training.epochs)
       .integer("world_size", s_.world_size)
+      .integer("domain_parallel", s_.domain ? s_.domain->mesh.n : 1)
       .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
   if (!s_.best_key.empty()) summary.str("best_metric", s_.best_key).num("best", s_.best);
   // The experiment overrides this process ran under, when any was set.
