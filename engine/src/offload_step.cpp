@@ -129,7 +129,11 @@ void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
     }
   }
   tiled = c;
-  if (band.rank == 0) std::cerr << "offload: each rank's band of rows: " << c.to_string() << "\n";
+  // auto's choice, once per choice (a shorter last batch of an epoch plans again).
+  if (policy.kind == K::kAuto && band.rank == 0 && c.to_string() != band_plan_said) {
+    band_plan_said = c.to_string();
+    std::cerr << "offload auto: each rank's band of rows in " << band_plan_said << "\n";
+  }
 }
 
 void OffloadedStep::set_band(Band band) {

@@ -194,6 +194,7 @@ struct OffloadedStep::Impl {
   std::function<void(const std::string&)> before_final_backward;
   std::string plan_key_text;  // shape and plan, for before_final_backward; made once per plan
   Band band;  // set_band: this rank's rows of each sample (one process: the whole grid)
+  std::string band_plan_said;  // the band's auto plan last written to stderr
   // forward_plan's plans for inputs off the training plan's grid, per shape.
   std::map<std::vector<int64_t>, ForwardPlan> forward_plans;
 
