@@ -12,7 +12,7 @@
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$1
-[ -d "$bin" ] && bin=$bin/bin/fno_train
+[ -d "$bin" ] && bin=$bin/apps/fno_train
 src=${2:-$(cd "$here/../.." && pwd)}
 work=${3:-${TMPDIR:-/tmp}/fno_domain_nccl}
 python=${4:-${FNO_PYTHON:-$src/.venv/bin/python}}
