@@ -500,11 +500,11 @@ std::string Trainer::describe() const {
   std::ostringstream o;
   if (s.group) {
     o << "rank " << s.rank << " of " << s.world_size << " (" << s.group->backend_name()
-      << ", batch " << s.cfg.data.batch_size << " per rank";
+      << ", batch " << s.cfg.data.batch_size << (s.domain ? " per sample group" : " per rank");
     if (s.domain) {
       const auto& b = s.domain->band;
       o << "; domain parallel " << s.domain->mesh.n << ": rows [" << b.row0 << ", "
-        << b.row0 + s.train_x.size(2) << ") of " << b.grid_rows << ", per sample group";
+        << b.row0 + s.train_x.size(2) << ") of " << b.grid_rows;
     }
     o << ") | ";
   }
