@@ -9,6 +9,7 @@
 #include <fno/band.h>
 #include <fno/losses.h>
 #include <fno/tiled.h>
+#include <fno_engine/offload_step.h>
 #include <fno_train/distributed.h>
 #include <fno_train/domain.h>
 
@@ -287,4 +288,85 @@ TEST_CASE("domain_unsupported names what a split cannot do") {
         std::string::npos);
   const fno::FNO one_d(fno::FNOOptions({8}, 1, 1, 4).n_layers(1));
   CHECK(fno::domain_unsupported(one_d, {64}, 2).find("2D or 3D") != std::string::npos);
+}
+
+// The engine's step under a plan on a band (OffloadedStep::set_band): what
+// fno_train runs for distributed.domain_parallel. Its step (in micro-batches
+// too) equals the whole grid's, and its forward, at the training grid and at
+// another grid (a test set's, with its own band), the model's.
+TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") {
+  const auto opts = fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(2);
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  torch::manual_seed(5);
+  const auto x = torch::randn({4, 1, 13, 10}), y = torch::randn({4, 1, 13, 10});
+  const auto other = torch::randn({3, 1, 9, 10});  // another grid: 9 rows
+  torch::manual_seed(0);
+  fno::FNO reference(opts);
+  const auto want_loss = fno::band_rel_loss(h1, fno::Band{}, reference->forward(x), y);
+  want_loss.backward();
+  const auto want = grads(reference);
+  torch::NoGradGuard no_grad;
+  const auto want_out = reference->forward(x), want_other = reference->forward(other);
+  const int64_t n = 3;
+  std::vector<fno::FNO> models;
+  for (int64_t r = 0; r < n; ++r) {
+    torch::manual_seed(0);
+    models.emplace_back(opts);
+  }
+  for (const int64_t micro : {1, 2}) {
+    INFO(micro, " micro-batch(es)");
+    const auto k = static_cast<size_t>(n);
+    std::vector<double> got_loss(k), out_err(k), other_err(k);
+    std::vector<std::map<std::string, torch::Tensor>> got(k);
+    ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+      torch::AutoGradMode grad_mode(true);
+      auto& model = models[static_cast<size_t>(r)];
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      const auto band_of = [&](int64_t rows) {
+        fno::Band band;
+        band.row0 = fno::band_rows(rows, n, r).first;
+        band.grid_rows = rows;
+        band.rank = r;
+        band.ranks = n;
+        band.sum = [g](at::Tensor& t) { g->all_reduce_sum(t); };
+        return band;
+      };
+      const auto rows_of = [&](const torch::Tensor& t, const fno::Band& b) {
+        return t.narrow(2, b.row0, fno::band_rows(b.grid_rows, n, r).second);
+      };
+      fno::OffloadSettings settings;
+      settings.micro_batches = micro;
+      fno::OffloadedStep step(model, settings);
+      const auto band = band_of(13);
+      step.set_band(band);
+      CHECK_FALSE(step.plain());
+      const auto l = step.forward_backward(rows_of(x, band), rows_of(y, band),
+                                           [&](const at::Tensor& o, const at::Tensor& yy) {
+                                             return fno::band_rel_loss(h1, band, o, yy);
+                                           });
+      for (auto& p : model->parameters()) g->all_reduce_sum(p.mutable_grad());
+      got_loss[static_cast<size_t>(r)] = l.item<double>();
+      got[static_cast<size_t>(r)] = grads(model);
+      torch::NoGradGuard off;
+      out_err[static_cast<size_t>(r)] =
+          rel_err(step.forward(rows_of(x, band)), rows_of(want_out, band));
+      const auto band9 = band_of(9);
+      step.set_band(band9);
+      other_err[static_cast<size_t>(r)] =
+          rel_err(step.forward(rows_of(other, band9)), rows_of(want_other, band9));
+      step.set_band(band);
+    });
+    for (int64_t r = 0; r < n; ++r) {
+      INFO("rank ", r);
+      CHECK(got_loss[static_cast<size_t>(r)] ==
+            doctest::Approx(want_loss.item<double>()).epsilon(1e-5));
+      CHECK(out_err[static_cast<size_t>(r)] <= 1e-5);
+      CHECK(other_err[static_cast<size_t>(r)] <= 1e-5);
+      for (const auto& [name, w] : want) {
+        INFO("gradient of ", name);
+        // (fp32 sums in another order: the last biases' gradients cancel much)
+        CHECK(rel_err(got[static_cast<size_t>(r)].at(name), w) <= 1e-4);
+      }
+    }
+  }
 }

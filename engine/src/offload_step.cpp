@@ -64,8 +64,85 @@ bool OffloadedStep::offloading() const {
 }
 
 bool OffloadedStep::plain() const {
-  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1;
+  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1 &&
+         !p_->band.split();
 }
+
+namespace {
+
+// A tiled choice as numbers, and back: band 0's travels to every rank of the sample.
+std::vector<double> encode_choice(const TiledChoice& c, int64_t layers) {
+  std::vector<double> v{static_cast<double>(c.plan.tile_rows), static_cast<double>(c.micro_batches),
+                        static_cast<double>(c.plan.gradient), c.plan.keep_latest ? 1.0 : 0.0};
+  for (int64_t j = 0; j < layers; ++j) {
+    v.push_back(c.plan.inputs.empty() ? -1.0
+                                      : static_cast<double>(c.plan.inputs[static_cast<size_t>(j)]));
+  }
+  return v;
+}
+
+TiledChoice decode_choice(const std::vector<double>& v) {
+  TiledChoice c;
+  c.plan.tile_rows = static_cast<int64_t>(v[0]);
+  c.micro_batches = static_cast<int64_t>(v[1]);
+  c.plan.gradient = static_cast<TilePlace>(static_cast<int>(v[2]));
+  c.plan.keep_latest = v[3] > 0.5;
+  for (size_t j = 4; j < v.size() && v[j] >= 0; ++j) {
+    c.plan.inputs.push_back(static_cast<TilePlace>(static_cast<int>(v[j])));
+  }
+  return c;
+}
+
+}  // namespace
+
+void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
+  using K = offload::Policy::Kind;
+  if (policy.kind != K::kNone && policy.kind != K::kAuto) {
+    throw std::invalid_argument("offload policy '" + settings.policy.text +
+                                "': a step split across ranks runs tiled plans (policy none "
+                                "or auto)");
+  }
+  shape = b.x.sizes().vec();
+  plan_key_text.clear();
+  TiledChoice c;  // the band in one tile, block inputs on the device
+  c.plan.tile_rows = b.x.size(2);
+  c.micro_batches = std::min(settings.micro_batches, b.x.size(0));
+  if (policy.kind == K::kAuto && offloader && offloader->active()) {
+    const int64_t layers = model->options.n_layers();
+    std::vector<double> mine(4 + static_cast<size_t>(layers), 0.0);
+    if (band.rank == 0) {
+      const int64_t host = pinnable_host_bytes(settings.options.host_memory_limit());
+      const auto found =
+          tiled_candidates(model, b.x.sizes(), resolve_gpu_budget(settings.gpu_memory_limit), host,
+                           tiled_context(b), 1);
+      if (!found.empty()) mine = encode_choice(found.front(), layers);
+    }
+    auto t = torch::tensor(mine, torch::kDouble).to(b.x.device());
+    band.sum(t);
+    const auto all = t.cpu();
+    c = decode_choice(
+        std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel()));
+    if (c.plan.tile_rows <= 0) {
+      throw offload::BudgetError(
+          "offload auto: no tiled plan of band 0's rows fits the budget of " +
+          offload::format_bytes(resolve_gpu_budget(settings.gpu_memory_limit)));
+    }
+  }
+  tiled = c;
+  // auto's choice, once per choice (a shorter last batch of an epoch plans again).
+  if (policy.kind == K::kAuto && band.rank == 0 && c.to_string() != band_plan_said) {
+    band_plan_said = c.to_string();
+    std::cerr << "offload auto: each rank's band of rows in " << band_plan_said << "\n";
+  }
+}
+
+void OffloadedStep::set_band(Band band) {
+  auto& p = *p_;
+  p.band = std::move(band);
+  if (p.runner) p.runner->set_band(p.band);
+}
+
+const Band& OffloadedStep::band() const { return p_->band; }
 
 at::Tensor OffloadedStep::forward_backward(
     const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& loss) {
@@ -93,6 +170,11 @@ at::Tensor OffloadedStep::forward_backward_composite(
     const std::function<at::Tensor(const ModelForward&, const at::Tensor&, const at::Tensor&)>&
         loss) {
   auto& p = *p_;
+  if (p.band.split()) {
+    throw std::invalid_argument(
+        "offload: a step that runs the model several times (a rollout) cannot be split across "
+        "ranks");
+  }
   if (p.policy.kind != offload::Policy::Kind::kNone || p.settings.micro_batches != 1) {
     throw std::invalid_argument(
         "offload: a step that runs the model several times (a rollout) needs policy none and "
@@ -119,6 +201,26 @@ ForwardPlan OffloadedStep::forward_plan(const at::Tensor& x) {
   using K = offload::Policy::Kind;
   const int64_t batch = x.size(0);
   const bool planned = !p.shape.empty();
+  if (p.band.split()) {
+    // Split across ranks: the training plan's tiles at its shape, else the
+    // band in one tile; as many samples at once as a training micro-batch
+    // holds (all of x before the first step): the same on every rank of the
+    // sample, whose bands may differ in rows.
+    ForwardPlan f;
+    f.micro = batch;
+    if (planned && p.tiled) {
+      const int64_t k = std::max<int64_t>(p.tiled->micro_batches, 1);
+      f.micro = std::max<int64_t>(1, (p.shape[0] + k - 1) / k);
+    }
+    const bool same = planned && p.tiled && x.sizes().slice(1) == at::IntArrayRef(p.shape).slice(1);
+    TiledChoice c;
+    c.plan.tile_rows = x.size(2);
+    f.tiled = same ? *p.tiled : c;
+    f.text = same ? "the training plan's tiles, " + p.tiled->plan.to_string()
+                  : "this rank's band of " + std::to_string(x.size(2)) + " rows in one tile";
+    f.text += ", at most " + std::to_string(f.micro) + " sample(s) at once";
+    return f;
+  }
   if (planned && x.sizes().slice(1) == at::IntArrayRef(p.shape).slice(1)) {
     // The training plan's grid: its tiles, and at most a micro-batch at once.
     ForwardPlan f;
@@ -153,8 +255,8 @@ ForwardPlan OffloadedStep::forward_plan(const at::Tensor& x) {
   auto f =
       choose_forward_plan(p.model, x.sizes(), budget, x.device(),
                           static_cast<int64_t>(c10::elementSize(p.model->options.compute_dtype())));
-  std::cerr << "offload: a forward of " << x.sizes() << " (off the training plan's grid): "
-            << f.text << "\n";
+  std::cerr << "offload: a forward of " << x.sizes()
+            << " (off the training plan's grid): " << f.text << "\n";
   return p.forward_plans.emplace(key, std::move(f)).first->second;
 }
 

@@ -193,6 +193,8 @@ struct OffloadedStep::Impl {
   int64_t pinned_seen = 0;  // the pinned pool's largest size seen in a trial
   std::function<void(const std::string&)> before_final_backward;
   std::string plan_key_text;  // shape and plan, for before_final_backward; made once per plan
+  Band band;  // set_band: this rank's rows of each sample (one process: the whole grid)
+  std::string band_plan_said;  // the band's auto plan last written to stderr
   // forward_plan's plans for inputs off the training plan's grid, per shape.
   std::map<std::vector<int64_t>, ForwardPlan> forward_plans;
 
@@ -385,7 +387,10 @@ struct OffloadedStep::Impl {
   TiledContext tiled_context(const StepBatch& b) const;
 
   TiledRunner& tiled_runner() {
-    if (!runner) runner = std::make_unique<TiledRunner>(model, offloader.get());
+    if (!runner) {
+      runner = std::make_unique<TiledRunner>(model, offloader.get());
+      runner->set_band(band);
+    }
     return *runner;
   }
 
@@ -402,7 +407,31 @@ struct OffloadedStep::Impl {
   void choose(const std::vector<Candidate>& candidates, std::vector<Measured> fitting,
               const StepBatch& b, int64_t budget, int64_t limit);
 
+  // A split band's tiled plan for b (set_band), the same micro-batches on
+  // every rank of the sample (offload_step.cpp).
+  void make_band_plan(const StepBatch& b);
+  at::Tensor band_step(const StepBatch& b) {
+    TORCH_CHECK(b.can_split(),
+                "offload: a step split across ranks needs a loss over (output, target)");
+    if (b.x.sizes().vec() != shape) make_band_plan(b);
+    const bool moves = offloader && offloader->active();
+    if (moves) {
+      if (record_next) offloader->set_record_timeline(true);
+      offloader->begin_step();
+    }
+    auto l = tiled_runner().step(*tiled, b.x, b.y, b.loss2, b.mean, [&] {
+      if (before_final_backward) before_final_backward(plan_key_for_tiled(b));
+    });
+    if (moves) {
+      stats = offloader->end_step();
+      if (record_next) offloader->set_record_timeline(false);
+    }
+    record_next = false;
+    return l;
+  }
+
   at::Tensor step(const StepBatch& b) {
+    if (band.split()) return band_step(b);
     const bool none = policy.kind == offload::Policy::Kind::kNone;
     const bool micro = settings.micro_batches > 1 && b.can_split();
     if (!offloader || (none && !record_next && !micro)) {

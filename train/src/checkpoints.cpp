@@ -14,7 +14,8 @@ constexpr const char* kBestKey = "meta.best";
 constexpr const char* kBatchKey = "meta.batch";       // batches done of the next epoch
 constexpr const char* kLossSumKey = "meta.loss_sum";  // and their summed loss (all ranks)
 constexpr const char* kSamplesKey = "meta.samples";   // and their samples (all ranks)
-constexpr const char* kWorldKey = "meta.world_size";  // ranks of the run that wrote it
+constexpr const char* kWorldKey =
+    "meta.world_size";  // data-parallel shards of the run that wrote it
 
 // The signal that asked the run to stop (SIGINT, SIGTERM), or 0.
 volatile std::sig_atomic_t g_stop_signal = 0;
@@ -58,7 +59,7 @@ TensorDict checkpoint_dict(Trainer::State& s, int64_t epoch, int64_t batch, doub
   d.insert(kBatchKey, torch::tensor(batch, torch::kInt64));
   d.insert(kLossSumKey, torch::tensor(loss_sum, torch::kFloat64));
   d.insert(kSamplesKey, torch::tensor(samples, torch::kInt64));
-  d.insert(kWorldKey, torch::tensor(s.world_size, torch::kInt64));
+  d.insert(kWorldKey, torch::tensor(s.shards(), torch::kInt64));
   d.insert(kBestKey, torch::tensor(s.best, torch::kFloat64));
   if (s.scaler) {
     for (const auto& [k, v] : s.scaler->state()) d.insert("scaler." + k, v);
@@ -221,19 +222,19 @@ int64_t Trainer::resume() {
     if (const auto* n = d.find(kSamplesKey)) s.start_samples = n->item<int64_t>();
     const auto* w = d.find(kWorldKey);
     const int64_t old_world = w != nullptr ? w->item<int64_t>() : 1;
-    if (s.start_batch > 0 && old_world != s.world_size) {
+    if (s.start_batch > 0 && old_world != s.shards()) {
       // An interrupted epoch, continued by another number of ranks: the
       // samples done (the first ones of the epoch's order, over all ranks)
       // become whole batches of the new global batch, rounded down; the
       // samples past that boundary are trained again.
-      const int64_t global = s.cfg.data.batch_size * s.world_size;
+      const int64_t global = s.cfg.data.batch_size * s.shards();
       const int64_t done = s.start_samples / global * global;
       if (done != s.start_samples && s.main()) {
         std::fprintf(
             stderr,
             "fno_train: the checkpoint was written by %lld rank(s), this run has %lld: epoch %lld "
             "continues after %lld of its %lld samples done\n",
-            static_cast<long long>(old_world), static_cast<long long>(s.world_size),
+            static_cast<long long>(old_world), static_cast<long long>(s.shards()),
             static_cast<long long>(s.start_epoch + 1), static_cast<long long>(done),
             static_cast<long long>(s.start_samples));
       }

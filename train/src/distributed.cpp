@@ -78,6 +78,11 @@ struct Group::Impl {
 
   // A subgroup's ranks are named by their rank in the world too.
   std::string label;
+  // A subgroup's rank r is rank world_ranks[r] of the world (empty: the world).
+  std::vector<int64_t> world_ranks;
+  int64_t world_rank(int64_t r) const {
+    return world_ranks.empty() ? r : world_ranks[static_cast<size_t>(r)];
+  }
   std::string who() const { return label.empty() ? "rank " + std::to_string(env.rank) : label; }
 
   // The ranks whose heartbeat stopped: read every stamp, wait a few beats,
@@ -101,7 +106,7 @@ struct Group::Impl {
       const auto after = stamps();
       for (int64_t r = 0; r < env.world_size; ++r) {
         if (r != env.rank && before[static_cast<size_t>(r)] == after[static_cast<size_t>(r)]) {
-          o << (o.tellp() > 0 ? ", " : "") << r;
+          o << (o.tellp() > 0 ? ", " : "") << world_rank(r);
         }
       }
     } catch (const std::exception&) {
@@ -276,6 +281,7 @@ std::shared_ptr<Group> Group::subgroup(const std::vector<int64_t>& ranks, const 
   p->device = p_->device;
   p->timeout = p_->timeout;
   p->label = p_->who() + " (" + name + " rank " + std::to_string(p->env.rank) + ")";
+  for (const int64_t r : ranks) p->world_ranks.push_back(p_->world_rank(r));
   p->store = c10::make_intrusive<c10d::PrefixStore>(name, p_->store);
   p->backend_name = p_->backend_name;
   start_backend(*p, p_->timeout);

@@ -7,6 +7,39 @@
 namespace fno {
 namespace detail {
 
+namespace {
+
+// distributed.domain_parallel: while in scope the step takes the rows of a
+// test set's grid (another grid than the training one, maybe), then the
+// training grid's again.
+class SetBand {
+ public:
+  SetBand(Trainer::State& s, const EvalSet& e) : s_(s) {
+    if (s_.domain) s_.step->set_band(e.band);
+  }
+  ~SetBand() {
+    if (s_.domain) s_.step->set_band(s_.domain->band);
+  }
+  SetBand(const SetBand&) = delete;
+  SetBand& operator=(const SetBand&) = delete;
+
+ private:
+  Trainer::State& s_;
+};
+
+}  // namespace
+
+// The metrics of a test set: under domain parallel, each the whole grid's
+// from this rank's rows (band_loss).
+std::map<std::string, EvalLoss> TrainingRun::set_losses(const EvalSet& e) const {
+  if (!s_.domain) return losses_;
+  const int64_t d = static_cast<int64_t>(c_.model.n_modes().size());
+  std::map<std::string, EvalLoss> losses;
+  for (const auto loss : c_.training.eval_losses)
+    losses[to_string(loss)] = band_loss(loss, d, e.band);
+  return losses;
+}
+
 // The model's forward under the step's forward plan (OffloadedStep::forward:
 // the training plan at the training grid, a plan chosen for the grid
 // elsewhere), decoded.
@@ -29,7 +62,7 @@ torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
         ": the evaluation's forward at " + c10::str(x.sizes().slice(2)) +
         ", with what the run leaves of it, " + e.detail());
   }
-  return s_.out_norm.fitted() ? s_.out_norm.inverse_transform(out) : out;
+  return s_.out_rows().fitted() ? s_.out_rows().inverse_transform(out) : out;
 }
 
 void TrainingRun::capture_evaluation() {
@@ -78,11 +111,13 @@ std::map<std::string, double> TrainingRun::evaluate() {
   for (const auto& e : s_.tests) {
     std::map<std::string, torch::Tensor> sums;
     torch::Tensor step_sums;  // Navier-Stokes: [2, t_out]
-    // Several ranks: each evaluates a contiguous share of the set, and the
-    // sums are added over ranks (no sample twice, none left out).
+    // Several ranks: each shard evaluates a contiguous share of the set, and
+    // the sums are added over the shards (no sample twice, none left out).
     const int64_t m = e.x.size(0);
-    const int64_t share = (m + s_.world_size - 1) / s_.world_size;
-    const int64_t lo = std::min(m, s_.rank * share), hi = std::min(m, lo + share);
+    const int64_t share = (m + s_.shards() - 1) / s_.shards();
+    const int64_t lo = std::min(m, s_.shard() * share), hi = std::min(m, lo + share);
+    const SetBand on_band(s_, e);
+    const auto losses = set_losses(e);
     if (eval_graphs_) {
       eval_sums_.zero_();
       if (eval_steps_.defined()) eval_steps_.zero_();
@@ -99,7 +134,7 @@ std::map<std::string, double> TrainingRun::evaluate() {
       }
       const auto out = predict(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));
       const auto y = e.y.narrow(0, start, len).to(s_.device, true);
-      for (const auto& [name, fn] : losses_) {
+      for (const auto& [name, fn] : losses) {
         // summed over the batch; a rollout's L2 over its whole trajectory
         auto v = s_.recurrent() ? trajectory_rel_l2(out, y) : fn(out, y);
         sums[name] = sums.count(name) ? sums[name] + v : v;
@@ -137,7 +172,7 @@ std::map<std::string, double> TrainingRun::evaluate() {
     }
   }
   s_.model->train();
-  if (s_.group) sums_all = s_.group->all_reduce_sum(sums_all);  // one collective for all
+  if (auto* g = s_.shard_group()) sums_all = g->all_reduce_sum(sums_all);  // one collective for all
   std::map<std::string, double> metrics;
   per_record.clear();
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -176,12 +211,19 @@ TrainingRun::Predictions TrainingRun::predictions() {
   std::vector<std::pair<std::string, torch::Tensor>> sets;
   for (const auto& e : s_.tests) {
     const int64_t k = std::min<int64_t>(c_.data.n_predictions, e.x.size(0));
-    const auto out = predict(e.x.narrow(0, 0, k).to(s_.device));
+    const SetBand on_band(s_, e);
+    auto out = predict(e.x.narrow(0, 0, k).to(s_.device));
     // Navier-Stokes: the t_in input records [k, t_in, R, R], truth and
     // prediction as trajectories [k, t_out, R, R], and the set's errors per record and up
     // to each record [t_out].
-    const auto y = e.y.narrow(0, 0, k);
-    sets.emplace_back(e.name + "/x", e.x_raw.narrow(0, 0, k));
+    auto y = e.y.narrow(0, 0, k);
+    auto x = e.x_raw.narrow(0, 0, k);
+    if (s_.domain) {  // the k samples' bands, whole
+      x = gather_rows(s_, e.band, x);
+      y = gather_rows(s_, e.band, y);
+      out = gather_rows(s_, e.band, out);
+    }
+    sets.emplace_back(e.name + "/x", x);
     sets.emplace_back(e.name + "/y", (s_.ns() ? s_.trajectory(y) : y).contiguous().cpu());
     sets.emplace_back(e.name + "/pred", (s_.ns() ? s_.trajectory(out) : out).contiguous().cpu());
     for (const char* what : {"_l2_per_step", "_l2_upto"}) {
@@ -228,6 +270,7 @@ void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
       .str("device", device)
       .integer("epochs", c_.training.epochs)
       .integer("world_size", s_.world_size)
+      .integer("domain_parallel", s_.domain ? s_.domain->mesh.n : 1)
       .num("wall_seconds", std::chrono::duration<double>(Clock::now() - wall0).count());
   if (!s_.best_key.empty()) summary.str("best_metric", s_.best_key).num("best", s_.best);
   // The experiment overrides this process ran under, when any was set.
@@ -240,7 +283,9 @@ void TrainingRun::write_summary(const std::map<std::string, double>& metrics,
 // writer, and summary.json is written once they are on disk.
 void TrainingRun::write_outputs(const std::map<std::string, double>& metrics,
                                 Clock::time_point wall0) {
+  // (Under domain parallel every rank of the first shard makes the predictions.)
   auto preds = std::make_shared<Predictions>(predictions());
+  if (!s_.main()) return;
   writer_.wait();
   // The model alone, as a plain state dict: torch.load + neuraloperator's
   // FNO.load_state_dict read it in Python.

@@ -121,10 +121,12 @@ TrainStep::~TrainStep() {
   }
 }
 
-void TrainStep::set_gradient_sync(dist::GradientSync* sync) {
+void TrainStep::set_gradient_sync(dist::GradientSync* sync, bool overlap) {
   TORCH_CHECK(!graphs_, "TrainStep: set the gradient sync before enabling CUDA graphs");
+  if (sync_ != nullptr) hook_sync(false);
   sync_ = sync;
-  hook_sync(sync_ != nullptr);
+  overlap_ = overlap;
+  hook_sync(sync_ != nullptr && overlap_);
 }
 
 void TrainStep::hook_sync(bool on) {
@@ -176,7 +178,12 @@ at::Tensor TrainStep::forward_backward(const at::Tensor& x, const at::Tensor& y)
   auto loss = loss_and_backward(x, y);
   // Several ranks: wait for the gradient buckets (started during backward)
   // and take the sums over ranks.
-  if (sync_ != nullptr) sync_->finish();
+  if (sync_ != nullptr && overlap_) sync_->finish();
+  if (sync_ != nullptr && !overlap_) {
+    sync_->pack();
+    sync_->reduce();
+    sync_->unpack();
+  }
   return loss;
 }
 
@@ -245,6 +252,7 @@ void TrainStep::enable_cuda_graphs(int64_t warmup, double capture_limit_ms) {
   if (params_.empty()) refuse("the optimizer has no parameters");
   const auto device = params_.front().device();
   if (!device.is_cuda()) refuse("the parameters are on " + device.str() + ", not a CUDA device");
+  if (step_.band().split()) refuse("the step is split across ranks (distributed.domain_parallel)");
   if (!step_.plain()) {
     refuse("the step runs under an offload policy or in micro-batches (" + step_.plan_text() + ")");
   }
@@ -274,7 +282,7 @@ void TrainStep::disable_cuda_graphs() {
   if (!graphs_) return;
   update_graphs_.reset();
   graphs_.reset();
-  if (sync_ != nullptr) hook_sync(true);
+  if (sync_ != nullptr && overlap_) hook_sync(true);
   for (auto& p : params_) p.mutable_grad() = at::Tensor();  // (they were the graphs')
   adamw_->set_device_step(false);
   adamw_ = nullptr;

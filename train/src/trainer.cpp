@@ -189,11 +189,8 @@ void Trainer::State::join_ranks() {
                         " (the ranks that share one sample; run under torchrun with a multiple "
                         "of it)");
     }
-    throw ConfigError("distributed.domain_parallel: " + std::to_string(n) +
-                      ": fno_train trains data parallel only for now (domain_parallel: 1); "
-                      "fno_bench --domain-parallel " +
-                      std::to_string(n) + " measures the split step");
   }
+  check_domain_config();
   if (main()) make_dirs(run_dir);
   device = pick_device(cfg.device.name, world_size > 1 ? launch->local_rank : -1);
   if (world_size > 1) {
@@ -203,6 +200,7 @@ void Trainer::State::join_ranks() {
         std::chrono::milliseconds(static_cast<int64_t>(cfg.distributed.timeout_s * 1000.0));
     group = dist::Group::create(*launch, device, go);
   }
+  join_domain();
 }
 
 // Data: validated at load; inputs normalized if configured, outputs normalized for training.
@@ -215,6 +213,8 @@ void Trainer::State::load_data() {
     check_ns_model();
   } else if (benchmark()) {
     train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true);
+  } else if (domain) {  // this rank's rows alone (domain_training.cpp)
+    train = load_rows(c.data.train_file, load_options(c.data, c.data.n_train), domain->band);
   } else {
     train = data::load_darcy(c.data.train_file, load_options(c.data, c.data.n_train));
   }
@@ -241,8 +241,12 @@ void Trainer::State::load_data() {
   }
   in_norm = data::UnitGaussianNormalizer(c.data.normalization);
   out_norm = data::UnitGaussianNormalizer(c.data.normalization);
-  if (c.data.encode_input) in_norm.fit(train.x);
-  if (c.data.encode_output) out_norm.fit(train.y);
+  if (domain) {
+    fit_domain_normalizers(train);
+  } else {
+    if (c.data.encode_input) in_norm.fit(train.x);
+    if (c.data.encode_output) out_norm.fit(train.y);
+  }
   if (benchmark() && c.data.normalization != data::NormalizerMode::kPointwise) {
     // One mean and std per field, over every step of the training split's
     // trajectories (not per window channel).
@@ -258,8 +262,8 @@ void Trainer::State::load_data() {
                          per_channel(so, outs, c.data.horizon, n_dim));
     }
   }
-  train_x = c.data.encode_input ? in_norm.transform(train.x) : train.x;
-  train_y = c.data.encode_output ? out_norm.transform(train.y) : train.y;
+  train_x = c.data.encode_input ? in_rows().transform(train.x) : train.x;
+  train_y = c.data.encode_output ? out_rows().transform(train.y) : train.y;
   load_test_sets(train);
 }
 
@@ -290,10 +294,13 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
   for (const auto& t : d.tests) {
     data::FieldPairs pairs;
     std::shared_ptr<const data::BenchmarkSet> set;
+    Band band;
     if (ns()) {
       pairs = load_ns_pairs(t.file, d, t.n_samples, ns_t_out);
     } else if (benchmark()) {
       pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set);
+    } else if (domain) {
+      pairs = load_rows(t.file, load_options(d, t.n_samples), band);
     } else {
       pairs = data::load_darcy(t.file, load_options(d, t.n_samples));
     }
@@ -303,7 +310,8 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
                                " does not match the training data " + c10::str(train.x.sizes()));
     }
     EvalSet e;
-    e.name = t.name.empty() ? std::to_string(pairs.x.size(2)) : t.name;
+    // (Named by the grid's rows: under domain parallel x holds this rank's alone.)
+    e.name = t.name.empty() ? std::to_string(domain ? band.grid_rows : pairs.x.size(2)) : t.name;
     for (const auto& other : tests) {
       if (other.name == e.name) {
         throw std::runtime_error(t.file + ": a second test set named '" + e.name +
@@ -313,7 +321,8 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
     e.batch_size = t.batch_size;
     e.benchmark = set;
     e.x_raw = pairs.x;
-    e.x = d.encode_input ? in_norm.transform(pairs.x) : pairs.x;
+    e.band = band;
+    e.x = d.encode_input ? in_rows().transform(pairs.x) : pairs.x;
     e.y = pairs.y;
     tests.push_back(std::move(e));
   }
@@ -339,6 +348,10 @@ void Trainer::State::place_data() {
   }
   in_norm.to(device);
   out_norm.to(device);
+  if (domain) {
+    domain->in_rows.to(device);
+    domain->out_rows.to(device);
+  }
 }
 
 // The model in the run's precision, rank 0's weights on every rank, the
@@ -420,14 +433,18 @@ void Trainer::State::build_optimizer() {
         *optimizer,
         ReduceLROnPlateauOptions().factor(sc.plateau_factor).patience(sc.plateau_patience));
   }
-  train_step = std::make_unique<TrainStep>(
-      *step, *optimizer,
-      training_loss(cfg.training, static_cast<int64_t>(cfg.model.n_modes().size()), &out_norm),
-      scaler.get(), grad_sync.get());
+  if (domain) {
+    build_domain_step();  // (domain_training.cpp)
+  } else {
+    train_step = std::make_unique<TrainStep>(
+        *step, *optimizer,
+        training_loss(cfg.training, static_cast<int64_t>(cfg.model.n_modes().size()), &out_norm),
+        scaler.get(), grad_sync.get());
+  }
   // The recurrent Navier-Stokes model trains on its rollout (the loss of every step).
   if (recurrent()) train_step->set_rollout(ns_t_out);
   if (cfg.training.max_grad_norm > 0) train_step->set_max_grad_norm(cfg.training.max_grad_norm);
-  use_cuda_graphs();
+  if (!domain) use_cuda_graphs();  // (a step split across ranks runs eagerly)
   if (!tests.empty()) {
     best_key = tests.front().name + "_" + to_string(cfg.training.eval_losses.front());
   }
@@ -474,7 +491,13 @@ std::string Trainer::describe() const {
   std::ostringstream o;
   if (s.group) {
     o << "rank " << s.rank << " of " << s.world_size << " (" << s.group->backend_name()
-      << ", batch " << s.cfg.data.batch_size << " per rank) | ";
+      << ", batch " << s.cfg.data.batch_size << (s.domain ? " per sample group" : " per rank");
+    if (s.domain) {
+      const auto& b = s.domain->band;
+      o << "; domain parallel " << s.domain->mesh.n << ": rows [" << b.row0 << ", "
+        << b.row0 + s.train_x.size(2) << ") of " << b.grid_rows;
+    }
+    o << ") | ";
   }
   o << "device " << s.device << " | precision " << to_string(s.precision) << " | ";
   if (s.cfg.offload.policy.kind != offload::Policy::Kind::kNone) o << s.step->describe() << " | ";
@@ -516,7 +539,7 @@ std::map<std::string, double> Trainer::train() {
   if (run.last_metrics.empty() && !s.tests.empty()) run.last_metrics = run.evaluate();
   // Rank 0 alone writes the outputs (and, for benchmark data, the benchmark's metric).
   if (s.main() && s.benchmark()) run.last_metrics.merge(run.benchmark_metrics());
-  if (s.main()) run.write_outputs(run.last_metrics, wall0);
+  if (s.main() || (s.domain && s.shard() == 0)) run.write_outputs(run.last_metrics, wall0);
   return run.last_metrics;
 }
 

@@ -18,6 +18,7 @@
 #include <fno_engine/rollout.h>
 #include <fno_train/background_writer.h>
 #include <fno_train/distributed.h>
+#include <fno_train/domain.h>
 #include <fno_train/train_step.h>
 
 #include <ATen/cuda/CUDAContext.h>
@@ -40,6 +41,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <map>
@@ -74,6 +76,20 @@ struct EvalSet {
   torch::Tensor y;      // raw truth
   // Benchmark formats: the set's trajectories (its rollout, its channels).
   std::shared_ptr<const data::BenchmarkSet> benchmark;
+  // distributed.domain_parallel: this rank's rows of the set's grid (x, x_raw
+  // and y hold them alone).
+  Band band;
+};
+
+// distributed.domain_parallel N > 1 (domain_training.cpp): the mesh of ranks,
+// this rank's band of the training grid, and the normalizers as they apply to
+// its rows (the State's in_norm and out_norm hold the whole grid's, as one
+// process fits them: checkpoints and normalizers.pt keep those).
+struct DomainRun {
+  DomainMesh mesh;
+  Band band;  // of the training grid
+  data::UnitGaussianNormalizer in_rows, out_rows;
+  FNO proxy{nullptr};  // the model's structure at width 2, for the refusals
 };
 
 }  // namespace detail
@@ -97,6 +113,19 @@ struct Trainer::State {
   std::unique_ptr<TrainStep> train_step;
   int64_t rank = 0, world_size = 1;
   bool main() const { return rank == 0; }
+  // distributed.domain_parallel > 1: the mesh and this rank's band; else empty.
+  std::optional<detail::DomainRun> domain;
+  // The sample shards of the data (data parallel): this rank's, and how many.
+  int64_t shard() const { return domain ? domain->mesh.sample_group() : rank; }
+  int64_t shards() const { return domain ? domain->mesh.sample_groups() : world_size; }
+  // The group that adds up per-sample sums (losses, metrics): the ranks of one
+  // band across the shards (a band's sums are its whole sample's already).
+  dist::Group* shard_group() const { return domain ? domain->mesh.data.get() : group.get(); }
+  // The normalizers as they apply to the rows this rank holds.
+  const data::UnitGaussianNormalizer& in_rows() const { return domain ? domain->in_rows : in_norm; }
+  const data::UnitGaussianNormalizer& out_rows() const {
+    return domain ? domain->out_rows : out_norm;
+  }
   data::UnitGaussianNormalizer in_norm, out_norm;
   torch::Tensor train_x, train_y;  // normalized as configured
   std::vector<detail::EvalSet> tests;
@@ -149,6 +178,15 @@ struct Trainer::State {
                                   int64_t n_trajectories, bool train,
                                   std::shared_ptr<const data::BenchmarkSet>* keep = nullptr);
   void place_data();
+  // distributed.domain_parallel (domain_training.cpp): the refusals that need
+  // no data, the mesh, a file's rows of this rank, the normalizers fitted over
+  // whole samples, the step on this rank's band.
+  void check_domain_config();
+  void join_domain();
+  data::FieldPairs load_rows(const std::string& file, const data::LoadOptions& options,
+                             Band& band) const;
+  void fit_domain_normalizers(const data::FieldPairs& train);
+  void build_domain_step();
   void build_model();
   void build_offload();
   void build_optimizer();
@@ -159,6 +197,14 @@ struct Trainer::State {
 // it); the device; the process group.
 
 namespace detail {
+
+/// distributed.domain_parallel: the relative H1 or L2 loss of the whole grid
+/// from this rank's rows of `band` (band_rel_loss), summed over the batch.
+StepLoss band_loss(LossName name, int64_t d, const Band& band);
+/// The rows of every rank of this rank's sample, placed in the whole grid (a
+/// few predicted samples for predictions.h5); every rank of the sample calls it.
+// t: [k, C, n, *S'] -> [k, C, band.grid_rows, *S'] on the CPU
+torch::Tensor gather_rows(const Trainer::State& s, const Band& band, const torch::Tensor& t);
 
 /// The checkpoint of now (model, optimizer, schedule, normalizers, RNG, where
 /// the run stands); the file's keys are checkpoints.cpp's.

@@ -195,7 +195,7 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   const int64_t n = s_.train_x.size(0);
   auto batches =
       data::epoch_batches(n, c_.data.batch_size, c_.data.shuffle,
-                          static_cast<uint64_t>(c_.training.seed), epoch, s_.rank, s_.world_size);
+                          static_cast<uint64_t>(c_.training.seed), epoch, s_.shard(), s_.shards());
   // The epoch's sample order goes to the data's device once; each batch is a
   // slice of it. (A small index copied per batch from pageable memory would
   // synchronize the stream every step and expose every kernel launch.)
@@ -207,14 +207,15 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   size_t first_batch = 0;
   if (epoch == s_.start_epoch + 1 && s_.start_batch > 0) {  // resuming an interrupted epoch
     first_batch = static_cast<size_t>(s_.start_batch);
-    if (s_.main()) {  // the sums so far are over all ranks: count them once
+    if (s_.shard() == 0) {  // the sums so far are over all shards: count them once
       sums.loss_sum += s_.start_loss_sum;
       sums.samples += s_.start_samples;
     }
   }
-  const auto totals = [&] { return sums.totals(s_.group.get(), stats.skipped); };
+  // (Under domain parallel, a sample's ranks share its loss: the sums add over the shards.)
+  const auto totals = [&] { return sums.totals(s_.shard_group(), stats.skipped); };
   // The samples of this epoch over all ranks (each rank's batches are equal in size).
-  const auto all_ranks = [&](int64_t n) { return n * s_.world_size; };
+  const auto all_ranks = [&](int64_t n) { return n * s_.shards(); };
   progress_.start_epoch(all_ranks(offsets[first_batch]));
   for (size_t b = first_batch; b < batches.size(); ++b) {
     const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);

@@ -53,7 +53,8 @@ class TrainingRun {
   // Benchmark formats: each test set's VRMSE per field, one step and rolled out
   // (benchmark_eval.cpp); rank 0, at the end of a run.
   std::map<std::string, double> benchmark_metrics();
-  // predictions.h5, model.pt and summary.json (rank 0).
+  // predictions.h5, model.pt and summary.json (rank 0; under domain parallel
+  // every rank of the first shard calls it, to make the predictions).
   void write_outputs(const std::map<std::string, double>& metrics, Clock::time_point wall0);
 
   std::map<std::string, double> last_metrics;
@@ -74,6 +75,9 @@ class TrainingRun {
     return torch::stack({per_step_rel_l2(p, t), cumulative_rel_l2(p, t)}).to(torch::kDouble);
   }
   StepResult train_step(const torch::Tensor& x, const torch::Tensor& y);
+  // The metrics of a test set by name: losses_, or under domain parallel each
+  // the whole grid's from this rank's rows of the set.
+  std::map<std::string, EvalLoss> set_losses(const EvalSet& e) const;
   // Evaluation as CUDA graphs beside the step's (one per batch shape, in its
   // memory pool): the forward and the metrics, added on the device into
   // eval_sums_ (and eval_steps_) per test set.

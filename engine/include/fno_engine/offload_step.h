@@ -3,6 +3,7 @@
 // programs (fno_train, fno_bench). With policy "none" it is the plain step.
 #pragma once
 
+#include <fno/band.h>
 #include <fno/fno.h>
 #include <fno_engine/forward_plan.h>
 #include <fno_offload/offload.h>
@@ -138,6 +139,20 @@ class OffloadedStep {
   ///     memory), made once per shape. Throws ForwardBudgetError when not even
   ///     tiles of one sample fit.
   ForwardPlan forward_plan(const at::Tensor& x);
+
+  /// One sample across ranks (fno/band.h): from now on each step and forward
+  /// takes this rank's band of rows of a grid of band.grid_rows rows, in
+  /// tiles (TiledRunner::set_band), and a step's loss must be a global one
+  /// (band_rel_loss) over (output, target). The tiled plan of a band: policy
+  /// none, or no GPU: the band in one tile, every block input on the device,
+  /// the configured micro-batches; auto on a GPU: the fastest estimated
+  /// tiled plan of band 0's rows within the budget, band 0's choice taken by
+  /// every rank of the sample (through band.sum). A forward off the training
+  /// grid (set the band of that grid first) runs the band in one tile, all of
+  /// x at once. Other policies, a rollout and CUDA graphs refuse a split
+  /// band (std::invalid_argument). A band of one rank: whole-grid steps again.
+  void set_band(Band band);
+  const Band& band() const;
 
   /// Called just before the backward pass that completes a step's gradients
   /// (the last micro-batch's) with a key naming the input shape and the plan;

@@ -119,8 +119,11 @@ class TrainStep {
   StepResult update(const at::Tensor& loss);
 
   /// Reduce the gradients over ranks from the next step on (null: this rank
-  /// alone). Before enable_cuda_graphs().
-  void set_gradient_sync(dist::GradientSync* sync);
+  /// alone). `overlap`: buckets start during backward (hooks); off: after
+  /// backward, all at once (pack, reduce, unpack), for a step whose gradients
+  /// accumulate outside autograd's hooks (a tiled step split across ranks).
+  /// Before enable_cuda_graphs().
+  void set_gradient_sync(dist::GradientSync* sync, bool overlap = true);
 
   /// From the next step on, run() takes each step as a CUDA graph, one per
   /// input shape: the first `warmup` steps of a shape run eagerly on the
@@ -171,6 +174,7 @@ class TrainStep {
   StepLoss loss_;
   GradScaler* scaler_;
   dist::GradientSync* sync_ = nullptr;
+  bool overlap_ = true;  // the sync's buckets start during backward
   int64_t rollout_steps_ = 0;
   double max_grad_norm_ = 0;
   std::vector<at::Tensor> params_;  // the optimizer's, for the scaler

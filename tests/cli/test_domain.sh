@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# fno_train with distributed.domain_parallel (each sample's rows split over
+# ranks), several processes under torchrun (python -m torch.distributed.run):
+#   1. 2 ranks, N=2, HDF5 training data read by hyperslab, per-channel
+#      normalization, an H1 loss, test sets at 16 and 32 rows: metrics.jsonl,
+#      summary.json's metrics, model.pt, normalizers.pt, the checkpoint and
+#      predictions.h5 equal one process's within 1e-5 relative;
+#   2. 3 ranks, N=3 on 16 rows (bands of 6, 5, 5), .pt data loaded and sliced,
+#      pointwise normalization: equal to one process;
+#   3. 4 ranks, N=2 (two shards of two bands): equal to one process with the
+#      global batch;
+#   4. a 3D model, 2 ranks, N=2: equal to one process;
+#   5. refusals, one line and a non-zero exit on every rank: a model that
+#      cannot run tiled, an offload policy without tiles, a band thinner than
+#      the halo, modes past the grid;
+#   6. a rank killed mid-run stops the other, naming it.
+#   test_domain.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON [cpu|cuda]
+set -u
+bin=$1 src=$2 work=$3 python=$4 device=${5:-cpu}
+rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+export OMP_NUM_THREADS=1 MASTER_ADDR=127.0.0.1
+if ! "$python" -c "import torch.distributed.run, h5py" 2> /dev/null; then
+  echo "test_domain: $python lacks torch.distributed.run or h5py; skipped"
+  exit 77
+fi
+base=$((20000 + $$ % 20000))
+port() { echo $((base + $1)); }
+common=(--set "device.name=$device" --set output.progress=plain --set offload.plan_cache=none)
+
+# The data: the shipped 16 x 16 Darcy set as HDF5, a tiny 3D set, a thin grid.
+"$python" "$(dirname "${BASH_SOURCE[0]}")/domain_data.py" "$src/data/darcy" "$work" ||
+  { echo "FAIL: making the data"; exit 1; }
+
+cat > "$work/tiny.yaml" << EOF
+model: {n_modes: [8, 8], hidden_channels: 8, n_layers: 2}
+data:
+  train_file: $work/train16.h5
+  n_train: 48
+  batch_size: 8
+  n_predictions: 2
+  test:
+    - {file: $src/data/darcy/darcy_test_16.pt, n_samples: 8, batch_size: 4}
+    - {file: $src/data/darcy/darcy_test_32.pt, n_samples: 4}
+optimizer: {lr: 8.0e-3, weight_decay: 1.0e-4}
+training: {epochs: 2, loss: h1, eval_losses: [h1, l2]}
+EOF
+cat > "$work/cube.yaml" << EOF
+model: {n_modes: [6, 6, 4], hidden_channels: 6, n_layers: 2}
+data:
+  train_file: $work/cube.h5
+  n_train: 16
+  batch_size: 4
+  n_predictions: 1
+  test:
+    - {file: $work/cube.h5, n_samples: 8}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2}
+EOF
+
+# one NAME CONFIG ARGS...: one process.
+one() {
+  local name=$1 cfg=$2; shift 2
+  "$bin" --config "$cfg" --out "$work/$name" "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err" ||
+    bad "one process $name: $(tail -3 "$work/$name.err")"
+}
+# ranks NAME N PORT CONFIG ARGS...: N ranks under torchrun.
+ranks() {
+  local name=$1 n=$2 p=$3 cfg=$4; shift 4
+  "$python" -m torch.distributed.run --no-python --nproc-per-node "$n" --master-port "$(port "$p")" \
+    "$bin" --config "$cfg" --out "$work/$name" "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err"
+}
+
+# check NAME BASELINE RC: the run exited 0; its outputs are compared with the
+# baseline's at the end (domain_compare.py: metrics.jsonl, summary.json,
+# model.pt, normalizers.pt, predictions.h5 within 1e-5), all pairs at once.
+pairs=()
+check() {
+  if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
+  pairs+=("$work/$1" "$work/$2")
+}
+
+# 1. Two ranks share each sample; HDF5 read by hyperslab.
+one one "$work/tiny.yaml"
+ranks two 2 1 "$work/tiny.yaml" --set distributed.domain_parallel=2
+check two one $?
+grep -q "domain parallel 2: rows \[0, 8) of 16" "$work/two.err" && ok || bad "rank 0's band not described: $(grep rank "$work/two.err" | head -2)"
+grep -q '"domain_parallel": 2' "$work/two/summary.json" && ok || bad "summary.json lacks domain_parallel 2"
+
+# 2. Three ranks on 16 rows, .pt data loaded and sliced, pointwise statistics.
+pt=(--set "data.train_file=$src/data/darcy/darcy_train_16.pt" --set data.normalization=pointwise
+  --set 'data.test=[{file: '"$src"'/data/darcy/darcy_test_16.pt, n_samples: 8}]')
+one one_pt "$work/tiny.yaml" "${pt[@]}"
+ranks three 3 2 "$work/tiny.yaml" "${pt[@]}" --set distributed.domain_parallel=3
+check three one_pt $?
+
+# 3. Four ranks: two shards of two bands, against one process with their global batch.
+one one_b16 "$work/tiny.yaml" --set data.batch_size=16
+ranks four 4 3 "$work/tiny.yaml" --set distributed.domain_parallel=2
+check four one_b16 $?
+
+# 4. A 3D model.
+one one_cube "$work/cube.yaml"
+ranks cube 2 4 "$work/cube.yaml" --set distributed.domain_parallel=2
+check cube one_cube $?
+
+# 5. Refusals: one line, exit 2 on every rank. Those that need no data come
+#    before the rendezvous (one rank alone shows it); the grid's need both.
+refuse() {
+  local pattern=$1; shift
+  MASTER_PORT=$(port 9) WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 expect 2 "$pattern" -- \
+    --config "$work/tiny.yaml" --out "$work/refused" "${common[@]}" --set distributed.domain_parallel=2 "$@"
+}
+refuse "distributed.domain_parallel: 2: tiled execution does not support model.domain_padding" \
+  --set 'model.domain_padding=[0.25, 0.25]'
+refuse "distributed.domain_parallel: 2: offload.policy recompute: each rank trains its band in tiles" \
+  --set offload.policy=recompute
+both_refuse() {
+  local name=$1 pattern=$2 rc; shift 2
+  ranks "$name" 2 5 "$work/tiny.yaml" --set distributed.domain_parallel=2 --set distributed.timeout_s=20 "$@"
+  rc=$?
+  local lines
+  lines=$(grep -c "^fno_train: .*$pattern" "$work/$name.err")
+  if [ "$rc" -ne 0 ] && [ "$lines" -eq 2 ]; then ok; else bad "$name: exit $rc, $lines ranks said '$pattern': $(grep -v '^\[' "$work/$name.err" | tail -4)"; fi
+}
+both_refuse thin "bands of 1 rows, thinner than the loss's halo of 2 rows" \
+  --set "data.train_file=$work/thin.h5" --set 'model.n_modes=[2, 8]' --set 'data.test=[]'
+both_refuse modes "model.n_modes\[0\] = 32 exceeds the grid's 16 points" --set 'model.n_modes=[32, 8]'
+
+# 6. A rank killed mid-run: the other stops within 60 s, naming it.
+long=(--config "$work/tiny.yaml" "${common[@]}" --set training.epochs=500 --set distributed.domain_parallel=2
+  --set distributed.timeout_s=30 --out "$work/kill")
+MASTER_PORT=$(port 6) WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 "$bin" "${long[@]}" > "$work/kill0.out" 2> "$work/kill0.err" &
+r0=$!
+MASTER_PORT=$(port 6) WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 "$bin" "${long[@]}" > "$work/kill1.out" 2> "$work/kill1.err" &
+r1=$!
+for _ in $(seq 1 3000); do [ -s "$work/kill/metrics.jsonl" ] && break; sleep 0.02; done
+kill -9 "$r1"
+t0=$(date +%s)
+rc=0
+wait "$r0" || rc=$?
+wait "$r1" 2> /dev/null
+secs=$(($(date +%s) - t0))
+last=$(tail -1 "$work/kill0.err")
+if [ "$rc" -eq 5 ] && [ "$secs" -lt 60 ] && echo "$last" | grep -q "^fno_train: rank 0 (domain0 rank 0): .*failed (rank 1 stopped responding)"; then ok; else
+  bad "band rank 1 killed: rank 0 exited $rc after $secs s: $last"
+fi
+wait 2> /dev/null
+
+# The equalities of 1-4.
+"$python" "$(dirname "${BASH_SOURCE[0]}")/domain_compare.py" "${pairs[@]}" > "$work/compare.txt" 2>&1
+while read -r verdict a b rest; do
+  case $verdict in
+    ok) ok ;;
+    differ) bad "$(basename "$a") vs $(basename "${b%:}"): $rest" ;;
+  esac
+done < "$work/compare.txt"
+[ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
+  bad "domain_compare.py: $(tail -3 "$work/compare.txt")"
+
+finish test_domain
