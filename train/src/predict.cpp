@@ -139,7 +139,7 @@ void PredictRun::choose() {
     }
   }
   // The plan; a streamed one counts the readers' chunk caches (the input's,
-  // and the truth's) and the writer's (1 MiB).
+  // and the truth's), the writer's (1 MiB), and the errors' work on the truth.
   auto shape = x_shape;
   shape[0] = stream ? 1 : batch;
   const auto budget = ForwardBudget()
@@ -148,8 +148,11 @@ void PredictRun::choose() {
                           .tile_rows(o.tile_rows);
   try {
     if (stream) {
-      streamed = choose_streamed_plan(model, shape, budget, device,
-                                      files->cache_bytes(truth) + (int64_t{1} << 20));
+      const int64_t errors_bytes =
+          truth ? StreamedErrors::work_bytes(points / grid[0] * mo.out_channels()) : 0;
+      streamed =
+          choose_streamed_plan(model, shape, budget, device,
+                               files->cache_bytes(truth) + (int64_t{1} << 20) + errors_bytes);
     } else {
       plan = choose_forward_plan(model, shape, budget, device, elem);
     }

@@ -16,6 +16,7 @@ struct InputFiles::File {
   std::string path;
   int64_t first = 0, count = 0;  // its samples in the set: [first, first + count)
   std::string x_key, y_key;
+  bool hdf5 = false;
   data::LoadOptions lo;                        // its keys (without the truth: x alone)
   std::unique_ptr<data::Hdf5SlabReader> x, y;  // an HDF5 file
   data::FieldPairs held;                       // a .pt file, read whole
@@ -38,7 +39,8 @@ InputFiles::InputFiles(std::vector<std::string> paths, const data::LoadOptions& 
     f->path = path;
     std::vector<int64_t> xs, ys;
     // (the loaders' default names where none is given)
-    const bool hdf5 = data::detect_format(path) == data::FileFormat::kHdf5;
+    f->hdf5 = data::detect_format(path) == data::FileFormat::kHdf5;
+    const bool hdf5 = f->hdf5;
     f->x_key = !lo.x_key().empty() ? lo.x_key() : (hdf5 ? "coeff" : "x");
     f->y_key = !truth ? f->x_key : (!lo.y_key().empty() ? lo.y_key() : (hdf5 ? "sol" : "y"));
     f->lo = lo;
@@ -88,7 +90,7 @@ const std::string& InputFiles::x_key() const { return files_.front()->x_key; }
 
 bool InputFiles::streamable() const {
   for (const auto& f : files_) {
-    if (!f->x) return false;
+    if (!f->x || (truth_ && !f->y)) return false;
   }
   return true;
 }
@@ -127,7 +129,7 @@ std::pair<torch::Tensor, torch::Tensor> InputFiles::load(int64_t first, int64_t 
     const int64_t a = std::max(first, f->first), b = std::min(first + n, f->first + f->count);
     if (a >= b) continue;
     data::FieldPairs pairs = f->held;
-    if (f->x) {  // (the loaders read as far as the range needs)
+    if (f->hdf5) {  // (the loaders read as far as the range needs)
       auto lo = f->lo;
       pairs = data::load_darcy(f->path, lo.n_samples(b - f->first));
     }

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace fno::detail {
@@ -46,7 +47,15 @@ StreamTimes predict_streamed(FNO model, const StreamedPlan& plan, const InputFil
     if (errors != nullptr) sample_errors.emplace(x.shape[2]);
     // tile: [1, Cout, rows, *S'] decoded, on the host -> the file's rows [r0, r0 + rows)
     auto write = [&, s](int64_t r0, const at::Tensor& tile) {
-      if (sample_errors) sample_errors->add(r0, tile, inputs.read_y(s, r0, r0 + tile.size(2)));
+      if (sample_errors) {  // (the truth's rows a few at a time: StreamedErrors::work_bytes)
+        const int64_t rows = tile.size(2);
+        const int64_t step =
+            StreamedErrors::rows_at_once(tile.numel() / std::max<int64_t>(rows, 1));
+        for (int64_t k = 0; k < rows; k += step) {
+          const int64_t m = std::min(step, rows - k);
+          sample_errors->add(r0 + k, tile.narrow(2, k, m), inputs.read_y(s, r0 + k, r0 + k + m));
+        }
+      }
       if (channels) {
         writer.write_rows("pred", s - first, 2, r0, tile);
       } else {

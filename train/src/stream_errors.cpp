@@ -80,6 +80,14 @@ void StreamedErrors::add(int64_t r0, const at::Tensor& pred, const at::Tensor& t
   next_row_ = r0 + n;
 }
 
+int64_t StreamedErrors::rows_at_once(int64_t row_values) {
+  return std::max<int64_t>(1, (int64_t{64} << 10) / std::max<int64_t>(4 * row_values, 1));
+}
+
+int64_t StreamedErrors::work_bytes(int64_t row_values) {
+  return 24 * 4 * row_values * rows_at_once(row_values);
+}
+
 StreamedErrors::Values StreamedErrors::finish() const {
   if (next_row_ != grid_rows_ || !e2_.defined()) {
     throw std::runtime_error("streamed errors: " + std::to_string(next_row_) + " of " +

@@ -37,6 +37,14 @@ class StreamedErrors {
   /// The errors once every row is given (throws std::runtime_error otherwise).
   Values finish() const;
 
+  /// The rows to give add() at once, of `row_values` values each (channels x
+  /// the points of a row), so that its work stays within work_bytes(): about
+  /// 64 KiB of float32 truth, at least one row.
+  static int64_t rows_at_once(int64_t row_values);
+  /// The host bytes add() may hold for rows_at_once() rows (the truth's rows
+  /// and their float64 work, about 24 times the float32 rows).
+  static int64_t work_bytes(int64_t row_values);
+
  private:
   int64_t grid_rows_;
   int64_t next_row_ = 0;
