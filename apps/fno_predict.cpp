@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
   }
+  // One input file is PredictOptions::input; several, PredictOptions::inputs.
+  if (o.inputs.size() == 1) {
+    o.input = o.inputs.front();
+    o.inputs.clear();
+  }
   try {
     if (!samples.empty()) parse_samples(samples, o.first, o.count);
   } catch (const std::invalid_argument& e) {
