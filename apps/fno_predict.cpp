@@ -52,30 +52,38 @@ int main(int argc, char** argv) {
   // line with the output's temporary file removed, instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
-      "Applies a trained FNO (a fno_train run directory) to the inputs of a data file, at\n"
-      "any grid, and writes the decoded predictions to an HDF5 file (dataset 'pred';\n"
-      "given the truth, per-sample relative errors 'l2' and 'h1' and OUT.summary.json)."};
+      "Applies a trained FNO (a fno_train run directory, or a state dict and its model's\n"
+      "settings) to the inputs of one or several data files, at any grid, and writes the\n"
+      "decoded predictions to an HDF5 file (dataset 'pred'; given the truth, per-sample\n"
+      "relative errors 'l2' and 'h1' and OUT.summary.json)."};
   fno::PredictOptions o;
   std::string samples, gpu_memory_limit, host_memory_limit;
   app.add_option("--model", o.run_dir,
-                 "the training run's directory (config.yaml, model.pt); with --model-config, a "
-                 "state dict file (e.g. neuraloperator's FNO.state_dict())")
+                 "the training run's directory (config.yaml, model.pt); with --model-config or "
+                 "--set, a state dict file (e.g. neuraloperator's FNO.state_dict())")
       ->required();
   app.add_option("--model-config", o.model_config,
                  "the model's settings for a state dict --model: a YAML file in fno_train's keys "
                  "(its model: section); no normalizers apply");
+  app.add_option("--set", o.model_settings,
+                 "a setting of a state dict --model's model by its config key, as fno_train's "
+                 "--set, e.g. --set model.n_modes=[16,16] --set model.hidden_channels=32 "
+                 "(repeatable; over --model-config's, or alone)");
   app.add_option("--checkpoint", o.checkpoint,
                  "weights to use instead of RUN_DIR/model.pt (a checkpoint_*.pt or a state dict)");
-  app.add_option("--input", o.input,
-                 "the inputs: a .pt or HDF5 (.h5, .mat v7.3) file; for a run trained on benchmark "
-                 "data, the benchmark's file or folder, as data.train_file")
+  app.add_option("--input", o.inputs,
+                 "the inputs: a .pt or HDF5 (.h5, .mat v7.3) file; repeat it (or name several "
+                 "files after it) for their samples in order as one set; for a run trained on "
+                 "benchmark data, the benchmark's file or folder, as data.train_file")
       ->required();
   app.add_option("--x-key", o.x_key,
                  "the input array's name (default: the run's data.x_key; x in .pt, coeff in HDF5)");
   app.add_option("--y-key", o.y_key,
                  "the truth's name (y in .pt, sol in HDF5); given, the errors are computed; "
                  "without it no truth is read");
-  app.add_option("--samples", samples, "FIRST:COUNT, or FIRST: for the rest (default: all)");
+  app.add_option("--samples", samples,
+                 "FIRST:COUNT, or FIRST: for the rest, of the inputs' samples in order "
+                 "(default: all)");
   app.add_option("--out", o.out, "the output HDF5 file; never overwritten without --overwrite")
       ->required();
   app.add_flag("--overwrite", o.overwrite, "replace an existing --out (and its summary)");
@@ -85,8 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-memory-limit", gpu_memory_limit,
                  "GPU memory the forward may take, e.g. 8GiB (micro-batches or tiles)");
   app.add_option("--host-memory-limit", host_memory_limit,
-                 "host memory the run's data may take, e.g. 24GiB (an HDF5 input without "
-                 "--y-key is streamed tile by tile when its arrays do not fit)");
+                 "host memory the run's data may take, e.g. 24GiB (HDF5 inputs, and their truth, "
+                 "are streamed tile by tile when their arrays do not fit)");
   app.add_option("--precision", o.precision, "fp32, tf32, bf16 or fp16 (default: the run's)");
   app.add_option("--device", o.device, "auto, cpu, cuda or cuda:N")->default_val("auto");
   app.add_option("--tile-rows", o.tile_rows,
@@ -119,6 +127,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return fail(2, std::string(e.what()) + " (see --help)");
+  }
+  // One input file is PredictOptions::input; several, PredictOptions::inputs.
+  if (o.inputs.size() == 1) {
+    o.input = o.inputs.front();
+    o.inputs.clear();
   }
   try {
     if (!samples.empty()) parse_samples(samples, o.first, o.count);

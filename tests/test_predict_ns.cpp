@@ -152,7 +152,8 @@ TEST_CASE("predict on a Navier-Stokes run gives the evaluation's errors, per sam
   }
 }
 
-TEST_CASE("predict on a Navier-Stokes run: tiles of the rollout's steps, and refusals in one line") {
+TEST_CASE(
+    "predict on a Navier-Stokes run: tiles of the rollout's steps, and refusals in one line") {
   const auto dir = out_path("predict_ns_run_tiles");
   std::filesystem::remove_all(dir);
   fno::Trainer(fno::parse_config(ns_config(true), "ns.yaml", {"training.epochs=1"}), dir).train();
@@ -167,6 +168,28 @@ TEST_CASE("predict on a Navier-Stokes run: tiles of the rollout's steps, and ref
   CHECK(rt.plan.find("tiles of 4 rows (forced)") != std::string::npos);
   CHECK(fno::test::rel_err(read_set(tiles.out, "pred"), read_set(whole.out, "pred")) <= 1e-5);
   CHECK(rt.mean_l2 == doctest::Approx(rw.mean_l2).epsilon(1e-5));
+  // Several files (the same file twice): one set of 12 samples, a range across them.
+  auto two = request(dir, "predict_ns_two");
+  two.y_key = "u";
+  two.inputs = {two.input, two.input};
+  two.input.clear();
+  two.first = 4;
+  two.count = 4;
+  const auto r2 = fno::predict(two);
+  REQUIRE(r2.l2.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(r2.l2[i] == doctest::Approx(rw.l2[(4 + i) % 6]).epsilon(1e-5));
+  }
+  const auto whole_pred = read_set(whole.out, "pred");
+  CHECK(fno::test::rel_err(read_set(two.out, "pred"),
+                           torch::cat({whole_pred.narrow(0, 4, 2), whole_pred.narrow(0, 0, 2)})) <=
+        1e-5);
+  two.first = 10;
+  two.count = 4;
+  two.out = out_path("predict_ns_two_bad.h5");
+  CHECK_THROWS_WITH_AS(fno::predict(two),
+                       doctest::Contains("--samples 10:4 asks past the 12 samples the 2 --input"),
+                       fno::PredictUsageError);
   // Refusals: one line, no output.
   auto o = request(dir, "predict_ns_bad");
   o.first = 5;

@@ -75,6 +75,44 @@ printf 'model: {n_modes: [8, 6], in_channels: 1, out_channels: 2, hidden_channel
   --input "$work/x_only.h5" --x-key pred --out "$work/nop.h5" --device cpu > /dev/null 2> "$work/nop.err" &&
   [ -f "$work/nop.h5" ] && ok || bad "a state dict with --model-config: $(cat "$work/nop.err")"
 
+# Several inputs, one set of samples: the same file twice holds each sample twice,
+# so the errors' means are the file's; repeated --input or files after one --input.
+if "$bin" --model "$run" --input "$test16" --input "$test16" --y-key y --samples 45:10 \
+    --out "$work/two.h5" --device cpu > /dev/null 2> "$work/two.err" &&
+  "$bin" --model "$run" --input "$test16" "$test16" --y-key y --out "$work/two_all.h5" \
+    --device cpu > /dev/null 2>> "$work/two.err" &&
+  "$bin" --model "$run" --input "$test16" --y-key y --out "$work/one_all.h5" --device cpu \
+    > /dev/null 2>> "$work/two.err"; then
+  grep -q '"n_samples": 10' "$work/two.summary.json" &&
+    grep -q "\"inputs\": \[\"$test16\", \"$test16\"\]" "$work/two.summary.json" && ok ||
+    bad "two inputs: $(cat "$work/two.summary.json")"
+  for m in l2 h1; do
+    close "$(value "$work/two_all.summary.json" "mean_$m")" "$(value "$work/one_all.summary.json" "mean_$m")" 1e-6 &&
+      ok || bad "two inputs: mean_$m differs from the file's"
+  done
+else
+  bad "two inputs: $(cat "$work/two.err")"
+fi
+# Errors against the truth, streamed (the truth read per tile) and in memory: the same.
+"$bin" --model "$run" --input "$work/x_only.h5" --x-key pred --y-key pred --out "$work/t_mem.h5" \
+  --device cpu > /dev/null 2> "$work/t.err" &&
+  "$bin" --model "$run" --input "$work/x_only.h5" --x-key pred --y-key pred --tile-rows 8 \
+    --host-memory-limit 64MiB --out "$work/t_s.h5" --device cpu > /dev/null 2>> "$work/t.err" &&
+  grep -q "streamed in tiles of 8 rows" "$work/t.err" &&
+  close "$(value "$work/t_s.summary.json" mean_l2)" "$(value "$work/t_mem.summary.json" mean_l2)" 1e-5 &&
+  close "$(value "$work/t_s.summary.json" mean_h1)" "$(value "$work/t_mem.summary.json" mean_h1)" 1e-5 &&
+  ok || bad "streamed errors: $(cat "$work/t.err" "$work/t_s.summary.json" "$work/t_mem.summary.json")"
+# A state dict's model settings as flags (fno_train's config keys), over --model-config's.
+nop="$src/tests/golden/fno2d_even_state.pt"
+"$bin" --model "$nop" --set 'model.n_modes=[8, 6]' --set model.out_channels=2 --set model.hidden_channels=8 \
+  --set model.n_layers=3 --input "$work/x_only.h5" --x-key pred --out "$work/nop_set.h5" --device cpu \
+  > /dev/null 2> "$work/nop_set.err" && [ -f "$work/nop_set.h5" ] && ok || bad "--set: $(cat "$work/nop_set.err")"
+printf 'model: {n_modes: [8, 6], in_channels: 1, out_channels: 2, hidden_channels: 4, n_layers: 3}\n' \
+  > "$work/nop4.yaml"
+"$bin" --model "$nop" --model-config "$work/nop4.yaml" --set model.hidden_channels=8 \
+  --input "$work/x_only.h5" --x-key pred --out "$work/nop_over.h5" --device cpu > /dev/null 2> "$work/nop_over.err" &&
+  [ -f "$work/nop_over.h5" ] && ok || bad "--set over --model-config: $(cat "$work/nop_over.err")"
+
 # Progress: quiet for short runs; with --progress-every 0, a plain line for each
 # batch of samples (in memory) or each tile read or written (streamed) but the last.
 "$bin" --model "$run" --input "$test32" --samples 0:6 --out "$work/q.h5" --progress bar \
@@ -160,6 +198,19 @@ expect 3 "the input and output held whole need about" -- --model "$run" --input 
   --host-memory-limit 100kB --device cpu --out "$work/e.h5"
 expect 3 "seed_state.pt does not match .*nop.yaml's model" -- --model "$src/tests/golden/seed_state.pt" \
   --model-config "$work/nop.yaml" --input "$work/x_only.h5" --x-key pred --out "$work/e.h5"
+expect 3 "darcy_test_16.pt: 'x' is 50x1x16x16 where .*darcy_test_32.pt's is 50x1x32x32 (samples, channels, grid): the --input files must agree" -- \
+  --model "$run" --input "$test32" --input "$test16" --out "$work/e.h5"
+expect 2 "--samples 95:10 asks past the 100 samples the 2 --input files hold" -- --model "$run" \
+  --input "$test32" "$test32" --samples 95:10 --out "$work/e.h5"
+expect 3 "fno2d_even_state.pt does not match the --set model settings: state_dict key .* shape" -- \
+  --model "$nop" --set 'model.n_modes=[8, 6]' --set model.out_channels=2 --set model.hidden_channels=16 \
+  --set model.n_layers=3 --input "$work/x_only.h5" --x-key pred --out "$work/e.h5"
+expect 2 "--set model.n_layers=many" -- --model "$nop" --set model.n_layers=many \
+  --input "$work/x_only.h5" --x-key pred --out "$work/e.h5"
+expect 2 "--set training.epochs=2: only the model's settings" -- --model "$nop" --set training.epochs=2 \
+  --input "$work/x_only.h5" --x-key pred --out "$work/e.h5"
+expect 2 "with --model-config or --set, --model names a state dict file" -- --model "$run" \
+  --set model.n_layers=2 --input "$test32" --out "$work/e.h5"
 [ -z "$(find "$work" -maxdepth 1 -name 'e.*')" ] && ok || bad "an error left $(find "$work" -maxdepth 1 -name 'e.*')"
 
 finish fno_predict_cli

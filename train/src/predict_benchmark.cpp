@@ -39,6 +39,12 @@ std::string joined(const std::vector<std::string>& names) {
 
 // The options that do not apply to a benchmark run, refused by name.
 void check_request(const PredictOptions& o, const std::string& summary) {
+  if (!o.inputs.empty()) {
+    throw PredictUsageError(
+        "--input: one benchmark file or folder (a run trained on benchmark data reads its split "
+        "from it), not " +
+        std::to_string(o.inputs.size()));
+  }
   if (o.input.empty()) throw PredictUsageError("--input FILE is required");
   if (o.out.empty()) throw PredictUsageError("--out FILE.h5 is required");
   const std::string why = ": not used with a run trained on benchmark data (data.format)";

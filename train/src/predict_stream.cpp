@@ -4,15 +4,18 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace fno::detail {
 
-StreamTimes predict_streamed(FNO model, const StreamedPlan& plan,
-                             const data::Hdf5SlabReader& reader, int64_t first, int64_t n,
-                             const torch::Device& device,
+StreamTimes predict_streamed(FNO model, const StreamedPlan& plan, const InputFiles& inputs,
+                             int64_t first, int64_t n, const torch::Device& device,
                              const data::UnitGaussianNormalizer& in_norm,
                              const data::UnitGaussianNormalizer& out_norm,
                              data::Hdf5SampleWriter& writer, offload::Offloader* offloader,
-                             const std::function<void(int64_t sample)>& on_tile) {
+                             const std::function<void(int64_t sample)>& on_tile,
+                             std::vector<StreamedErrors::Values>* errors) {
   torch::NoGradGuard no_grad;
   const bool channels = model->options.out_channels() > 1;
   // One step for all samples: its host stores keep their pinned memory.
@@ -21,7 +24,7 @@ StreamTimes predict_streamed(FNO model, const StreamedPlan& plan,
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = first + i;
     TileSource x;
-    x.shape = reader.shape();
+    x.shape = inputs.x_shape();
     x.shape[0] = 1;
     x.options = torch::TensorOptions().device(device).dtype(torch::kFloat);
     // The input kept (plan.keep_input): [1, Cin, *S] on the host, filled by
@@ -31,15 +34,28 @@ StreamTimes predict_streamed(FNO model, const StreamedPlan& plan,
     if (plan.keep_input) kept = torch::empty(x.shape, torch::kFloat);
     auto read = [&, s](int64_t r0, int64_t rows) {
       if (kept.defined() && r0 + rows <= kept_rows) return kept.narrow(2, r0, rows);
-      auto tile = reader.read(s, s + 1, r0, r0 + rows);
+      auto tile = inputs.read_x(s, r0, r0 + rows);
       if (kept.defined() && r0 == kept_rows) {
         kept.narrow(2, r0, rows).copy_(tile);
         kept_rows = r0 + rows;
       }
       return tile;
     };
+    // The sample's errors, from the truth's rows beside each output tile's
+    // (only the I/O thread touches them until io.finish()).
+    std::optional<StreamedErrors> sample_errors;
+    if (errors != nullptr) sample_errors.emplace(x.shape[2]);
     // tile: [1, Cout, rows, *S'] decoded, on the host -> the file's rows [r0, r0 + rows)
     auto write = [&, s](int64_t r0, const at::Tensor& tile) {
+      if (sample_errors) {  // (the truth's rows a few at a time: StreamedErrors::work_bytes)
+        const int64_t rows = tile.size(2);
+        const int64_t step =
+            StreamedErrors::rows_at_once(tile.numel() / std::max<int64_t>(rows, 1));
+        for (int64_t k = 0; k < rows; k += step) {
+          const int64_t m = std::min(step, rows - k);
+          sample_errors->add(r0 + k, tile.narrow(2, k, m), inputs.read_y(s, r0 + k, r0 + k + m));
+        }
+      }
       if (channels) {
         writer.write_rows("pred", s - first, 2, r0, tile);
       } else {
@@ -68,6 +84,7 @@ StreamTimes predict_streamed(FNO model, const StreamedPlan& plan,
     step->forward(x, out);
     io.finish();
     times += io.times();
+    if (sample_errors) errors->push_back(sample_errors->finish());
   }
   return times;
 }

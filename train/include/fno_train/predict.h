@@ -1,9 +1,10 @@
 // Prediction: a trained FNO applied to new inputs at any grid (fno_predict).
 //
 // predict() reads a run directory (its resolved config.yaml and model.pt, or a
-// named checkpoint), builds the model, applies the run's normalizers as
-// training does, reads inputs with the data loaders (HDF5 or neuraloperator
-// .pt; a range of samples; the truth optional), runs the forward batch by
+// named checkpoint; or a state dict with its model's settings), builds the
+// model, applies the run's normalizers as training does, reads inputs with the
+// data loaders (HDF5 or neuraloperator .pt, one file or several; a range of
+// samples; the truth optional), runs the forward batch by
 // batch under one plan, and writes the decoded predictions with
 // data::Hdf5SampleWriter (a temporary file renamed at the end; the settings as
 // root attributes). Given the truth it adds each sample's relative L2 and H1
@@ -12,12 +13,14 @@
 // The plan: on the CPU, or without a GPU memory limit, the whole grid in
 // batches of batch_size; with a limit on a GPU, the largest micro-batch whose
 // estimated forward fits, else tiles of rows (fno/tiled.h) with block inputs on
-// the GPU or remade, else a refusal naming the floor. An HDF5 input without
-// truth that needs tiles, or whose arrays do not fit host_memory_limit, is
-// streamed: its rows read per tile (data::Hdf5SlabReader), the output written
-// per tile, block inputs on the device, in pinned host memory or remade. On a
-// GPU the whole-grid micro-batches may replay as CUDA graphs (cuda_graphs). It
-// is said in one line (PredictResult::plan).
+// the GPU or remade, else a refusal naming the floor. HDF5 inputs that need
+// tiles, or whose arrays do not fit host_memory_limit, are streamed: their rows
+// read per tile (data::Hdf5SlabReader), the output written per tile (and the
+// truth's rows read beside it, each sample's errors added up over the tiles),
+// block inputs on the device, in pinned host memory or remade. On a GPU the
+// whole-grid micro-batches may replay as CUDA graphs (cuda_graphs). It is said
+// in one line (PredictResult::plan). Several input files are one set of
+// samples, in order.
 //
 // A Navier-Stokes run (data.problem ns) predicts the t_out records after the
 // input's first t_in: the recurrent FNO-2D rolled out, or the space-time
@@ -56,18 +59,27 @@ struct PredictOptions {
   std::string run_dir;
   /// The model's settings for a state dict in run_dir: a YAML file in
   /// fno_train's keys (its model: section; data.train_file may be left out).
-  /// The output is the model's own (no normalizers apply). "": run_dir is a run.
+  /// The output is the model's own (no normalizers apply). "" and no
+  /// model_settings: run_dir is a run.
   std::string model_config;
+  /// Settings of a state dict's model, "model.KEY=VALUE" in fno_train's keys
+  /// (as its --set, parsed by the same config schema), over model_config's,
+  /// or alone. Given, run_dir is a state dict.
+  std::vector<std::string> model_settings;
   /// The weights: "" takes run_dir/model.pt; else a state dict (model.pt-like)
   /// or a checkpoint (its model.* keys, and its norm.* keys when present).
   std::string checkpoint;
   /// The input file (.pt, .h5, .mat v7.3).
   std::string input;
+  /// Several input files, in order, instead of `input`: their samples one
+  /// after another are the set that first/count index. They must agree on
+  /// the arrays' channels and grid.
+  std::vector<std::string> inputs;
   /// The input array's name; "": the run's data.x_key, else the loader's default.
   std::string x_key;
   /// The truth's name; "": no truth is read (no errors, no summary).
   std::string y_key;
-  /// The samples [first, first + count); count -1: to the end of the file.
+  /// The samples [first, first + count); count -1: to the end of the files.
   int64_t first = 0;
   int64_t count = -1;
   /// The output HDF5 file; its summary goes to <out without .h5>.summary.json.
