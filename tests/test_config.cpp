@@ -405,6 +405,8 @@ std::map<std::string, std::string> fields(const fno::RunConfig& c) {
   f["target_fields"] = list(d.target_fields);
   f["history"] = text(d.history);
   f["horizon"] = text(d.horizon);
+  f["stream"] = text(d.stream);
+  f["data.host_memory_limit"] = text(d.host_memory_limit);
   f["n_predictions"] = text(d.n_predictions);
   f["problem"] = text(d.problem);
   f["ns_mode"] = text(d.ns_mode);

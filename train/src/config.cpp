@@ -201,7 +201,13 @@ void check_navier_stokes(const Resolved& r, const RunConfig& c) {
 // the keys of the other loaders do not apply.
 void check_benchmark(const Resolved& r, const RunConfig& c) {
   const auto& d = c.data;
-  if (d.format == DataFormat::kAuto) return;
+  if (d.format == DataFormat::kAuto) {
+    if (d.stream == DataStream::kOn) {
+      r.fail("data.stream", "on streams the benchmark formats' windows (data.format well, "
+                            "pdebench or pdearena); data.format is auto");
+    }
+    return;
+  }
   const std::string with = " with data.format " + to_string(d.format);
   if (d.problem != DataProblem::kDarcy) {
     r.fail("data.problem", "must be darcy (input/output pairs)" + with + " (data.history and "
