@@ -15,13 +15,13 @@ rm -rf "$work" && mkdir -p "$work"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$py" -c 'import h5py, numpy' 2> /dev/null || { echo "skipped: $py lacks h5py"; exit 77; }
 
-# 48 trajectories of 24 steps of 2 fields on 32 x 32: 9.4 MiB of files; with
-# history 4, 960 windows of 40 KiB: 37.5 MiB in memory (twice that normalized).
-"$py" "$src/bench/make_well_set.py" "$work/set" --grid 32 32 --steps 24 --fields 2 \
-  --trajectories 24 --shards 2 --splits train valid || { bad "make_well_set.py"; finish; exit 1; }
-limit_mib=8
+# 24 trajectories of 24 steps of 8 fields on 32 x 32: 18 MiB of files; with
+# history 4, 480 windows of 160 KiB: 75 MiB in memory.
+"$py" "$src/bench/make_well_set.py" "$work/set" --grid 32 32 --steps 24 --fields 8 \
+  --trajectories 12 --shards 2 --splits train valid || { bad "make_well_set.py"; finish; exit 1; }
+limit_mib=16
 cat > "$work/cfg.yaml" << YAML
-model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 8, out_channels: 2}
+model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 32, out_channels: 8}
 data:
   format: well
   train_file: $work/set
@@ -32,38 +32,51 @@ data:
   encode_input: true
   host_memory_limit: ${limit_mib}MiB
   test:
-    - {file: $work/set, split: valid, name: valid, n_samples: 2}
+    - {file: $work/set, split: valid, name: valid, n_samples: 1}
 training: {epochs: 2, loss: l2, eval_losses: [l2], seed: 3}
 device: {name: cpu}
 output: {progress: none}
 YAML
+# (Few malloc arenas: the address space a thread's arena reserves does not vary.)
+export MALLOC_ARENA_MAX=2
 
-# peak RSS in bytes of a run (its own process), the run's exit code after it
-rss() {  # OUT_FILE ARGS...
+# A run's peak RSS and peak address space (VmPeak, read while it runs) in
+# bytes, and its exit code; its stderr in OUT_FILE.err.
+measure() {  # OUT_FILE ARGS...
   "$py" - "$@" << 'PY'
-import resource, subprocess, sys
+import resource, subprocess, sys, time
 with open(sys.argv[1] + ".err", "w") as err:
-    rc = subprocess.call(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=err)
-open(sys.argv[1], "w").write(f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024} {rc}\n")
+    p = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=err)
+    vm = 0
+    while p.poll() is None:
+        try:
+            for line in open(f"/proc/{p.pid}/status"):
+                if line.startswith("VmPeak:"):
+                    vm = max(vm, int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+        time.sleep(0.01)
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+open(sys.argv[1], "w").write(f"{rss} {vm} {p.returncode}\n")
 PY
 }
 run() {  # NAME SETTINGS...
   local name=$1; shift
-  rss "$work/$name.rss" "$bin" --config "$work/cfg.yaml" --out "$work/$name" "${@/#/--set=}"
-  read -r "${name}_rss" "${name}_rc" < "$work/$name.rss"
+  measure "$work/$name.m" "$bin" --config "$work/cfg.yaml" --out "$work/$name" "${@/#/--set=}"
+  read -r "${name}_rss" "${name}_vm" "${name}_rc" < "$work/$name.m"
 }
 run resident data.stream=off
-run streamed  # auto: 37.5 MiB of windows, more than 8 MiB
+run streamed  # auto: 75 MiB of windows, more than 16 MiB
 run floor data.stream=on data.n_train=1
-run pointwise_resident data.stream=off data.normalization=pointwise data.encode_input=true
-run pointwise_streamed data.stream=on data.normalization=pointwise data.encode_input=true
+run pointwise_resident data.stream=off data.normalization=pointwise training.epochs=1
+run pointwise_streamed data.stream=on data.normalization=pointwise training.epochs=1
 for name in resident streamed floor pointwise_resident pointwise_streamed; do
   rc=${name}_rc
-  [ "${!rc}" -eq 0 ] && ok || bad "$name: exit ${!rc}: $(tail -2 "$work/$name.rss.err")"
+  [ "${!rc}" -eq 0 ] && ok || bad "$name: exit ${!rc}: $(tail -2 "$work/$name.m.err")"
 done
-grep -q "^fno_train: data.stream auto: the training split's 960 windows take .* more than data.host_memory_limit .*; streaming them from the files$" \
-  "$work/streamed.rss.err" && ok || bad "streamed: no line saying it streams: $(cat "$work/streamed.rss.err")"
-grep -q "data.stream" "$work/resident.rss.err" && bad "resident: $(cat "$work/resident.rss.err")" || ok
+grep -q "^fno_train: data.stream auto: the training split's 480 windows take .* more than data.host_memory_limit .*; streaming them from the files$" \
+  "$work/streamed.m.err" && ok || bad "streamed: no line saying it streams: $(cat "$work/streamed.m.err")"
+grep -q "data.stream" "$work/resident.m.err" && bad "resident: $(cat "$work/resident.m.err")" || ok
 grep -q '"data_wait_s": ' "$work/streamed/metrics.jsonl" && ok || bad "streamed: metrics.jsonl lacks data_wait_s"
 
 # The same batches: the same losses and metrics, epoch by epoch, and at the end.
@@ -73,12 +86,13 @@ import json, sys
 a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
 la = [json.loads(l) for l in open(a + "/metrics.jsonl")]
 lb = [json.loads(l) for l in open(b + "/metrics.jsonl")]
-sa, sb = json.load(open(a + "/summary.json")), json.load(open(b + "/summary.json"))
+sa = json.load(open(a + "/summary.json"))["metrics"]
+sb = json.load(open(b + "/summary.json"))["metrics"]
 pairs = [(f"epoch {x['epoch']} {k}", x[k], y[k]) for x, y in zip(la, lb) for k in x
          if k in ("train_loss", "valid_l2")]
-pairs += [(k, v, sb[k]) for k, v in sa.items() if "valid" in k and isinstance(v, float)]
+pairs += [(k, v, sb[k]) for k, v in sa.items()]
 bad = [f"{k}: {x} vs {y}" for k, x, y in pairs if abs(x - y) > tol * max(abs(x), abs(y), 1e-30)]
-if len(la) != 2 or len(lb) != 2 or len(pairs) < 6 or bad:
+if len(la) != len(lb) or len(pairs) < 2 * len(la) + 2 or bad:
     sys.exit(f"{len(la)} and {len(lb)} epochs, {len(pairs)} values; differ: {bad}")
 PY
 }
@@ -93,4 +107,23 @@ budget=$((floor_rss + limit_mib * 1048576))
 [ "$resident_rss" -gt "$budget" ] && ok ||
   bad "resident peak RSS $(mib "$resident_rss") MiB <= floor $(mib "$floor_rss") + $limit_mib MiB: the test does not tell"
 echo "peak RSS: floor $(mib "$floor_rss") MiB, streamed $(mib "$streamed_rss") MiB, resident $(mib "$resident_rss") MiB"
+
+# Under a real limit (RLIMIT_AS): the floor's address space plus the limit.
+as_limit=$((floor_vm + limit_mib * 1048576))
+echo "address space: floor $(mib "$floor_vm") MiB, limit $(mib "$as_limit") MiB"
+if prlimit --as="$as_limit" "$bin" --config "$work/cfg.yaml" --out "$work/as_streamed" \
+     --set data.stream=on --set training.epochs=1 > /dev/null 2> "$work/as_streamed.err"; then
+  ok
+else
+  bad "streamed under prlimit --as $(mib "$as_limit") MiB: exit $?: $(tail -1 "$work/as_streamed.err")"
+fi
+prlimit --as="$as_limit" "$bin" --config "$work/cfg.yaml" --out "$work/as_resident" \
+  --set data.stream=off > /dev/null 2> "$work/as_resident.err"
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$(wc -l < "$work/as_resident.err")" -eq 1 ] &&
+   grep -q "can't allocate memory" "$work/as_resident.err"; then
+  ok
+else
+  bad "resident under prlimit --as: exit $rc, expected one line saying it cannot allocate: $(cat "$work/as_resident.err")"
+fi
 finish benchmark_stream

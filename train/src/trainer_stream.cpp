@@ -8,9 +8,15 @@ namespace fno {
 
 namespace {
 
-std::string gib(int64_t bytes) {
+// "75 MiB", "9.38 GiB".
+std::string bytes_text(int64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g GiB", static_cast<double>(bytes) / 1073741824.0);
+  const double b = static_cast<double>(bytes);
+  if (b < 1073741824.0) {
+    std::snprintf(buf, sizeof(buf), "%.3g MiB", b / 1048576.0);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.3g GiB", b / 1073741824.0);
+  }
   return buf;
 }
 
@@ -35,10 +41,10 @@ bool Trainer::State::start_stream(const std::shared_ptr<const data::BenchmarkSet
       std::fprintf(stderr,
                    "fno_train: data.stream auto: the training split's %lld windows take %s, more "
                    "than %s; streaming them from the files\n",
-                   static_cast<long long>(set->n_windows()), gib(bytes).c_str(),
+                   static_cast<long long>(set->n_windows()), bytes_text(bytes).c_str(),
                    d.host_memory_limit > 0
-                       ? ("data.host_memory_limit " + gib(budget)).c_str()
-                       : ("half of the " + gib(available) + " of host memory available").c_str());
+                       ? ("data.host_memory_limit " + bytes_text(budget)).c_str()
+                       : ("half of the " + bytes_text(available) + " of host memory available").c_str());
     }
   }
   stream = std::make_unique<detail::WindowStream>(
