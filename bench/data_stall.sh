@@ -16,7 +16,8 @@
 # goes, default /tmp/fno-data-stall; made once and kept for the next call on the same
 # machine), STALL_TRAJ (trajectories, 48: 960 windows, 30 batches an epoch, 2.25 GiB of files,
 # 9.4 GiB of windows in memory), STALL_EPOCHS (3), STALL_WIDTH (64), STALL_MODES (16),
-# STALL_LAYERS (4), STALL_PRECISION (bf16).
+# STALL_LAYERS (4), STALL_PRECISION (bf16); STALL_GRID (512) and STALL_DEVICE (cuda) to try the
+# script small on a CPU.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${1:?usage: bench/data_stall.sh BUILD_DIR [OUT_DIR]}
@@ -33,15 +34,22 @@ traj=${STALL_TRAJ:-48} epochs=${STALL_EPOCHS:-3}
 mkdir -p "$out"
 t0=$(date +%s)
 # The set: 3 shards of traj/3 trajectories (kept: a second call on the machine reuses it).
-if [ ! -f "$set_dir/.complete_$traj" ]; then
-  rm -rf "$set_dir"
-  "$py" "$root/bench/make_well_set.py" "$set_dir" --grid 512 512 --steps 24 --fields 2 \
+grid=${STALL_GRID:-512}
+if [ ! -f "$set_dir/.complete_${traj}_$grid" ]; then
+  # Only a set this script made (another size, or cut short) is removed.
+  if [ -e "$set_dir" ]; then
+    [ -f "$set_dir/.data_stall_set" ] ||
+      { echo "data_stall.sh: $set_dir exists and is not a set of this script's; set STALL_DIR" >&2; exit 2; }
+    rm -rf "$set_dir"
+  fi
+  mkdir -p "$set_dir" && touch "$set_dir/.data_stall_set"
+  "$py" "$root/bench/make_well_set.py" "$set_dir/set" --grid "$grid" "$grid" --steps 24 --fields 2 \
     --trajectories $((traj / 3)) --shards 3
-  touch "$set_dir/.complete_$traj"
+  touch "$set_dir/.complete_${traj}_$grid"
 fi
 echo "set: $(du -sh "$set_dir" | cut -f1) in $(($(date +%s) - t0)) s"
 # Into the page cache (the machine has more memory than the set).
-cat "$set_dir"/data/train/*.hdf5 > /dev/null
+cat "$set_dir"/set/data/train/*.hdf5 > /dev/null
 cat > "$out/data_stall.yaml" << YAML
 model:
   n_modes: [${STALL_MODES:-16}, ${STALL_MODES:-16}]
@@ -51,7 +59,7 @@ model:
   out_channels: 2
 data:
   format: well
-  train_file: $set_dir
+  train_file: $set_dir/set
   history: 4
   horizon: 1
   n_train: -1
@@ -63,7 +71,7 @@ training:
   precision: ${STALL_PRECISION:-bf16}
   checkpoint_every: 1000
 device:
-  name: cuda
+  name: ${STALL_DEVICE:-cuda}
 output:
   progress: none
 YAML
@@ -93,9 +101,13 @@ for mode in ("off", "on"):
         row["data_read_s"] = [l.get("data_read_s") for l in lines]
     rows[mode] = row
 ratio = rows["on"]["step_ms"] / rows["off"]["step_ms"]
-result = {"grid": [512, 512], "batch": 32, "history": 4, "fields": 2, "windows": windows,
+grid = int(os.environ.get("STALL_GRID", "512"))
+result = {"grid": [grid, grid], "batch": 32, "history": 4, "fields": 2, "windows": windows,
           "resident": rows["off"], "streamed": rows["on"], "ratio": ratio,
-          "target": 1.05, "met": ratio <= 1.05}
+          "target": 1.05, "met": ratio <= 1.05,
+          # the same batches: the losses agree (to the GPU's nondeterminism)
+          "train_loss_max_rel_diff": max(abs(a - b) / max(abs(a), 1e-30) for a, b in
+                                         zip(rows["off"]["train_loss"], rows["on"]["train_loss"]))}
 tmp = os.path.join(out, "data_stall.json.tmp")
 with open(tmp, "w") as f:
     json.dump(result, f, indent=1)
@@ -108,6 +120,7 @@ with open(os.path.join(out, "data_stall.csv.tmp"), "w") as f:
                 f"{' '.join(f'{s:.3f}' for s in r.get('data_read_s', []) or [])}\n")
 os.replace(os.path.join(out, "data_stall.csv.tmp"), os.path.join(out, "data_stall.csv"))
 print(f"step: in memory {rows['off']['step_ms']:.1f} ms, streamed {rows['on']['step_ms']:.1f} ms, "
-      f"ratio {ratio:.3f} (target <= 1.05); streamed waits per epoch {rows['on']['data_wait_s']} s")
+      f"ratio {ratio:.3f} (target <= 1.05); streamed waits per epoch {rows['on']['data_wait_s']} s; "
+      f"train losses differ by {result['train_loss_max_rel_diff']:.2g} at most")
 PY
 echo "total: $(($(date +%s) - t0)) s"

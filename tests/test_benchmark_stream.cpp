@@ -121,3 +121,26 @@ TEST_CASE("benchmark stream: a read that fails reaches the caller") {
   fno::detail::WindowStream ws(set, batches, 1, torch::kCPU);
   CHECK_THROWS_WITH(ws.batch(1, 0), doctest::Contains("window_at: window 99"));
 }
+
+TEST_CASE("benchmark stream: on a GPU, batches copied on a side stream hold the windows") {
+  if (!torch::cuda::is_available()) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  auto set = std::make_shared<const BenchmarkSet>(golden_path("benchmarks/well"), well(2, 1));
+  const auto all = set->all_windows();
+  const auto batches = [&](int64_t epoch) {
+    return fno::data::epoch_batches(set->n_windows(), 4, true, 7, epoch);
+  };
+  fno::detail::WindowStream ws(set, batches, 2, torch::Device(torch::kCUDA, 0));
+  for (int64_t e = 1; e <= 2; ++e) {
+    const auto order = batches(e);
+    for (size_t b = 0; b < order.size(); ++b) {
+      const auto [x, y] = ws.batch(e, static_cast<int64_t>(b));
+      REQUIRE(x.is_cuda());
+      // Used on the current stream at once: the copies are done before.
+      CHECK(torch::equal((x * 1).cpu(), all.x.index_select(0, order[b])));
+      CHECK(torch::equal((y * 1).cpu(), all.y.index_select(0, order[b])));
+    }
+  }
+}
