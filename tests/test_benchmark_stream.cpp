@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <fno_data/benchmark_stream.h>
+#include <fno_train/config.h>
 
 #include <torch/torch.h>
 
@@ -53,8 +54,8 @@ TEST_CASE("benchmark stream: windows by index equal the resident windows") {
     CHECK_THROWS(set.window_at(n));
     torch::manual_seed(3);
     // Shuffled (neighbours overlap), every window once; then repeats and one alone.
-    for (const auto& index : {torch::randperm(n), torch::tensor({4, 4, 0, n - 1, 1, 4}),
-                              torch::tensor({n - 1})}) {
+    for (const auto& index :
+         {torch::randperm(n), torch::tensor({4, 4, 0, n - 1, 1, 4}), torch::tensor({n - 1})}) {
       const auto p = fno::data::read_windows(set, to_vector(index));
       CHECK(torch::equal(p.x, all.x.index_select(0, index)));
       CHECK(torch::equal(p.y, all.y.index_select(0, index)));
@@ -143,4 +144,25 @@ TEST_CASE("benchmark stream: on a GPU, batches copied on a side stream hold the 
       CHECK(torch::equal((y * 1).cpu(), all.y.index_select(0, order[b])));
     }
   }
+}
+
+TEST_CASE("benchmark stream: data.stream and data.host_memory_limit in the config") {
+  const std::string well_cfg = "data:\n  format: well\n  train_file: set\n";
+  const auto c = fno::parse_config(well_cfg, "cfg.yaml");
+  CHECK(c.data.stream == fno::DataStream::kAuto);
+  CHECK(c.data.host_memory_limit == 0);
+  const auto on =
+      fno::parse_config(well_cfg, "cfg.yaml", {"data.stream=on", "data.host_memory_limit=2GiB"});
+  CHECK(on.data.stream == fno::DataStream::kOn);
+  CHECK(on.data.host_memory_limit == 2LL << 30);
+  // The limit matters to auto alone: a note says so.
+  REQUIRE(on.notes.size() == 1);
+  CHECK(on.notes[0] == "data.host_memory_limit: ignored by data.stream on (only auto compares)");
+  CHECK(fno::parse_config(well_cfg, "cfg.yaml", {"data.host_memory_limit=1MiB"}).notes.empty());
+  // Only the benchmark formats stream.
+  CHECK_THROWS_WITH_AS(fno::parse_config("data:\n  train_file: a.pt\n  stream: on\n", "cfg.yaml"),
+                       doctest::Contains("data.stream: on streams the benchmark formats' windows"),
+                       fno::ConfigError);
+  CHECK_THROWS_WITH_AS(fno::parse_config(well_cfg, "cfg.yaml", {"data.stream=sometimes"}),
+                       doctest::Contains("data.stream"), fno::ConfigError);
 }

@@ -48,8 +48,9 @@ void read_windows_into(const BenchmarkSet& set, const std::vector<int64_t>& indi
       size_t b = a + 1;
       while (b < windows.size() && windows[b].first < windows[b - 1].first + span) ++b;
       const int64_t s0 = windows[a].first, s1 = windows[b - 1].first + 1;
-      const auto in = set.read_steps(traj, s0, s1 - 1 + h, false);       // [s1 - s0 - 1 + h, F, *S]
-      const auto out = set.read_steps(traj, s0 + h, s1 - 1 + span, true);  // [s1 - s0 - 1 + f, F_out, *S]
+      const auto in = set.read_steps(traj, s0, s1 - 1 + h, false);  // [s1 - s0 - 1 + h, F, *S]
+      const auto out =
+          set.read_steps(traj, s0 + h, s1 - 1 + span, true);  // [s1 - s0 - 1 + f, F_out, *S]
       for (size_t k = a; k < b; ++k) {
         const auto [s, row] = windows[k];
         auto xr = x[row];

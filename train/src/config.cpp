@@ -296,6 +296,14 @@ std::vector<std::string> notes(const Resolved& r, const RunConfig& c) {
                     " bytes = " + gib_text(bytes) + " (GB = 10^9 bytes, GiB = 2^30)");
     }
   }
+  // data.host_memory_limit is what data.stream auto compares the windows against.
+  if (c.data.host_memory_limit > 0 &&
+      (c.data.format == DataFormat::kAuto || c.data.stream != DataStream::kAuto)) {
+    out.push_back("data.host_memory_limit: ignored by " +
+                  (c.data.format == DataFormat::kAuto
+                       ? std::string("data.format auto (only benchmark formats stream)")
+                       : "data.stream " + to_string(c.data.stream) + " (only auto compares)"));
+  }
   // The training file from the command line, the test sets from the file.
   const auto train = value_of(r.given, *find_key("data.train_file"), r.origin);
   const auto tests = value_of(r.given, *find_key("data.test"), r.origin);

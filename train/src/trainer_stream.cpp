@@ -38,13 +38,14 @@ bool Trainer::State::start_stream(const std::shared_ptr<const data::BenchmarkSet
     const int64_t budget = d.host_memory_limit > 0 ? d.host_memory_limit : available / 2;
     if (budget <= 0 || bytes <= budget) return false;
     if (main()) {
-      std::fprintf(stderr,
-                   "fno_train: data.stream auto: the training split's %lld windows take %s, more "
-                   "than %s; streaming them from the files\n",
-                   static_cast<long long>(set->n_windows()), bytes_text(bytes).c_str(),
-                   d.host_memory_limit > 0
-                       ? ("data.host_memory_limit " + bytes_text(budget)).c_str()
-                       : ("half of the " + bytes_text(available) + " of host memory available").c_str());
+      std::fprintf(
+          stderr,
+          "fno_train: data.stream auto: the training split's %lld windows take %s, more "
+          "than %s; streaming them from the files\n",
+          static_cast<long long>(set->n_windows()), bytes_text(bytes).c_str(),
+          d.host_memory_limit > 0
+              ? ("data.host_memory_limit " + bytes_text(budget)).c_str()
+              : ("half of the " + bytes_text(available) + " of host memory available").c_str());
     }
   }
   stream = std::make_unique<detail::WindowStream>(

@@ -61,7 +61,8 @@ std::pair<int64_t, int64_t> WindowStream::after(int64_t epoch, int64_t b) {
 
 WindowStream::Ahead WindowStream::read_ahead(int64_t epoch, int64_t b) {
   const auto index = batches_of(epoch)[static_cast<size_t>(b)].to(torch::kLong).contiguous();
-  std::vector<int64_t> windows(index.data_ptr<int64_t>(), index.data_ptr<int64_t>() + index.numel());
+  std::vector<int64_t> windows(index.data_ptr<int64_t>(),
+                               index.data_ptr<int64_t>() + index.numel());
   auto promise = std::make_shared<std::promise<std::shared_ptr<Ready>>>();
   Ahead a{epoch, b, promise->get_future().share()};
   worker_.submit([this, promise, windows = std::move(windows)] {

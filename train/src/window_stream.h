@@ -24,8 +24,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <future>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
