@@ -203,8 +203,9 @@ void check_benchmark(const Resolved& r, const RunConfig& c) {
   const auto& d = c.data;
   if (d.format == DataFormat::kAuto) {
     if (d.stream == DataStream::kOn) {
-      r.fail("data.stream", "on streams the benchmark formats' windows (data.format well, "
-                            "pdebench or pdearena); data.format is auto");
+      r.fail("data.stream",
+             "on streams the benchmark formats' windows (data.format well, "
+             "pdebench or pdearena); data.format is auto");
     }
     return;
   }
