@@ -55,7 +55,8 @@ TEST_CASE("benchmark stream: windows by index equal the resident windows") {
     torch::manual_seed(3);
     // Shuffled (neighbours overlap), every window once; then repeats and one alone.
     for (const auto& index :
-         {torch::randperm(n), torch::tensor({4, 4, 0, n - 1, 1, 4}), torch::tensor({n - 1})}) {
+         {torch::randperm(n), torch::tensor(std::vector<int64_t>{4, 4, 0, n - 1, 1, 4}),
+          torch::tensor(std::vector<int64_t>{n - 1})}) {
       const auto p = fno::data::read_windows(set, to_vector(index));
       CHECK(torch::equal(p.x, all.x.index_select(0, index)));
       CHECK(torch::equal(p.y, all.y.index_select(0, index)));
