@@ -11,7 +11,8 @@
 #
 # BUILD_DIR holds bin/fno_train (or apps/fno_train). OUT_DIR (default $OUT/data_stall, else
 # ./data_stall_out) gets data_stall.json and data_stall.csv (a row a run: its step time, the
-# streamed run's data_wait_s and data_read_s per epoch), and each run's directory and log.
+# streamed run's data_wait_s and data_read_s per epoch), each run's log, metrics.jsonl and
+# summary.json (its directory, with the checkpoints, stays under STALL_DIR/runs).
 # Environment: FNO_PYTHON (python3; numpy and h5py write the set), STALL_DIR (where the set
 # goes, default /tmp/fno-data-stall; made once and kept for the next call on the same
 # machine), STALL_TRAJ (trajectories, 48: 960 windows, 30 batches an epoch, 2.25 GiB of files,
@@ -75,12 +76,16 @@ device:
 output:
   progress: none
 YAML
+# The runs' directories (their checkpoints are large) beside the set; their
+# metrics.jsonl and summary.json are copied to OUT_DIR/run_MODE/.
+runs=$set_dir/runs
 for mode in off on; do
-  run=$out/run_$mode
-  rm -rf "$run"
+  run=$runs/$mode
+  rm -rf "$run" "$out/run_$mode"
   t=$(date +%s)
   "$bin" --config "$out/data_stall.yaml" --set data.stream=$mode --out "$run" \
     > "$out/$mode.log" 2>&1 || { echo "data.stream $mode: exit $?"; tail -5 "$out/$mode.log"; exit 1; }
+  mkdir -p "$out/run_$mode" && cp "$run/metrics.jsonl" "$run/summary.json" "$out/run_$mode/"
   echo "data.stream $mode: $(($(date +%s) - t)) s"
 done
 "$py" - "$out" "$epochs" << 'PY'
