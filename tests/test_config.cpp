@@ -416,6 +416,8 @@ std::map<std::string, std::string> fields(const fno::RunConfig& c) {
   f["history"] = text(d.history);
   f["horizon"] = text(d.horizon);
   f["scalars"] = list(d.scalars);
+  f["stream"] = text(d.stream);
+  f["data.host_memory_limit"] = text(d.host_memory_limit);
   f["n_predictions"] = text(d.n_predictions);
   f["problem"] = text(d.problem);
   f["ns_mode"] = text(d.ns_mode);

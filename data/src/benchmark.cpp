@@ -470,6 +470,13 @@ FieldPairs BenchmarkSet::windows(int64_t w0, int64_t w1) const {
 
 FieldPairs BenchmarkSet::all_windows() const { return windows(0, n_windows()); }
 
+std::pair<int64_t, int64_t> BenchmarkSet::window_at(int64_t w) const {
+  TORCH_CHECK(w >= 0 && w < n_windows(), "window_at: window ", w, " of ", n_windows());
+  const auto& off = p_->window_offsets;
+  const auto n = std::upper_bound(off.begin(), off.end(), w) - off.begin() - 1;
+  return {static_cast<int64_t>(n), w - off[static_cast<size_t>(n)]};
+}
+
 std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::input_field_stats() const {
   std::vector<size_t> fields = p_->in_tv;
   fields.insert(fields.end(), p_->in_const.begin(), p_->in_const.end());

@@ -269,8 +269,9 @@ std::string Trainer::dry_run(bool write) {
   if (writes) write_text_atomic(s.path("config.yaml"), s.cfg.resolved_yaml);
   std::string estimates;
   if (s.device.is_cuda() && !s.recurrent()) {  // (a rollout trains under policy none only)
-    const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.train_x.size(0));
-    const auto x = s.model_input(s.train_x.narrow(0, 0, b).to(s.device));
+    const auto b = std::min<int64_t>(s.cfg.data.batch_size, s.n_train_samples());
+    const auto x = s.stream ? s.training_batch(1, 0, {}).first
+                            : s.model_input(s.train_x.narrow(0, 0, b).to(s.device));
     estimates =
         "offload estimates for one training batch " + c10::str(x.sizes()) + ":\n" +
         estimate_policies(s.model, x, offload_settings(s.cfg.offload, PlanCacheText::kConfigKey));
@@ -279,7 +280,7 @@ std::string Trainer::dry_run(bool write) {
   JsonObject o;
   o.integer("n_params", n_params())
       .str("device", s.device.str())
-      .str("train_shape", c10::str(s.train_x.sizes()))
+      .str("train_shape", c10::str(torch::IntArrayRef(s.train_shape())))
       .raw("dry_run", "true");
   if (const auto set = json::overrides_json(overrides_set()); !set.empty()) o.raw("overrides", set);
   if (writes) write_text_atomic(s.path("summary.json"), o.text() + "\n");

@@ -223,7 +223,14 @@ void check_benchmark(const Resolved& r, const RunConfig& c) {
              "sets model.domain_padding from the files; model.domain_padding must be [] then");
     }
   }
-  if (d.format == DataFormat::kAuto) return;
+  if (d.format == DataFormat::kAuto) {
+    if (d.stream == DataStream::kOn) {
+      r.fail("data.stream",
+             "on streams the benchmark formats' windows (data.format well, "
+             "pdebench or pdearena); data.format is auto");
+    }
+    return;
+  }
   const std::string with = " with data.format " + to_string(d.format);
   if (d.problem != DataProblem::kDarcy) {
     r.fail("data.problem", "must be darcy (input/output pairs)" + with + " (data.history and "
@@ -311,6 +318,14 @@ std::vector<std::string> notes(const Resolved& r, const RunConfig& c) {
       out.push_back(std::string(key) + ": '" + text + "' is " + std::to_string(bytes) +
                     " bytes = " + gib_text(bytes) + " (GB = 10^9 bytes, GiB = 2^30)");
     }
+  }
+  // data.host_memory_limit is what data.stream auto compares the windows against.
+  if (c.data.host_memory_limit > 0 &&
+      (c.data.format == DataFormat::kAuto || c.data.stream != DataStream::kAuto)) {
+    out.push_back("data.host_memory_limit: ignored by " +
+                  (c.data.format == DataFormat::kAuto
+                       ? std::string("data.format auto (only benchmark formats stream)")
+                       : "data.stream " + to_string(c.data.stream) + " (only auto compares)"));
   }
   // The training file from the command line, the test sets from the file.
   const auto train = value_of(r.given, *find_key("data.train_file"), r.origin);

@@ -34,6 +34,7 @@ std::vector<Progress> values_of(Progress);
 std::vector<DataProblem> values_of(DataProblem);
 std::vector<NsMode> values_of(NsMode);
 std::vector<DataFormat> values_of(DataFormat);
+std::vector<DataStream> values_of(DataStream);
 std::vector<data::NormalizerMode> values_of(data::NormalizerMode);
 std::vector<LossSpace> values_of(LossSpace);
 std::vector<PaddingMode> values_of(PaddingMode);

@@ -76,6 +76,18 @@ std::string to_string(DataFormat format) {
   return "?";
 }
 
+std::string to_string(DataStream stream) {
+  switch (stream) {
+    case DataStream::kAuto:
+      return "auto";
+    case DataStream::kOn:
+      return "on";
+    case DataStream::kOff:
+      return "off";
+  }
+  return "?";
+}
+
 std::string to_string(NsMode mode) {
   switch (mode) {
     case NsMode::kSpaceTime:

@@ -56,6 +56,9 @@ std::vector<NsMode> values_of(NsMode) { return {NsMode::kSpaceTime, NsMode::kRec
 std::vector<DataFormat> values_of(DataFormat) {
   return {DataFormat::kAuto, DataFormat::kWell, DataFormat::kPdeBench, DataFormat::kPdeArena};
 }
+std::vector<DataStream> values_of(DataStream) {
+  return {DataStream::kAuto, DataStream::kOn, DataStream::kOff};
+}
 std::vector<data::NormalizerMode> values_of(data::NormalizerMode) {
   return {data::NormalizerMode::kChannel, data::NormalizerMode::kPointwise,
           data::NormalizerMode::kBenchmark};
@@ -198,6 +201,8 @@ const std::vector<Key<RunConfig>>& schema() {
       key("data.history", field(&RunConfig::data, &DataConfig::history), "benchmark formats: consecutive steps given as input (The Well's baselines: 4)").min(1).max(kMaxCount),
       key("data.horizon", field(&RunConfig::data, &DataConfig::horizon), "benchmark formats: the steps after them predicted as output channels").min(1).max(kMaxCount),
       key("data.scalars", field(&RunConfig::data, &DataConfig::scalars), "benchmark formats: scalars given as inputs by name (The Well's scalars/, e.g. a Reynolds number, constant in time; PDEArena's buo_y), each a channel of its value over the grid, after the fields' channels (model.in_channels counts them)").sample("[gamma]"),
+      key("data.stream", field(&RunConfig::data, &DataConfig::stream), "benchmark formats: off (the training split's windows kept in memory), on (read from the files batch by batch by hyperslab, on one I/O thread that reads the next batches ahead, into pinned memory on a GPU: a split larger than host memory trains) or auto (on when the windows exceed data.host_memory_limit; says so in one line)").sample("off"),
+      key("data.host_memory_limit", field(&RunConfig::data, &DataConfig::host_memory_limit), "benchmark formats: host memory the training split's windows may take before data.stream auto streams them, e.g. 64GiB (units as offload.gpu_memory_limit; '': half of the memory available at the start)").parsed(parse_byte_size, byte_size_text).sample("1GiB"),
       // optimizer
       key("optimizer.name", field(&RunConfig::optimizer, &OptimizerConfig::name), "optimizer: adamw (neuraloperator's AdamW: decoupled weight decay) or adam (torch.optim.Adam, the FNO paper's: weight decay as an L2 term in the gradient, eps added to the bias-corrected sqrt(v), complex weights as real pairs)"),
       key("optimizer.lr", field(&RunConfig::optimizer, &OptimizerConfig::lr), "learning rate").above(0),

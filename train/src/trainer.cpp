@@ -172,6 +172,8 @@ data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const s
     }
   }
   if (keep != nullptr) *keep = set;
+  // data.stream: the windows are read batch by batch; one window gives the shapes checked.
+  if (train && start_stream(set)) return data::read_windows(*set, {0});
   return set->all_windows();
 }
 
@@ -241,7 +243,9 @@ void Trainer::State::load_data() {
   }
   in_norm = data::UnitGaussianNormalizer(c.data.normalization);
   out_norm = data::UnitGaussianNormalizer(c.data.normalization);
-  if (domain) {
+  if (stream) {
+    fit_streamed_normalizers();
+  } else if (domain) {
     fit_domain_normalizers(train);
   } else {
     if (c.data.encode_input) in_norm.fit(train.x);
@@ -262,8 +266,10 @@ void Trainer::State::load_data() {
                          per_channel(so, outs, c.data.horizon, n_dim));
     }
   }
-  train_x = c.data.encode_input ? in_rows().transform(train.x) : train.x;
-  train_y = c.data.encode_output ? out_rows().transform(train.y) : train.y;
+  if (!stream) {
+    train_x = c.data.encode_input ? in_rows().transform(train.x) : train.x;
+    train_y = c.data.encode_output ? out_rows().transform(train.y) : train.y;
+  }
   load_test_sets(train);
 }
 
@@ -333,13 +339,15 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
 // copied over as it is used.
 void Trainer::State::place_data() {
   if (!device.is_cuda()) return;
-  int64_t bytes = train_x.nbytes() + train_y.nbytes();
+  int64_t bytes = stream ? 0 : train_x.nbytes() + train_y.nbytes();
   for (const auto& e : tests) bytes += e.x.nbytes() + e.y.nbytes();
   const auto* props = at::cuda::getDeviceProperties(device.index());
   const int64_t room =
       resident_data_room(cfg.offload.gpu_memory_limit, static_cast<int64_t>(props->totalGlobalMem));
   const bool fits = bytes < room;
-  auto place = [&](torch::Tensor& t) { t = fits ? t.to(device) : t.pin_memory(); };
+  auto place = [&](torch::Tensor& t) {
+    if (t.defined()) t = fits ? t.to(device) : t.pin_memory();
+  };
   place(train_x);
   place(train_y);
   for (auto& e : tests) {
@@ -503,7 +511,8 @@ std::string Trainer::describe() const {
   if (s.cfg.offload.policy.kind != offload::Policy::Kind::kNone) o << s.step->describe() << " | ";
   if (s.train_step->cuda_graphs()) o << "CUDA graphs | ";
   s.model->pretty_print(o);
-  o << ", " << n_params() << " parameters | train " << s.train_x.sizes();
+  o << ", " << n_params() << " parameters | train " << torch::IntArrayRef(s.train_shape());
+  if (s.stream) o << " streamed";
   for (const auto& e : s.tests) o << ", test " << e.name << " " << e.x.sizes();
   if (s.in_norm.fitted() || s.out_norm.fitted()) {
     o << " | " << to_string(s.cfg.data.normalization) << " normalization";

@@ -10,6 +10,7 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/benchmark.h>
+#include <fno_data/benchmark_stream.h>
 #include <fno_data/darcy.h>
 #include <fno_data/fingerprint.h>
 #include <fno_data/navier_stokes.h>
@@ -50,6 +51,7 @@
 
 #include "dict_prefix.h"
 #include "json.h"
+#include "window_stream.h"
 
 namespace fno {
 namespace detail {
@@ -127,7 +129,9 @@ struct Trainer::State {
     return domain ? domain->out_rows : out_norm;
   }
   data::UnitGaussianNormalizer in_norm, out_norm;
-  torch::Tensor train_x, train_y;  // normalized as configured
+  torch::Tensor train_x, train_y;  // normalized as configured; undefined when streamed
+  // data.stream: the training split read batch by batch from its files (trainer_stream.cpp).
+  std::unique_ptr<detail::WindowStream> stream;
   std::vector<detail::EvalSet> tests;
   int64_t start_epoch = 0;    // epochs already done
   int64_t start_batch = 0;    // batches of epoch start_epoch+1 already done (an interrupted epoch)
@@ -187,6 +191,19 @@ struct Trainer::State {
                              Band& band) const;
   void fit_domain_normalizers(const data::FieldPairs& train);
   void build_domain_step();
+  // data.stream (trainer_stream.cpp): whether the training split streams (then
+  // `stream` reads it); the pointwise normalizers by one pass over it.
+  bool start_stream(const std::shared_ptr<const data::BenchmarkSet>& set);
+  void fit_streamed_normalizers();
+  // The training samples, their shape [N, C_in, *S], and an epoch's batches
+  // (data::epoch_batches: this rank's shard, shuffled by training.seed and the epoch).
+  int64_t n_train_samples() const;
+  std::vector<int64_t> train_shape() const;
+  std::vector<torch::Tensor> epoch_batches(int64_t epoch) const;
+  // Training batch b of `epoch` (`index`: its samples), normalized as kept, on the device.
+  // -> x: [B, C_in, *S] (as model_input), y: [B, C_out, *S]
+  std::pair<torch::Tensor, torch::Tensor> training_batch(int64_t epoch, int64_t b,
+                                                         const torch::Tensor& index) const;
   void build_model();
   void build_offload();
   void build_optimizer();

@@ -17,7 +17,7 @@ void TrainingRun::open_logs() {
     if (!telemetry_)
       throw std::runtime_error(s_.path("telemetry.jsonl") + ": cannot open for writing");
   }
-  const int64_t n = s_.train_x.size(0);
+  const int64_t n = s_.n_train_samples();
   const int64_t steps_per_epoch = (n + c_.data.batch_size - 1) / c_.data.batch_size;
   // (A rollout's step records no timeline: fno_engine/offload_step.h.)
   if (c_.offload.timeline && s_.device.is_cuda() && s_.main() && !s_.recurrent()) {
@@ -192,14 +192,11 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   if (s_.device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(s_.device.index());
   s_.model->train();
   stats.lr = s_.optimizer->param_groups()[0].options().get_lr();
-  const int64_t n = s_.train_x.size(0);
-  auto batches =
-      data::epoch_batches(n, c_.data.batch_size, c_.data.shuffle,
-                          static_cast<uint64_t>(c_.training.seed), epoch, s_.shard(), s_.shards());
+  const auto batches = s_.stream ? s_.stream->epoch(epoch) : s_.epoch_batches(epoch);
   // The epoch's sample order goes to the data's device once; each batch is a
   // slice of it. (A small index copied per batch from pageable memory would
   // synchronize the stream every step and expose every kernel launch.)
-  const auto order = torch::cat(batches).to(s_.train_x.device());
+  const auto order = torch::cat(batches).to(s_.stream ? torch::kCPU : s_.train_x.device());
   std::vector<int64_t> offsets{0};
   for (const auto& b : batches) offsets.push_back(offsets.back() + b.numel());
   EpochSums sums(s_.device, s_.scaler && s_.train_step->cuda_graphs(),
@@ -219,8 +216,7 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
   progress_.start_epoch(all_ranks(offsets[first_batch]));
   for (size_t b = first_batch; b < batches.size(); ++b) {
     const auto i = order.narrow(0, offsets[b], offsets[b + 1] - offsets[b]);
-    const auto x = s_.model_input(s_.train_x.index_select(0, i).to(s_.device, true));
-    const auto y = s_.train_y.index_select(0, i).to(s_.device, true);
+    const auto [x, y] = s_.training_batch(epoch, static_cast<int64_t>(b), i);
     const bool record = timeline_step_ == global_step_;
     if (record) s_.step->record_next_timeline();
     const auto step_t0 = Clock::now();
@@ -238,6 +234,7 @@ EpochStats TrainingRun::train_epoch(int64_t epoch) {
     progress_.batch(epoch, c_.training.epochs, b + 1, batches.size(), all_ranks(offsets[b + 1]),
                     all_ranks(offsets.back()));
   }
+  if (s_.stream) std::tie(stats.data_wait_s, stats.data_read_s) = s_.stream->take_times();
   // The mean over the samples of the steps taken, over all ranks.
   const auto [epoch_loss, epoch_samples] = totals();
   stats.train_loss = epoch_loss / static_cast<double>(epoch_samples);
@@ -320,6 +317,10 @@ void TrainingRun::log_epoch(int64_t epoch, const EpochStats& stats,
     line.num("grad_norm", stats.grad_norm_mean).num("grad_norm_max", stats.grad_norm_max);
   }
   line.num("seconds", seconds).integer("peak_gpu_bytes", peak);
+  // data.stream: the steps' waits for batches not read yet, and the reads' own time.
+  if (stats.data_wait_s >= 0) {
+    line.num("data_wait_s", stats.data_wait_s).num("data_read_s", stats.data_read_s);
+  }
   if (s_.scaler) {
     line.integer("skipped_steps", stats.skipped).num("loss_scale", s_.scaler->scale_value());
   }

@@ -28,6 +28,9 @@ struct EpochStats {
   // training.max_grad_norm: the finite gradient norms (before clipping) of this
   // process's steps in the epoch, their mean and largest
   double grad_norm_mean = 0, grad_norm_max = 0;
+  // data.stream: seconds the steps waited for their batches, and the I/O
+  // thread's seconds reading (-1: not streamed)
+  double data_wait_s = -1, data_read_s = -1;
 };
 
 // One call of Trainer::train: the epochs (train_epoch -> train_step), the

@@ -124,6 +124,8 @@ class BenchmarkSet {
   FieldPairs windows(int64_t w0, int64_t w1) const;
   /// Every window.
   FieldPairs all_windows() const;
+  /// Window w's trajectory and start step (benchmark_stream.h reads windows by them).
+  std::pair<int64_t, int64_t> window_at(int64_t w) const;
 
   /// Per field channel, over every step of every trajectory of the split: the
   /// mean and the unbiased std, [C] each, for input_field_channels() and

@@ -67,6 +67,10 @@ enum class NsMode { kSpaceTime, kRecurrent };
 /// the benchmarks' files as they ship (fno_data/benchmark.h), trained as
 /// next-step pairs from a time window (data.history, data.horizon).
 enum class DataFormat { kAuto, kWell, kPdeBench, kPdeArena };
+/// data.stream: benchmark formats: the training split's windows kept in host
+/// memory (kOff), read from the files batch by batch (kOn), or streamed when
+/// they exceed data.host_memory_limit (kAuto).
+enum class DataStream { kAuto, kOn, kOff };
 /// training.loss_on: what the training loss compares when outputs are normalized
 /// (data.encode_output): the normalized output and truth (neuraloperator's
 /// Trainer), or both decoded (the FNO paper's scripts). Metrics always decode.
@@ -84,6 +88,8 @@ std::string to_string(DataProblem problem);
 std::string to_string(NsMode mode);
 /// "auto", "well", "pdebench", "pdearena".
 std::string to_string(DataFormat format);
+/// "auto", "on", "off".
+std::string to_string(DataStream stream);
 /// "channel", "pointwise"; "normalized", "decoded"; "symmetric", "one_sided".
 std::string to_string(data::NormalizerMode mode);
 std::string to_string(LossSpace space);
@@ -162,6 +168,12 @@ struct DataConfig {
   /// data.scalars: benchmark formats: scalars given as inputs (The Well's
   /// scalars/, PDEArena's buo_y), each a channel constant in space after the fields'.
   std::vector<std::string> scalars;
+  /// data.stream: benchmark formats: stream the training split's windows from the files.
+  DataStream stream = DataStream::kAuto;
+  /// data.host_memory_limit: the host bytes the training split's windows may
+  /// take in memory before data.stream auto streams them (0: half of the
+  /// memory available at the start).
+  int64_t host_memory_limit = 0;
 };
 
 /// The optimizer section: neuraloperator's AdamW.
