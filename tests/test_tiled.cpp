@@ -192,6 +192,10 @@ TEST_CASE("tiled plans for a budget: estimates, candidates within it, the least 
     INFO(c.to_string());
     CHECK(c.peak_bytes <= 4 * gib);
     CHECK(fno::parse_tiled_choice(c.to_string()).to_string() == c.to_string());
+    // As numbers (one rank's choice sent to the others), and back.
+    const auto v = fno::encode_tiled_choice(c, model->options.n_layers());
+    CHECK(v.size() == 4 + static_cast<size_t>(model->options.n_layers()));
+    CHECK(fno::decode_tiled_choice(v).to_string() == c.to_string());
   }
   const auto roomy = fno::tiled_candidates(model, shape, 40 * gib, 0, ctx);
   REQUIRE(!roomy.empty());

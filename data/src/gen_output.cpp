@@ -283,10 +283,13 @@ void check_settings(const std::string& dir, const Settings& mine_all, const std:
     if (key.size() > suffix.size() &&
         key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
       const std::string option = key.substr(0, key.size() - suffix.size());
-      std::string file;
-      for (const auto& m : mine_all) {
-        if (m.first == option) file = m.second;
-      }
+      // (const: a non-const std::string would pick std::quoted by ADL)
+      const std::string file = [&] {
+        for (const auto& m : mine_all) {
+          if (m.first == option) return m.second;
+        }
+        return std::string();
+      }();
       TORCH_CHECK_VALUE(false, "resume: --", option, " ", quoted(file), " changed since the ",
                         "samples kept in ", quoted(dir), " were made (then ", was, "; now ",
                         mine.second, "); restore it, or remove ", quoted(dir), " to start again");

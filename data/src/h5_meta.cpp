@@ -130,6 +130,33 @@ bool MetaFile::has_attribute(const std::string& object, const std::string& name)
   return e > 0;
 }
 
+namespace {
+
+// The n values of an attribute or dataset of `type` as doubles: numbers, or
+// h5py's bools (an enum {FALSE, TRUE} over int8); read(memory type, buffer)
+// reads them.
+template <class Read>
+std::vector<double> read_numbers(const Context& ctx, hid_t type, hssize_t n,
+                                 const std::string& what, const char* not_numbers, Read&& read) {
+  const H5T_class_t cls = H5Tget_class(type);
+  std::vector<double> out(static_cast<size_t>(n));
+  if (cls == H5T_FLOAT || cls == H5T_INTEGER) {
+    if (n > 0) ctx.check(read(H5T_NATIVE_DOUBLE, out.data()), "cannot read " + what);
+  } else if (cls == H5T_ENUM) {
+    Handle mem = ctx.check(H5Tget_native_type(type, H5T_DIR_ASCEND), H5Tclose,
+                           "cannot map the type of " + what);
+    const size_t size = H5Tget_size(mem.get());
+    std::vector<unsigned char> raw(size * static_cast<size_t>(n));
+    if (n > 0) ctx.check(read(mem.get(), raw.data()), "cannot read " + what);
+    out = widen_enum(raw, size, n);
+  } else {
+    ctx.fail(what + not_numbers);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<double> MetaFile::numbers(const std::string& object, const std::string& name) const {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
@@ -143,22 +170,8 @@ std::vector<double> MetaFile::numbers(const std::string& object, const std::stri
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0) ctx.fail_h5("cannot read the shape of " + what);
   Handle type = ctx.check(H5Aget_type(attr.get()), H5Tclose, "cannot read the type of " + what);
-  const H5T_class_t cls = H5Tget_class(type.get());
-  std::vector<double> out(static_cast<size_t>(n));
-  if (cls == H5T_FLOAT || cls == H5T_INTEGER) {
-    if (n > 0) ctx.check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, out.data()), "cannot read " + what);
-  } else if (cls == H5T_ENUM) {
-    // h5py's bool: an enum {FALSE, TRUE} over int8.
-    Handle mem = ctx.check(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose,
-                           "cannot map the type of " + what);
-    const size_t size = H5Tget_size(mem.get());
-    std::vector<unsigned char> raw(size * static_cast<size_t>(n));
-    if (n > 0) ctx.check(H5Aread(attr.get(), mem.get(), raw.data()), "cannot read " + what);
-    out = widen_enum(raw, size, n);
-  } else {
-    ctx.fail(what + " is not a number");
-  }
-  return out;
+  return read_numbers(ctx, type.get(), n, what, " is not a number",
+                      [&](hid_t mem, void* buf) { return H5Aread(attr.get(), mem, buf); });
 }
 
 std::vector<double> MetaFile::values(const std::string& dataset) const {
@@ -172,27 +185,9 @@ std::vector<double> MetaFile::values(const std::string& dataset) const {
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0) ctx.fail_h5("cannot read the shape of " + what);
   Handle type = ctx.check(H5Dget_type(ds.get()), H5Tclose, "cannot read the type of " + what);
-  const H5T_class_t cls = H5Tget_class(type.get());
-  std::vector<double> out(static_cast<size_t>(n));
-  if (cls == H5T_FLOAT || cls == H5T_INTEGER) {
-    if (n > 0) {
-      ctx.check(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
-                "cannot read " + what);
-    }
-  } else if (cls == H5T_ENUM) {
-    Handle mem = ctx.check(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose,
-                           "cannot map the type of " + what);
-    const size_t size = H5Tget_size(mem.get());
-    std::vector<unsigned char> raw(size * static_cast<size_t>(n));
-    if (n > 0) {
-      ctx.check(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()),
-                "cannot read " + what);
-    }
-    out = widen_enum(raw, size, n);
-  } else {
-    ctx.fail(what + " holds no numbers");
-  }
-  return out;
+  return read_numbers(ctx, type.get(), n, what, " holds no numbers", [&](hid_t mem, void* buf) {
+    return H5Dread(ds.get(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+  });
 }
 
 double MetaFile::number(const std::string& object, const std::string& name) const {

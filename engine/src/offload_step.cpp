@@ -68,33 +68,6 @@ bool OffloadedStep::plain() const {
          !p_->band.split();
 }
 
-namespace {
-
-// A tiled choice as numbers, and back: band 0's travels to every rank of the sample.
-std::vector<double> encode_choice(const TiledChoice& c, int64_t layers) {
-  std::vector<double> v{static_cast<double>(c.plan.tile_rows), static_cast<double>(c.micro_batches),
-                        static_cast<double>(c.plan.gradient), c.plan.keep_latest ? 1.0 : 0.0};
-  for (int64_t j = 0; j < layers; ++j) {
-    v.push_back(c.plan.inputs.empty() ? -1.0
-                                      : static_cast<double>(c.plan.inputs[static_cast<size_t>(j)]));
-  }
-  return v;
-}
-
-TiledChoice decode_choice(const std::vector<double>& v) {
-  TiledChoice c;
-  c.plan.tile_rows = static_cast<int64_t>(v[0]);
-  c.micro_batches = static_cast<int64_t>(v[1]);
-  c.plan.gradient = static_cast<TilePlace>(static_cast<int>(v[2]));
-  c.plan.keep_latest = v[3] > 0.5;
-  for (size_t j = 4; j < v.size() && v[j] >= 0; ++j) {
-    c.plan.inputs.push_back(static_cast<TilePlace>(static_cast<int>(v[j])));
-  }
-  return c;
-}
-
-}  // namespace
-
 void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
   using K = offload::Policy::Kind;
   if (policy.kind != K::kNone && policy.kind != K::kAuto) {
@@ -115,12 +88,12 @@ void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
       const auto found =
           tiled_candidates(model, b.x.sizes(), resolve_gpu_budget(settings.gpu_memory_limit), host,
                            tiled_context(b), 1);
-      if (!found.empty()) mine = encode_choice(found.front(), layers);
+      if (!found.empty()) mine = encode_tiled_choice(found.front(), layers);
     }
     auto t = torch::tensor(mine, torch::kDouble).to(b.x.device());
     band.sum(t);
     const auto all = t.cpu();
-    c = decode_choice(
+    c = decode_tiled_choice(
         std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel()));
     if (c.plan.tile_rows <= 0) {
       throw offload::BudgetError(

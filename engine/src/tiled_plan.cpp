@@ -17,6 +17,28 @@ std::string TiledChoice::to_string() const {
 
 bool is_tiled_plan_text(const std::string& text) { return text.rfind("tiled ", 0) == 0; }
 
+std::vector<double> encode_tiled_choice(const TiledChoice& c, int64_t layers) {
+  std::vector<double> v{static_cast<double>(c.plan.tile_rows), static_cast<double>(c.micro_batches),
+                        static_cast<double>(c.plan.gradient), c.plan.keep_latest ? 1.0 : 0.0};
+  for (int64_t j = 0; j < layers; ++j) {
+    v.push_back(c.plan.inputs.empty() ? -1.0
+                                      : static_cast<double>(c.plan.inputs[static_cast<size_t>(j)]));
+  }
+  return v;
+}
+
+TiledChoice decode_tiled_choice(const std::vector<double>& v) {
+  TiledChoice c;
+  c.plan.tile_rows = static_cast<int64_t>(v.at(0));
+  c.micro_batches = static_cast<int64_t>(v.at(1));
+  c.plan.gradient = static_cast<TilePlace>(static_cast<int>(v.at(2)));
+  c.plan.keep_latest = v.at(3) > 0.5;
+  for (size_t j = 4; j < v.size() && v[j] >= 0; ++j) {
+    c.plan.inputs.push_back(static_cast<TilePlace>(static_cast<int>(v[j])));
+  }
+  return c;
+}
+
 TiledChoice parse_tiled_choice(const std::string& text) {
   const std::string head = "tiled micro_batches=";
   const auto semi = text.find("; ");

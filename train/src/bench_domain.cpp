@@ -59,29 +59,6 @@ std::string status_of(F&& f) {
   }
 }
 
-// A tiled plan as numbers, and back: rank 0's travels to every rank.
-std::vector<double> encode(const TiledChoice& c, int64_t layers) {
-  std::vector<double> v{static_cast<double>(c.plan.tile_rows), static_cast<double>(c.micro_batches),
-                        static_cast<double>(c.plan.gradient), c.plan.keep_latest ? 1.0 : 0.0};
-  for (int64_t j = 0; j < layers; ++j) {
-    v.push_back(c.plan.inputs.empty() ? -1.0
-                                      : static_cast<double>(c.plan.inputs[static_cast<size_t>(j)]));
-  }
-  return v;
-}
-
-TiledChoice decode(const std::vector<double>& v) {
-  TiledChoice c;
-  c.plan.tile_rows = static_cast<int64_t>(v[0]);
-  c.micro_batches = static_cast<int64_t>(v[1]);
-  c.plan.gradient = static_cast<TilePlace>(static_cast<int>(v[2]));
-  c.plan.keep_latest = v[3] > 0.5;
-  for (size_t j = 4; j < v.size() && v[j] >= 0; ++j) {
-    c.plan.inputs.push_back(static_cast<TilePlace>(static_cast<int>(v[j])));
-  }
-  return c;
-}
-
 // The tiled plans of a band that auto's search trial-steps (the estimate's fastest first).
 constexpr size_t kCandidates = 4;
 
@@ -181,7 +158,7 @@ struct DomainRunner {
                            host_budget(), context(), kCandidates);
       mine[0] = static_cast<double>(found.size());
       for (size_t k = 0; k < found.size(); ++k) {
-        const auto v = encode(found[k], o.model.n_layers());
+        const auto v = encode_tiled_choice(found[k], o.model.n_layers());
         std::copy(v.begin(), v.end(), mine.begin() + static_cast<std::ptrdiff_t>(1 + k * width));
       }
     }
@@ -189,7 +166,8 @@ struct DomainRunner {
     std::vector<TiledChoice> out;
     for (size_t k = 0; k < static_cast<size_t>(all[0] + 0.5); ++k) {
       const auto first = all.begin() + static_cast<std::ptrdiff_t>(1 + k * width);
-      out.push_back(decode(std::vector<double>(first, first + static_cast<std::ptrdiff_t>(width))));
+      out.push_back(decode_tiled_choice(
+          std::vector<double>(first, first + static_cast<std::ptrdiff_t>(width))));
     }
     return out;
   }

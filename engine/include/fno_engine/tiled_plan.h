@@ -54,6 +54,12 @@ struct TiledChoice {
 TiledChoice parse_tiled_choice(const std::string& text);
 /// Whether `text` names a tiled plan (starts with "tiled ").
 bool is_tiled_plan_text(const std::string& text);
+/// A choice of a model of `layers` blocks as 4 + layers numbers (tile rows,
+/// micro-batches, the gradient's place, keep_latest, each input's place or -1),
+/// and back: what one rank's choice is when it travels to the others in an
+/// all-reduce (the others send zeros).
+std::vector<double> encode_tiled_choice(const TiledChoice& c, int64_t layers);
+TiledChoice decode_tiled_choice(const std::vector<double>& v);
 
 /// What the estimates take from outside the step.
 struct TiledContext {
