@@ -22,7 +22,6 @@
 #include <optional>
 
 #include "benchmark_run.h"
-#include "dict_prefix.h"
 #include "json.h"
 #include "predict_support.h"
 
@@ -87,18 +86,9 @@ class BenchmarkPrediction {
                                                        "checkpoint with --checkpoint)"
                                                      : ""));
     }
-    const TensorDict weights = load_tensor_dict(weights_path);
-    const bool is_checkpoint = has_prefix(weights, "model.");
-    model = FNO(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
-    try {
-      load_state_dict(*model, is_checkpoint ? with_prefix(weights, "model.") : weights);
-    } catch (const std::exception& e) {
-      const std::string msg = e.what();
-      throw std::runtime_error(weights_path + " does not match " + cfg_path +
-                               "'s model: " + msg.substr(0, msg.find('\n')));
-    }
-    model->to(device);
-    model->eval();
+    TensorDict weights;
+    model = load_model_weights(cfg.model, precision, weights_path, cfg_path + "'s model", device,
+                               weights);
     r.normalizers = load_normalizers(cfg, o.run_dir, weights, weights_path, in_norm, out_norm);
     in_norm.to(device);
     out_norm.to(device);

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "dict_prefix.h"
 #include "predict_run.h"
 #include "predict_support.h"
 
@@ -111,18 +110,8 @@ void PredictRun::load_model() {
                                     "checkpoint with --checkpoint)"
                                   : ""));
   }
-  const TensorDict weights_file = load_tensor_dict(weights_path);
-  const bool is_checkpoint = has_prefix(weights_file, "model.");
-  model = FNO(FNOOptions(cfg.model).compute_dtype(compute_dtype(precision)));
-  try {
-    load_state_dict(*model, is_checkpoint ? with_prefix(weights_file, "model.") : weights_file);
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    throw std::runtime_error(weights_path + " does not match " + cfg_text + ": " +
-                             msg.substr(0, msg.find('\n')));
-  }
-  model->to(device);
-  model->eval();
+  TensorDict weights_file;
+  model = load_model_weights(cfg.model, precision, weights_path, cfg_text, device, weights_file);
   r.normalizers = load_normalizers(cfg, o.run_dir, weights_file, weights_path, in_norm, out_norm);
 }
 

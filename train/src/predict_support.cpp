@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "dict_prefix.h"
 #include "json.h"
 
 #include <filesystem>
@@ -18,6 +19,22 @@ bool has_prefix(const TensorDict& d, const std::string& prefix) {
     if (item.key().rfind(prefix, 0) == 0) return true;
   }
   return false;
+}
+
+FNO load_model_weights(const FNOOptions& options, Precision precision, const std::string& path,
+                       const std::string& settings, torch::Device device, TensorDict& file) {
+  file = load_tensor_dict(path);
+  FNO model(FNOOptions(options).compute_dtype(compute_dtype(precision)));
+  try {
+    load_state_dict(*model, has_prefix(file, "model.") ? with_prefix(file, "model.") : file);
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    throw std::runtime_error(path + " does not match " + settings + ": " +
+                             msg.substr(0, msg.find('\n')));
+  }
+  model->to(device);
+  model->eval();
+  return model;
 }
 
 std::string load_normalizers(const RunConfig& cfg, const std::string& run_dir,

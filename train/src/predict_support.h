@@ -3,6 +3,8 @@
 // the output's attributes and JSON arrays.
 #pragma once
 
+#include <fno/fno.h>
+#include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
 #include <fno_train/config.h>
@@ -24,6 +26,14 @@ inline std::string grid_text(at::IntArrayRef sizes) {
 
 /// Whether any key of `d` starts with `prefix`.
 bool has_prefix(const TensorDict& d, const std::string& prefix);
+
+/// The FNO of `options` in `precision`'s compute type with the weights of the
+/// file `path` (a state dict, or a checkpoint's model.* entries), on `device`,
+/// in eval mode; the file's tensors into `file`. A state dict that does not
+/// match throws std::runtime_error, one line naming `path` and `settings`
+/// (where the settings came from).
+FNO load_model_weights(const FNOOptions& options, Precision precision, const std::string& path,
+                       const std::string& settings, torch::Device device, TensorDict& file);
 
 /// The run's normalizers into `in` and `out`: from the weights' own checkpoint
 /// when it holds them, else normalizers.pt (written beside model.pt since
