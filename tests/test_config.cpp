@@ -341,7 +341,7 @@ TEST_CASE("every key of the schema is documented, in configs/README.md too") {
       CHECK(doc->substr(row, end - row).find("| " + k.doc + " |") != std::string::npos);
     }
   }
-  CHECK(test_entry_keys == 5);  // file, name, n_samples, batch_size, split
+  CHECK(test_entry_keys == 6);  // file, name, first, n_samples, batch_size, split
   // No row beside the generated ones (a stale table left by an earlier paste).
   const auto rows = [](const std::string& text) {
     size_t n = 0;

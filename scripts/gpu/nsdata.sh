@@ -11,7 +11,8 @@
 # Environment: NU_T, NSDATA_NU (1e-3), NSDATA_T (50), NSDATA_SAMPLES (1200), NSDATA_DIR
 #   (/tmp/fno-nsdata), NSDATA_DEADLINE (560), NSDATA_GPUS (1), NSDATA_DEVICE (cuda),
 #   NSDATA_BATCH, NSDATA_DT (1e-4), NSDATA_RES (256), NSDATA_SUB (4), NSDATA_TEST (200),
-#   NSDATA_PRECISION (float32)
+#   NSDATA_PRECISION (float32), NSDATA_VAL (0: validation samples made after the test samples,
+#   in the test file; nstrain evaluates them as the set 'val')
 # shellcheck disable=SC2154,SC2168  # (sourced by run_suite in lib.sh: its variables, in a function)
 [ "${BASH_SOURCE[0]}" != "$0" ] || exec bash "$(dirname "$0")/../gpu.sh" nsdata
 # issue 27: a set of the FNO paper's Navier-Stokes table (NSDATA_NU, default 1e-3, with
@@ -31,7 +32,7 @@
 # (docs/data.md#resumable-generation). NSDATA_RES, NSDATA_SUB and NSDATA_DEVICE (256,
 # 4, cuda) are for trying the suite small; NSDATA_GPUS caps the workers (on the CPU it
 # sets their number, default 1).
-local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} n=${NSDATA_SAMPLES:-1200}
+local nu=${NSDATA_NU:-1e-3} tf=${NSDATA_T:-50} n=$((${NSDATA_SAMPLES:-1200} + ${NSDATA_VAL:-0}))
 local dir=${NSDATA_DIR:-/tmp/fno-nsdata} d=$out/nsdata
 local data=$dir/ns_v${nu}_T${tf}.h5
 mkdir -p "$dir" "$d"
@@ -59,7 +60,7 @@ if [ -z "$batch" ]; then
 fi
 local gen=("$build/apps/fno_datagen" --problem ns --viscosity "$nu" --t-final "$tf"
   --dt "${NSDATA_DT:-1e-4}" --resolution "${NSDATA_RES:-256}" --subsample "${NSDATA_SUB:-4}"
-  --samples "$n" --test-samples "${NSDATA_TEST:-200}" --seed 0
+  --samples "$n" --test-samples "$((${NSDATA_TEST:-200} + ${NSDATA_VAL:-0}))" --seed 0
   --precision "${NSDATA_PRECISION:-float32}" --batch "$batch" --progress plain
   --resume --out "$data")
 if [ -f "${data%.h5}_train.h5" ] && [ -f "${data%.h5}_test.h5" ]; then

@@ -9,7 +9,7 @@
 # in one call: scripts/gpu.sh nstrain OTHER ...). scripts/gpu/lib.sh builds first and sets
 # $out ($OUT/results), say, $bench and the shared helpers.
 # Environment: NSTRAIN_CONFIG (ns_v1e-3_fno3d), NSDATA_NU (1e-3), NSDATA_T (50), NSDATA_DIR
-#   (/tmp/fno-nsdata), NSDATA_TEST (200), NSTRAIN_SET, NSTRAIN_CARRY_IN, NSTRAIN_DEADLINE (555),
+#   (/tmp/fno-nsdata), NSDATA_TEST (200), NSDATA_VAL (0), NSTRAIN_SET, NSTRAIN_CARRY_IN, NSTRAIN_DEADLINE (555),
 #   NSTRAIN_CARRY (0)
 # shellcheck disable=SC2154,SC2168  # (sourced by run_suite in lib.sh: its variables, in a function)
 [ "${BASH_SOURCE[0]}" != "$0" ] || exec bash "$(dirname "$0")/../gpu.sh" nstrain
@@ -36,8 +36,13 @@ ns_train_one() {
     say "nstrain $name: no ${stem}_train.h5 (run nsdata with the same NSDATA_* first)"
     return
   fi
+  # NSDATA_VAL > 0: the validation samples nsdata made after the test samples (never trained on,
+  # never the test set), evaluated as 'val': a choice between configs is made on them.
+  local val=''
+  [ "${NSDATA_VAL:-0}" -gt 0 ] &&
+    val=", {file: ${stem}_test.h5, name: val, first: ${NSDATA_TEST:-200}, n_samples: $NSDATA_VAL, batch_size: 10}"
   local args=(--config "configs/$cfg.yaml" --out "$run" --set "data.train_file=${stem}_train.h5"
-    --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}]")
+    --set "data.test=[{file: ${stem}_test.h5, name: ns, n_samples: ${NSDATA_TEST:-200}, batch_size: 10}$val]")
   [ -n "$seed" ] && args+=(--set "training.seed=$seed")
   ns_rank_split "$cfg" "$ranks" "nstrain $name" || return
   args+=("${rank_args[@]}")

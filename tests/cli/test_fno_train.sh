@@ -205,4 +205,16 @@ if [ "$rc" -eq 3 ] && grep -q "checkpoint_[a-z]*.pt: write failed: File too larg
    ! ls "$work/full_disk"/.*.tmp.* > /dev/null 2>&1; then ok
 else bad "full disk: exit $rc: $(cat "$work/disk.err")"; fi
 
+# A set's samples from `first` (a validation split after the test samples): the mean error of
+# samples [0, 4) is the mean of [0, 2)'s and [2, 4)'s; a first past the file is one line.
+t16=$src/data/darcy/darcy_test_16.pt
+metric() { tail -1 "$work/first/metrics.jsonl" | grep -o "\"$1\": [-0-9.e+]*" | cut -d' ' -f2; }
+if "$bin" --config "$small" --out "$work/first" --set training.epochs=1 --set "data.test=[{file: $t16, name: all, n_samples: 4}, {file: $t16, name: lo, n_samples: 2}, {file: $t16, name: hi, first: 2, n_samples: 2}]" > /dev/null 2> "$work/first.err" &&
+   awk -v a="$(metric all_l2)" -v l="$(metric lo_l2)" -v h="$(metric hi_l2)" \
+     -v A="$(metric all_h1)" -v L="$(metric lo_h1)" -v H="$(metric hi_h1)" 'function d(x) { return x < 0 ? -x : x }
+     BEGIN { exit !(a > 0 && d(a - (l + h) / 2) < 1e-6 * a && d(A - (L + H) / 2) < 1e-6 * A && d(l - h) > 1e-9) }'
+then ok; else bad "data.test first: $(tail -1 "$work/first.err")"; fi
+expect 3 "darcy_test_16.pt: data.test first 5000 is past the file's" -- --config "$small" --out "$work/first_past" \
+  --set "data.test=[{file: $t16, first: 5000, n_samples: 2}]"
+
 finish

@@ -11,7 +11,7 @@ rm -rf "$work" && mkdir -p "$work/out"
 bin=bash
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export FNO_BUILD_DIR=$build NS_LEASE_DIR=$work/lease NSDATA_DIR=$work/data NSDATA_DEVICE=cpu \
-  NSDATA_RES=32 NSDATA_SUB=1 NSDATA_SAMPLES=12 NSDATA_TEST=4 NSDATA_DT=2e-3 NSDATA_NU=1e-4 \
+  NSDATA_RES=32 NSDATA_SUB=1 NSDATA_SAMPLES=12 NSDATA_TEST=4 NSDATA_VAL=2 NSDATA_DT=2e-3 NSDATA_NU=1e-4 \
   NSDATA_T=30 NSTRAIN_CONFIG=ns_v1e-4_fno2d \
   NSTRAIN_SET="training.epochs=6 data.n_train=8 data.batch_size=4 training.checkpoint_every=1" \
   OMP_NUM_THREADS=1
@@ -38,6 +38,9 @@ mkdir -p "$work/unpacked" && tar -xzf "$work/out/nstrain.tgz" -C "$work/unpacked
 m=$work/unpacked/results/nstrain_ns_v1e-4_fno2d/metrics.jsonl
 [ -f "$m" ] && [ "$(sed -n '$p' "$m" | grep -c '"epoch": 6,')" -eq 1 ] && ok ||
   bad "nstrain.tgz: no metrics to epoch 6: $(tail -1 "$m" 2> /dev/null)"
+# NSDATA_VAL: 2 validation samples after the 4 test ones, evaluated as their own set.
+[ -f "$m" ] && sed -n '$p' "$m" | grep -q '"val_l2": ' && sed -n '$p' "$m" | grep -q '"ns_l2": ' && ok ||
+  bad "no val_l2 beside ns_l2: $(tail -1 "$m" 2> /dev/null | cut -c1-300)"
 [ "$(grep -c '"epoch": ' "$m" 2> /dev/null)" -eq 6 ] && ok || bad "metrics.jsonl: not one line per epoch"
 grep -q '"ns_l2":' "$work/unpacked/results/nstrain_ns_v1e-4_fno2d/summary.json" 2> /dev/null && ok ||
   bad "no summary.json with ns_l2"

@@ -148,7 +148,8 @@ const std::vector<Key<TestSetConfig>>& test_keys() {
   static const std::vector<Key<TestSetConfig>> kKeys = {
       key("file", entry(&TestSetConfig::file), "data file of the set (.pt, .h5, .mat); relative: to the config file's folder, or, given with --set, to the current directory").path().check(not_empty("missing (every test set needs a file)")),
       key("name", entry(&TestSetConfig::name), "metric prefix (\"32\" gives 32_l2); default: the grid size"),
-      key("n_samples", entry(&TestSetConfig::n_samples), "first n samples (-1: all)").min(-1).check(not_zero("expected -1 (all) or >= 1, got 0")),
+      key("first", entry(&TestSetConfig::first), "the set's first sample (0-based; not for benchmark formats): with n_samples, samples [first, first + n_samples) of the file, e.g. a validation split after the test samples").min(0).max(kMaxCount),
+      key("n_samples", entry(&TestSetConfig::n_samples), "first n samples from `first` (-1: all)").min(-1).check(not_zero("expected -1 (all) or >= 1, got 0")),
       key("batch_size", entry(&TestSetConfig::batch_size), "evaluation batch size").min(1).max(kMaxCount),
       key("split", entry(&TestSetConfig::split), "benchmark formats: the benchmark's split the set reads ('': test; The Well and PDEArena also have valid)"),
   };

@@ -231,14 +231,14 @@ YAML::Node resolve_tests(const KeySpec& e, const Located& v, const std::string& 
     const std::string item_key = e.name + "[" + std::to_string(i) + "]";
     const std::string iw = item_where(v, origin, item);
     if (!item.IsMap())
-      error(iw, item_key, "expected a mapping {file, name, n_samples, batch_size}");
+      error(iw, item_key, "expected a mapping {file, name, first, n_samples, batch_size}");
     for (const auto& kv : item) {
       const std::string k = key_name(kv.first, origin, item_key);
       if (std::find(names.begin(), names.end(), k) == names.end()) {
         const auto best = nearest(k, names);
         error(iw, item_key + "." + k,
               "unknown key (" + (best.empty() ? "" : "did you mean " + best + "? ") +
-                  "expected file, name, n_samples, batch_size)");
+                  "expected file, name, first, n_samples, batch_size, split)");
       }
     }
     YAML::Node test;

@@ -3,6 +3,9 @@
 
 #include "benchmark_run.h"
 
+#include <algorithm>
+#include <iostream>
+
 namespace fno {
 
 namespace detail {
@@ -301,14 +304,36 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
     data::FieldPairs pairs;
     std::shared_ptr<const data::BenchmarkSet> set;
     Band band;
+    // Samples [first, first + n_samples): with a first, the whole file, then cut.
+    const int64_t n = t.first > 0 ? -1 : t.n_samples;
     if (ns()) {
-      pairs = load_ns_pairs(t.file, d, t.n_samples, ns_t_out);
+      pairs = load_ns_pairs(t.file, d, n, ns_t_out);
     } else if (benchmark()) {
+      if (t.first > 0) {
+        throw ConfigError(t.file + ": data.test first " + std::to_string(t.first) +
+                          ": a benchmark set is chosen by its split, not by sample");
+      }
       pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set);
     } else if (domain) {
-      pairs = load_rows(t.file, load_options(d, t.n_samples), band);
+      pairs = load_rows(t.file, load_options(d, n), band);
     } else {
-      pairs = data::load_darcy(t.file, load_options(d, t.n_samples));
+      pairs = data::load_darcy(t.file, load_options(d, n));
+    }
+    if (t.first > 0) {
+      if (pairs.x.size(0) <= t.first) {
+        throw std::runtime_error(t.file + ": data.test first " + std::to_string(t.first) +
+                                 " is past the file's " + std::to_string(pairs.x.size(0)) +
+                                 " samples");
+      }
+      const int64_t left = pairs.x.size(0) - t.first;
+      const int64_t take = t.n_samples > 0 ? std::min(t.n_samples, left) : left;
+      if (take < t.n_samples) {
+        std::cerr << "fno_train: " << t.file << ": data.test asks for samples [" << t.first << ", "
+                  << t.first + t.n_samples << "), the file holds " << pairs.x.size(0)
+                  << "; using " << take << "\n";
+      }
+      pairs.x = pairs.x.narrow(0, t.first, take);
+      pairs.y = pairs.y.narrow(0, t.first, take);
     }
     if (pairs.x.dim() != train.x.dim() || pairs.x.size(1) != train.x.size(1) ||
         pairs.y.size(1) != train.y.size(1)) {

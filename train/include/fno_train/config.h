@@ -102,7 +102,9 @@ struct TestSetConfig {
   std::string file;
   /// data.test[].name: the metric prefix ("32" gives 32_l2); '': the set's grid size.
   std::string name;
-  /// data.test[].n_samples: the first n samples; -1: all.
+  /// data.test[].first: the set's first sample (0-based): samples [first, first + n_samples).
+  int64_t first = 0;
+  /// data.test[].n_samples: the first n samples (from `first`); -1: all.
   int64_t n_samples = -1;
   /// data.test[].batch_size: the evaluation batch size.
   int64_t batch_size = 32;
