@@ -15,7 +15,8 @@
 #      equals one process's recompute; blocks:2 runs as none on the CPU (one
 #      line) and equals one process's none;
 #   6. fp16 (the loss scaler's verdict shared by the ranks) and bf16: within
-#      2e-3 and 2e-2 of one process in the same precision, the same loss scales;
+#      2e-3 and 2e-2 of one process in the same precision, the same loss
+#      scales, and test metrics within 1% of one process's in fp32;
 #   7. refusals, one line and a non-zero exit on every rank: a model that
 #      cannot run tiled, a band thinner than the halo, modes past the grid;
 #   8. a rank killed mid-run stops the other, naming it.
@@ -133,6 +134,7 @@ check blocks one $?
 grep -q "offload.policy blocks:2: no CUDA device, so nothing is offloaded; training with offload.policy none" "$work/blocks.err" &&
   ok || bad "blocks:2 on the CPU: no line saying it runs as none: $(grep -i "offload" "$work/blocks.err" | head -2)"
 
+metric() { grep -o "\"$2\": [0-9.e+-]*" "$1/summary.json" | head -1 | awk '{print $2}'; }
 # 6. fp16 and bf16 against one process in the same precision: their sums in
 #    another order (on the CPU about 1e-3 in fp16's optimizer state, 7e-3 in bf16's).
 slot=10
@@ -144,6 +146,12 @@ for p in fp16:2e-3 bf16:2e-2; do
   rc=$?
   if [ "$rc" -ne 0 ]; then bad "$p exited $rc: $(grep -v '^\[' "$work/$p.err" | tail -3)"; continue; fi
   compare "$work/compare_$p.txt" --tol "$tol" "$work/$p" "$work/one_$p"
+  # ... and near fp32's (one process): the test metrics within 1%.
+  for m in 16_h1 32_l2; do
+    a=$(metric "$work/one" $m) b=$(metric "$work/$p" $m)
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b <= 1.01 * a && b >= a / 1.01) }' &&
+      ok || bad "$p on 2 ranks: $m $b against fp32's $a"
+  done
 done
 grep -q '"loss_scale": ' "$work/fp16/metrics.jsonl" && ok || bad "fp16: metrics.jsonl lacks the loss scale"
 
