@@ -8,13 +8,16 @@
 
 #include <fno/band.h>
 #include <fno/losses.h>
+#include <fno/precision.h>
 #include <fno/tiled.h>
 #include <fno_engine/offload_step.h>
+#include <fno_engine/tiled_plan.h>
 #include <fno_train/distributed.h>
 #include <fno_train/domain.h>
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <thread>
@@ -291,9 +294,10 @@ TEST_CASE("domain_unsupported names what a split cannot do") {
 }
 
 // The engine's step under a plan on a band (OffloadedStep::set_band): what
-// fno_train runs for distributed.domain_parallel. Its step (in micro-batches
-// too) equals the whole grid's, and its forward, at the training grid and at
-// another grid (a test set's, with its own band), the model's.
+// fno_train runs for distributed.domain_parallel. Its step (under each fixed
+// policy, in chunks and micro-batches too) equals the whole grid's, and its
+// forward, at the training grid and at another grid (a test set's, with its
+// own band), the model's.
 TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") {
   const auto opts = fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(2);
   const fno::H1Loss h1(fno::H1LossOptions().d(2));
@@ -313,8 +317,22 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
     torch::manual_seed(0);
     models.emplace_back(opts);
   }
-  for (const int64_t micro : {1, 2}) {
-    INFO(micro, " micro-batch(es)");
+  // Each fixed offload policy runs as its tiled plan (tiled_choice_for_policy;
+  // on the CPU nothing moves to host memory), in batch chunks (tiles of rows)
+  // and micro-batches.
+  struct Case {
+    std::string policy;
+    int64_t chunks, micro;
+  };
+  for (const auto& [policy, chunks, micro] : std::vector<Case>{{"none", 1, 1},
+                                                               {"none", 1, 2},
+                                                               {"slim", 2, 1},
+                                                               {"recompute", 1, 1},
+                                                               {"recompute", 3, 2},
+                                                               {"blocks:2", 1, 1},
+                                                               {"all", 2, 1},
+                                                               {"recompute+offload", 1, 2}}) {
+    INFO("policy ", policy, ", ", chunks, " chunk(s), ", micro, " micro-batch(es)");
     const auto k = static_cast<size_t>(n);
     std::vector<double> got_loss(k), out_err(k), other_err(k);
     std::vector<std::map<std::string, torch::Tensor>> got(k);
@@ -335,6 +353,8 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
         return t.narrow(2, b.row0, fno::band_rows(b.grid_rows, n, r).second);
       };
       fno::OffloadSettings settings;
+      settings.policy = fno::offload::parse_policy(policy);
+      settings.chunks = chunks;
       settings.micro_batches = micro;
       fno::OffloadedStep step(model, settings);
       const auto band = band_of(13);
@@ -367,6 +387,103 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
         // (fp32 sums in another order: the last biases' gradients cancel much)
         CHECK(rel_err(got[static_cast<size_t>(r)].at(name), w) <= 1e-4);
       }
+    }
+  }
+}
+
+TEST_CASE("tiled_choice_for_policy: each fixed policy as a tiled plan of a band") {
+  const auto choice = [](const std::string& policy, bool host, int64_t chunks = 1,
+                         int64_t micro = 1) {
+    return fno::tiled_choice_for_policy(fno::offload::parse_policy(policy), 3, 7, chunks, micro, 4,
+                                        host);
+  };
+  // Where each block input lives, "host/device/..."; "" for TiledPlan's default.
+  const auto inputs = [&](const std::string& policy, bool host) {
+    std::string o;
+    for (const auto p : choice(policy, host).plan.inputs)
+      o += (o.empty() ? "" : "/") + to_string(p);
+    return o;
+  };
+  for (const bool host : {true, false}) {
+    INFO((host ? "with" : "without"), " pinned host memory");
+    const std::string m = host ? "host" : "device";
+    // none and slim: TiledPlan's default (block 0's input remade, the rest kept).
+    CHECK(inputs("none", host).empty());
+    CHECK(inputs("slim", host).empty());
+    CHECK(inputs("all", host) == m + "/" + m + "/" + m);
+    CHECK(inputs("recompute+offload", host) == m + "/" + m + "/" + m);
+    CHECK(inputs("recompute", host) == "recompute/recompute/recompute");
+    // blocks:K offloads the first K stages, the lifting first: block j is stage j + 1.
+    CHECK(inputs("blocks:1", host) == "device/device/device");
+    CHECK(inputs("blocks:2", host) == m + "/device/device");
+    CHECK(inputs("blocks:3", host) == m + "/" + m + "/device");
+    CHECK(inputs("blocks:9", host) == m + "/" + m + "/" + m);
+  }
+  for (const auto* p : {"none", "slim", "all", "blocks:2", "recompute", "recompute+offload"}) {
+    INFO(p);
+    const auto c = choice(p, true);
+    CHECK(c.plan.gradient == fno::TilePlace::kDevice);
+    CHECK(c.plan.keep_latest);
+    CHECK(c.plan.tile_rows == 7);  // one tile
+    CHECK(c.micro_batches == 1);
+    // The round trip the band plan's texts take.
+    CHECK(fno::parse_tiled_choice(c.to_string()).to_string() == c.to_string());
+  }
+  // Batch chunks become tiles of rows (none: one tile); micro-batches at most the batch.
+  CHECK(choice("recompute", true, 2).plan.tile_rows == 4);
+  CHECK(choice("slim", true, 3).plan.tile_rows == 3);
+  CHECK(choice("all", true, 50).plan.tile_rows == 1);
+  CHECK(choice("none", true, 2).plan.tile_rows == 7);
+  CHECK(choice("none", true, 1, 2).micro_batches == 2);
+  CHECK(choice("blocks:2", true, 1, 9).micro_batches == 4);
+  CHECK_THROWS_WITH(choice("auto", true), doctest::Contains("auto has no fixed plan"));
+}
+
+// fp16 across ranks: a rank whose gradients are not finite skips the step on
+// every rank (the found-inf flag added over the ranks), and the scales stay equal.
+TEST_CASE("GradScaler across ranks: one rank's non-finite gradient skips the step everywhere") {
+  for (const bool agree : {true, false}) {
+    INFO((agree ? "with" : "without"), " the found-inf sum");
+    std::vector<std::vector<int>> stepped(2);
+    std::vector<std::vector<double>> scales(2);
+    std::vector<int64_t> skipped(2);
+    ranks(2, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+      fno::GradScaler scaler(fno::GradScalerOptions().growth_interval(1));
+      if (agree) scaler.set_found_inf_sum([g](torch::Tensor& f) { g->all_reduce_sum(f); });
+      auto w = torch::zeros({3}, torch::requires_grad());
+      auto z = torch::zeros({2}, torch::kComplexFloat).requires_grad_();
+      const std::vector<torch::Tensor> params{w, z};
+      for (int step = 0; step < 3; ++step) {
+        w.mutable_grad() = torch::ones({3});
+        z.mutable_grad() = torch::ones({2}, torch::kComplexFloat);
+        // Step 1: rank 1's real gradient has an inf; step 2: rank 0's complex one a NaN.
+        if (step == 1 && r == 1) w.mutable_grad()[1].fill_(std::numeric_limits<float>::infinity());
+        if (step == 2 && r == 0) {
+          z.mutable_grad()[0].fill_(
+              c10::complex<float>(0, std::numeric_limits<float>::quiet_NaN()));
+        }
+        stepped[static_cast<size_t>(r)].push_back(scaler.unscale(params) ? 1 : 0);
+        scaler.update();
+        scales[static_cast<size_t>(r)].push_back(scaler.scale_value());
+      }
+      skipped[static_cast<size_t>(r)] = scaler.skipped_steps();
+      if (agree) {
+        CHECK_THROWS_WITH(scaler.unscale_on_device(params),
+                          doctest::Contains("cannot add the found-inf flag over ranks"));
+      }
+    });
+    if (agree) {
+      for (size_t r = 0; r < 2; ++r) {
+        INFO("rank ", r);
+        CHECK(stepped[r] == std::vector<int>{1, 0, 0});
+        CHECK(scales[r] == std::vector<double>{131072.0, 65536.0, 32768.0});
+        CHECK(skipped[r] == 2);
+      }
+    } else {
+      // Each rank alone: their decisions and scales part.
+      CHECK(stepped[0] == std::vector<int>{1, 1, 0});
+      CHECK(stepped[1] == std::vector<int>{1, 0, 1});
+      CHECK(scales[0] != scales[1]);
     }
   }
 }

@@ -70,18 +70,18 @@ bool OffloadedStep::plain() const {
 
 void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
   using K = offload::Policy::Kind;
-  if (policy.kind != K::kNone && policy.kind != K::kAuto) {
-    throw std::invalid_argument("offload policy '" + settings.policy.text +
-                                "': a step split across ranks runs tiled plans (policy none "
-                                "or auto)");
-  }
   shape = b.x.sizes().vec();
   plan_key_text.clear();
-  TiledChoice c;  // the band in one tile, block inputs on the device
-  c.plan.tile_rows = b.x.size(2);
-  c.micro_batches = std::min(settings.micro_batches, b.x.size(0));
-  if (policy.kind == K::kAuto && offloader && offloader->active()) {
-    const int64_t layers = model->options.n_layers();
+  const int64_t layers = model->options.n_layers();
+  // Band 0 is the largest: its rows give every rank of the sample one choice.
+  const int64_t rows0 = band_rows(band.grid_rows, band.ranks, 0).second;
+  const bool moves = offloader && offloader->active();
+  const bool searched = policy.kind == K::kAuto && moves;
+  // A fixed policy's plan (auto without CUDA: none's, the band in one tile).
+  const auto fixed = policy.kind == K::kAuto ? offload::Policy::of(K::kNone) : policy;
+  TiledChoice c = tiled_choice_for_policy(fixed, layers, rows0, settings.chunks,
+                                          settings.micro_batches, b.x.size(0), moves);
+  if (searched) {
     std::vector<double> mine(4 + static_cast<size_t>(layers), 0.0);
     if (band.rank == 0) {
       const int64_t host = pinnable_host_bytes(settings.options.host_memory_limit());
@@ -102,10 +102,12 @@ void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
     }
   }
   tiled = c;
-  // auto's choice, once per choice (a shorter last batch of an epoch plans again).
-  if (policy.kind == K::kAuto && band.rank == 0 && c.to_string() != band_plan_said) {
+  // The plan of auto and of the fixed policies, once per choice (a shorter last
+  // batch of an epoch plans again).
+  if (policy.kind != K::kNone && band.rank == 0 && c.to_string() != band_plan_said) {
     band_plan_said = c.to_string();
-    std::cerr << "offload auto: each rank's band of rows in " << band_plan_said << "\n";
+    std::cerr << "offload " << (searched ? std::string("auto") : "policy " + settings.policy.text)
+              << ": each rank's band of rows in " << band_plan_said << "\n";
   }
 }
 

@@ -39,6 +39,45 @@ TiledChoice decode_tiled_choice(const std::vector<double>& v) {
   return c;
 }
 
+TiledChoice tiled_choice_for_policy(const offload::Policy& policy, int64_t layers, int64_t rows,
+                                    int64_t chunks, int64_t micro_batches, int64_t batch,
+                                    bool host) {
+  using K = offload::Policy::Kind;
+  if (policy.kind == K::kAuto) {
+    throw std::invalid_argument("tiled_choice_for_policy: offload policy auto has no fixed plan");
+  }
+  TORCH_CHECK(layers >= 1 && rows >= 1 && chunks >= 1 && micro_batches >= 1 && batch >= 1,
+              "tiled_choice_for_policy: layers ", layers, ", rows ", rows, ", chunks ", chunks,
+              ", micro_batches ", micro_batches, " and batch ", batch, " must all be >= 1");
+  TiledChoice c;
+  c.micro_batches = std::min(micro_batches, batch);
+  const int64_t pieces = policy.kind == K::kNone ? 1 : std::min(chunks, rows);
+  c.plan.tile_rows = (rows + pieces - 1) / pieces;
+  const auto moved = host ? TilePlace::kHost : TilePlace::kDevice;
+  const auto n = static_cast<size_t>(layers);
+  switch (policy.kind) {
+    case K::kNone:
+    case K::kSlim:
+      break;  // TiledPlan's default: block 0's input remade, the others on the device
+    case K::kAll:
+    case K::kRecomputeOffload:
+      c.plan.inputs.assign(n, moved);
+      break;
+    case K::kBlocks:
+      // Stage s < K is offloaded; block j is stage j + 1.
+      for (int64_t j = 0; j < layers; ++j) {
+        c.plan.inputs.push_back(j + 1 < policy.blocks ? moved : TilePlace::kDevice);
+      }
+      break;
+    case K::kRecompute:
+      c.plan.inputs.assign(n, TilePlace::kRecompute);
+      break;
+    case K::kAuto:
+      break;
+  }
+  return c;
+}
+
 TiledChoice parse_tiled_choice(const std::string& text) {
   const std::string head = "tiled micro_batches=";
   const auto semi = text.find("; ");

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace fno {
 
@@ -103,12 +104,20 @@ void GradScaler::unscale_and_check(const std::vector<torch::Tensor>& params) {
 
 bool GradScaler::unscale(const std::vector<torch::Tensor>& params) {
   unscale_and_check(params);
+  if (found_inf_sum_) {
+    // Any rank's non-finite gradient skips the step on every rank.
+    found_inf_sum_(found_inf_);
+    found_inf_.clamp_max_(1.0);
+  }
   const bool finite = found_inf_.item<float>() == 0.0f;
   if (!finite) ++skipped_;
   return finite;
 }
 
 torch::Tensor GradScaler::unscale_on_device(const std::vector<torch::Tensor>& params) {
+  TORCH_CHECK(!found_inf_sum_,
+              "GradScaler: unscale_on_device cannot add the found-inf flag over ranks (a CUDA "
+              "graph takes no collective); use unscale()");
   unscale_and_check(params);
   skipped_device_.add_(found_inf_);
   return 1.0 - found_inf_;
@@ -116,6 +125,10 @@ torch::Tensor GradScaler::unscale_on_device(const std::vector<torch::Tensor>& pa
 
 int64_t GradScaler::skipped_steps() const {
   return skipped_ + static_cast<int64_t>(std::llround(skipped_device_.item<double>()));
+}
+
+void GradScaler::set_found_inf_sum(std::function<void(torch::Tensor&)> sum) {
+  found_inf_sum_ = std::move(sum);
 }
 
 void GradScaler::update() {

@@ -1,13 +1,18 @@
-# Whether run directory A's outputs equal B's within 1e-5 relative (each
-# tensor's or number's difference against its norm): every number of each
+# Whether run directory A's outputs equal B's within 1e-5 relative (--tol T:
+# within T; each tensor's or number's difference against its norm): every number of each
 # metrics.jsonl line (but seconds and peak memory), summary.json's metrics,
 # model.pt, normalizers.pt and checkpoint_latest.pt (same keys; all but the
 # checkpoint's digest), predictions.h5's datasets. Prints
 # per pair "ok A B" or "differ A B: what differs"; exit 1 when anything does.
-#   python domain_compare.py A B [A2 B2 ...]
+#   python domain_compare.py [--tol T] A B [A2 B2 ...]
 import json, sys, torch, h5py
 bad = []
-def close(what, x, y, tol=1e-5):
+args = sys.argv[1:]
+TOL = 1e-5
+if args[:1] == ["--tol"]:
+    TOL, args = float(args[1]), args[2:]
+def close(what, x, y, tol=None):
+    tol = TOL if tol is None else tol
     x, y = torch.as_tensor(x), torch.as_tensor(y)
     x, y = [torch.view_as_real(t) if t.is_complex() else t for t in (x, y)]
     x, y = x.double(), y.double()
@@ -42,7 +47,6 @@ def compare(a, b):
             close(f"predictions.h5 {n}", fa[n][()], fb[n][()])
 
 failed = False
-args = sys.argv[1:]
 for a, b in zip(args[::2], args[1::2]):
     bad = []
     try:

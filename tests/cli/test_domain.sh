@@ -10,10 +10,16 @@
 #   3. 4 ranks, N=2 (two shards of two bands): equal to one process with the
 #      global batch;
 #   4. a 3D model, 2 ranks, N=2: equal to one process;
-#   5. refusals, one line and a non-zero exit on every rank: a model that
-#      cannot run tiled, an offload policy without tiles, a band thinner than
-#      the halo, modes past the grid;
-#   6. a rank killed mid-run stops the other, naming it.
+#   5. fixed offload policies: recompute in batch chunks runs each band as
+#      its tiled plan (every block input remade, tiles of half the band) and
+#      equals one process's recompute; blocks:2 runs as none on the CPU (one
+#      line) and equals one process's none;
+#   6. fp16 (the loss scaler's verdict shared by the ranks) and bf16: within
+#      2e-3 and 2e-2 of one process in the same precision, the same loss
+#      scales, and test metrics within 1% of one process's in fp32;
+#   7. refusals, one line and a non-zero exit on every rank: a model that
+#      cannot run tiled, a band thinner than the halo, modes past the grid;
+#   8. a rank killed mid-run stops the other, naming it.
 #   test_domain.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON [cpu|cuda]
 set -u
 bin=$1 src=$2 work=$3 python=$4 device=${5:-cpu}
@@ -79,6 +85,18 @@ check() {
   if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
   pairs+=("$work/$1" "$work/$2")
 }
+# compare OUT [--tol T] A B ...: domain_compare.py's verdicts, one ok or bad a pair.
+compare() {
+  local out=$1; shift
+  "$python" "$(dirname "${BASH_SOURCE[0]}")/domain_compare.py" "$@" > "$out" 2>&1
+  while read -r verdict a b rest; do
+    case $verdict in
+      ok) ok ;;
+      differ) bad "$(basename "$a") vs $(basename "${b%:}"): $rest" ;;
+    esac
+  done < "$out"
+  grep -qE '^(ok|differ) ' "$out" || bad "domain_compare.py: $(tail -3 "$out")"
+}
 
 # 1. Two ranks share each sample; HDF5 read by hyperslab.
 one one "$work/tiny.yaml"
@@ -104,7 +122,40 @@ one one_cube "$work/cube.yaml"
 ranks cube 2 4 "$work/cube.yaml" --set distributed.domain_parallel=2
 check cube one_cube $?
 
-# 5. Refusals: one line, exit 2 on every rank. Those that need no data come
+# 5. Fixed offload policies: each rank's band runs the policy's tiled plan.
+one one_rc "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2
+ranks rc 2 7 "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2 \
+  --set distributed.domain_parallel=2
+check rc one_rc $?
+grep -q "^offload policy recompute: each rank's band of rows in tiled micro_batches=1; tile_rows=4, inputs=recompute/recompute, gradient=device" "$work/rc.err" &&
+  ok || bad "recompute's tiled plan not said: $(grep -i "offload" "$work/rc.err" | head -2)"
+ranks blocks 2 8 "$work/tiny.yaml" --set offload.policy=blocks:2 --set distributed.domain_parallel=2
+check blocks one $?
+grep -q "offload.policy blocks:2: no CUDA device, so nothing is offloaded; training with offload.policy none" "$work/blocks.err" &&
+  ok || bad "blocks:2 on the CPU: no line saying it runs as none: $(grep -i "offload" "$work/blocks.err" | head -2)"
+
+metric() { grep -o "\"$2\": [0-9.e+-]*" "$1/summary.json" | head -1 | awk '{print $2}'; }
+# 6. fp16 and bf16 against one process in the same precision: their sums in
+#    another order (on the CPU about 1e-3 in fp16's optimizer state, 7e-3 in bf16's).
+slot=10
+for p in fp16:2e-3 bf16:2e-2; do
+  tol=${p#*:} p=${p%:*}
+  one "one_$p" "$work/tiny.yaml" --set "training.precision=$p"
+  ranks "$p" 2 $((slot++)) "$work/tiny.yaml" --set "training.precision=$p" \
+    --set distributed.domain_parallel=2
+  rc=$?
+  if [ "$rc" -ne 0 ]; then bad "$p exited $rc: $(grep -v '^\[' "$work/$p.err" | tail -3)"; continue; fi
+  compare "$work/compare_$p.txt" --tol "$tol" "$work/$p" "$work/one_$p"
+  # ... and near fp32's (one process): the test metrics within 1%.
+  for m in 16_h1 32_l2; do
+    a=$(metric "$work/one" $m) b=$(metric "$work/$p" $m)
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > 0 && b <= 1.01 * a && b >= a / 1.01) }' &&
+      ok || bad "$p on 2 ranks: $m $b against fp32's $a"
+  done
+done
+grep -q '"loss_scale": ' "$work/fp16/metrics.jsonl" && ok || bad "fp16: metrics.jsonl lacks the loss scale"
+
+# 7. Refusals: one line, exit 2 on every rank. Those that need no data come
 #    before the rendezvous (one rank alone shows it); the grid's need both.
 refuse() {
   local pattern=$1; shift
@@ -113,8 +164,6 @@ refuse() {
 }
 refuse "distributed.domain_parallel: 2: tiled execution does not support model.domain_padding" \
   --set 'model.domain_padding=[0.25, 0.25]'
-refuse "distributed.domain_parallel: 2: offload.policy recompute: each rank trains its band in tiles" \
-  --set offload.policy=recompute
 both_refuse() {
   local name=$1 pattern=$2 rc; shift 2
   ranks "$name" 2 5 "$work/tiny.yaml" --set distributed.domain_parallel=2 --set distributed.timeout_s=20 "$@"
@@ -127,7 +176,7 @@ both_refuse thin "bands of 1 rows, thinner than the loss's halo of 2 rows" \
   --set "data.train_file=$work/thin.h5" --set 'model.n_modes=[2, 8]' --set 'data.test=[]'
 both_refuse modes "model.n_modes\[0\] = 32 exceeds the grid's 16 points" --set 'model.n_modes=[32, 8]'
 
-# 6. A rank killed mid-run: the other stops within 60 s, naming it.
+# 8. A rank killed mid-run: the other stops within 60 s, naming it.
 long=(--config "$work/tiny.yaml" "${common[@]}" --set training.epochs=500 --set distributed.domain_parallel=2
   --set distributed.timeout_s=30 --out "$work/kill")
 MASTER_PORT=$(port 6) WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 "$bin" "${long[@]}" > "$work/kill0.out" 2> "$work/kill0.err" &
@@ -147,14 +196,8 @@ if [ "$rc" -eq 5 ] && [ "$secs" -lt 60 ] && echo "$last" | grep -q "^fno_train: 
 fi
 wait 2> /dev/null
 
-# The equalities of 1-4.
-"$python" "$(dirname "${BASH_SOURCE[0]}")/domain_compare.py" "${pairs[@]}" > "$work/compare.txt" 2>&1
-while read -r verdict a b rest; do
-  case $verdict in
-    ok) ok ;;
-    differ) bad "$(basename "$a") vs $(basename "${b%:}"): $rest" ;;
-  esac
-done < "$work/compare.txt"
+# The equalities of 1-5.
+compare "$work/compare.txt" "${pairs[@]}"
 [ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
   bad "domain_compare.py: $(tail -3 "$work/compare.txt")"
 

@@ -5,8 +5,9 @@
 # GPU, fp32 (TF32 off): metrics.jsonl, summary.json's metrics, model.pt,
 # normalizers.pt and predictions.h5 within 1e-5 relative
 # (domain_compare.py). Offload policy none (the band in one tile) and auto
-# (band 0's tiled plan on every rank), a 2D and a 3D model. Skipped (77) with
-# fewer than 2 CUDA GPUs visible.
+# (band 0's tiled plan on every rank), a 2D and a 3D model; on 2 GPUs each
+# fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
+# fp16). Skipped (77) with fewer than 2 CUDA GPUs visible.
 #   test_domain_nccl.sh BUILD_DIR|FNO_TRAIN [SOURCE_DIR [WORK_DIR [PYTHON]]]
 # e.g. from the repository root: bash tests/cli/test_domain_nccl.sh build
 set -u
@@ -89,4 +90,49 @@ for n in "${counts[@]}"; do
   split_run "two_d_auto_$n" "$n" one "$work/tiny.yaml" --set offload.policy=auto
   split_run "cube_$n" "$n" one_cube "$work/cube.yaml"
 done
+
+# --- The fixed offload policies and fp16 on 2 GPUs (docs/domain_parallel.md) ---
+# Each fixed policy trains each band in its tiled plan (all, blocks:2 and
+# recompute+offload keep block inputs in pinned host memory, recompute remakes
+# them per tile; offload.chunks become tiles of rows): equal to one GPU under
+# the same policy within 1e-5. fp16: the ranks share the loss scaler's
+# verdict; within 2e-2 of one GPU in fp16, the same loss scales.
+# near_run NAME BASELINE TOL CONFIG ARGS...: 2 processes, N = 2, vs BASELINE within TOL.
+near_run() {
+  local name=$1 baseline=$2 tol=$3 cfg=$4 rc; shift 4
+  port=$((port + 1))
+  "$python" -m torch.distributed.run --no-python --nproc-per-node 2 --master-port $((base + port)) \
+    "$bin" --config "$cfg" --out "$work/$name" "${common[@]}" --set distributed.domain_parallel=2 \
+    "$@" > "$work/$name.out" 2> "$work/$name.err"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then bad "$name exited $rc: $(grep -v '^\[' "$work/$name.err" | tail -3)"; return; fi
+  if "$python" "$here/domain_compare.py" --tol "$tol" "$work/$name" "$work/$baseline" > "$work/$name.cmp"; then
+    ok
+    echo "$name: equal to $baseline within $tol"
+  else
+    bad "$name vs $baseline: $(cat "$work/$name.cmp")"
+  fi
+}
+# policy_run POLICY PLAN ARGS...: one GPU and 2 ranks under POLICY; rank 0 names PLAN.
+policy_run() {
+  local policy=$1 plan=$2 tag; shift 2
+  tag=pol_$(echo "$policy $*" | tr -c 'a-z0-9' _)
+  one "one_$tag" "$work/tiny.yaml" --set "offload.policy=$policy" "$@"
+  near_run "$tag" "one_$tag" 1e-5 "$work/tiny.yaml" --set "offload.policy=$policy" "$@"
+  grep -q "^offload policy $policy: each rank's band of rows in tiled $plan" "$work/$tag.err" && ok ||
+    bad "$tag: rank 0 did not name '$plan': $(grep -i "offload" "$work/$tag.err" | head -2)"
+}
+policy_run all "micro_batches=1; tile_rows=8, inputs=host/host/host, gradient=device"
+policy_run blocks:2 "micro_batches=1; tile_rows=8, inputs=host/device/device, gradient=device"
+policy_run slim "micro_batches=1; tile_rows=8, inputs=default, gradient=device"
+policy_run recompute "micro_batches=1; tile_rows=8, inputs=recompute/recompute/recompute"
+policy_run recompute+offload "micro_batches=2; tile_rows=4, inputs=host/host/host" \
+  --set offload.chunks=2 --set offload.micro_batches=2
+one one_fp16 "$work/tiny.yaml" --set training.precision=fp16
+near_run fp16_2 one_fp16 2e-2 "$work/tiny.yaml" --set training.precision=fp16
+one one_fp16_blocks "$work/tiny.yaml" --set training.precision=fp16 --set offload.policy=blocks:3
+near_run fp16_blocks_2 one_fp16_blocks 2e-2 "$work/tiny.yaml" --set training.precision=fp16 \
+  --set offload.policy=blocks:3
+one one_cube_recompute "$work/cube.yaml" --set offload.policy=recompute+offload
+near_run cube_recompute_2 one_cube_recompute 1e-5 "$work/cube.yaml" --set offload.policy=recompute+offload
 finish test_domain_nccl

@@ -41,16 +41,6 @@ void Trainer::State::check_domain_config() {
   };
   if (ns()) refuse("Navier-Stokes data (data.problem ns) trains data parallel only");
   if (benchmark()) refuse("benchmark data (data.format) trains data parallel only");
-  using K = offload::Policy::Kind;
-  const auto kind = cfg.offload.policy.kind;
-  if (kind != K::kNone && kind != K::kAuto) {
-    refuse("offload.policy " + cfg.offload.policy.text +
-           ": each rank trains its band in tiles (offload.policy none or auto)");
-  }
-  if (needs_loss_scaling(cfg.training.precision)) {
-    refuse("training.precision " + to_string(cfg.training.precision) +
-           ": a step split across ranks trains in fp32 or bf16 (no loss scaler)");
-  }
   if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
     refuse(
         "training.cuda_graphs on: a step split across ranks runs eagerly (set it to auto or off)");
@@ -149,9 +139,10 @@ void Trainer::State::fit_domain_normalizers(const data::FieldPairs& train) {
   if (cfg.data.encode_output) fit(train.y, out_norm, d.out_rows);
 }
 
-// The engine's step on this rank's band, the global loss of the band
-// (decoded first with training.loss_on decoded), gradients added over every
-// rank after backward.
+// The engine's step on this rank's band (under the offload policy's tiled
+// plan, OffloadedStep::set_band), the global loss of the band (decoded first
+// with training.loss_on decoded), gradients added over every rank after
+// backward, fp16's skip decided alike on every rank.
 void Trainer::State::build_domain_step() {
   auto& d = *domain;
   step->set_band(d.band);
@@ -161,6 +152,12 @@ void Trainer::State::build_domain_step() {
     loss = [loss, norm = &d.out_rows](const at::Tensor& out, const at::Tensor& y) {
       return loss(norm->inverse_transform(out), norm->inverse_transform(y));
     };
+  }
+  if (scaler) {
+    // fp16: each rank's gradients are its band's share until they are added
+    // up, and the scaler's verdict must be the world's: any rank's non-finite
+    // gradient skips the step, and backs the scale off, on every rank.
+    scaler->set_found_inf_sum([g = group](torch::Tensor& found) { sum_over(*g, found); });
   }
   train_step = std::make_unique<TrainStep>(*step, *optimizer, loss, scaler.get());
   train_step->set_gradient_sync(grad_sync.get(), /*overlap=*/false);

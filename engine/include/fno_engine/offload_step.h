@@ -143,14 +143,17 @@ class OffloadedStep {
   /// One sample across ranks (fno/band.h): from now on each step and forward
   /// takes this rank's band of rows of a grid of band.grid_rows rows, in
   /// tiles (TiledRunner::set_band), and a step's loss must be a global one
-  /// (band_rel_loss) over (output, target). The tiled plan of a band: policy
-  /// none, or no GPU: the band in one tile, every block input on the device,
-  /// the configured micro-batches; auto on a GPU: the fastest estimated
-  /// tiled plan of band 0's rows within the budget, band 0's choice taken by
-  /// every rank of the sample (through band.sum). A forward off the training
-  /// grid (set the band of that grid first) runs the band in one tile, all of
-  /// x at once. Other policies, a rollout and CUDA graphs refuse a split
-  /// band (std::invalid_argument). A band of one rank: whole-grid steps again.
+  /// (band_rel_loss) over (output, target). The tiled plan of a band: a fixed
+  /// policy's (tiled_choice_for_policy, fno_engine/tiled_plan.h: none is the
+  /// band in one tile, block 0's input remade and the others on the device;
+  /// the configured chunks and micro-batches; without CUDA nothing goes to
+  /// host memory), the same on every rank; auto on a GPU: the fastest
+  /// estimated tiled plan of band 0's rows within the budget, band 0's choice
+  /// taken by every rank of the sample (through band.sum); auto without CUDA:
+  /// none's. Rank 0 says a policy's plan on stderr (not none's). A forward off
+  /// the training grid (set the band of that grid first) runs the band in one
+  /// tile, all of x at once. A rollout and CUDA graphs refuse a split band
+  /// (std::invalid_argument). A band of one rank: whole-grid steps again.
   void set_band(Band band);
   const Band& band() const;
 

@@ -11,6 +11,7 @@
 
 #include <fno/tiled.h>
 #include <fno_offload/offload.h>
+#include <fno_offload/planner.h>
 #include <fno_offload/tiles.h>
 
 #include <cstdint>
@@ -60,6 +61,29 @@ bool is_tiled_plan_text(const std::string& text);
 /// all-reduce (the others send zeros).
 std::vector<double> encode_tiled_choice(const TiledChoice& c, int64_t layers);
 TiledChoice decode_tiled_choice(const std::vector<double>& v);
+
+/// A fixed offload policy (offload.policy: not auto) as a tiled plan, for a
+/// step split across ranks (OffloadedStep::set_band), which runs tiled. In a
+/// tiled step each block's activations are remade per tile in backward, so
+/// the full-size tensors a policy can place are the block inputs; each takes
+/// the level of the stage that reads it (block.j's, offload/planner.h):
+///   none, slim         block 0's input remade from the band's input (the
+///                      lifting is cheap), the others on the GPU
+///   all, recompute+offload   every block input in pinned host memory
+///   blocks:K           the first K stages offloaded (the lifting counts as
+///                      the first): blocks 0 .. K-2's inputs in pinned host
+///                      memory, the others on the GPU
+///   recompute          every block input remade per tile from the band's
+///                      input (checkpointing's trade: the least GPU memory)
+/// `chunks` (offload.chunks, batch chunks of every stage) become tiles of
+/// ceil(rows / chunks) rows (none: one tile); `micro_batches` (at most
+/// `batch`) stay. `rows`: the largest band's rows, so that every rank takes
+/// the same choice. Without `host` (no CUDA: nothing moves) pinned host
+/// memory becomes the GPU's (the compute device's). The gradient between
+/// blocks stays on the device. Throws std::invalid_argument for auto.
+TiledChoice tiled_choice_for_policy(const offload::Policy& policy, int64_t layers, int64_t rows,
+                                    int64_t chunks, int64_t micro_batches, int64_t batch,
+                                    bool host);
 
 /// What the estimates take from outside the step.
 struct TiledContext {

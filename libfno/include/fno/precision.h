@@ -22,6 +22,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,15 @@ class GradScaler {
   /// Grows or backs off the scale after unscale() or unscale_on_device().
   void update();
 
+  /// Several ranks that must take one decision (a step split across ranks,
+  /// where each rank's gradients are its band's share): after each unscale()
+  /// `sum` adds the [1] float32 found-inf flag (1: this rank saw a non-finite
+  /// gradient) over the ranks in place, before the decision, so that every
+  /// rank skips the same steps and keeps the same scale. Null (the default):
+  /// this rank's own verdict. unscale_on_device() (a CUDA graph, which takes
+  /// no collective) refuses while it is set.
+  void set_found_inf_sum(std::function<void(torch::Tensor&)> sum);
+
   /// The current scale.
   double scale_value() const;
   /// Steps skipped so far for non-finite gradients (reads the device's count
@@ -117,6 +127,7 @@ class GradScaler {
   torch::Tensor found_inf_;       // [1] float32 on the device: the last unscale's verdict
   torch::Tensor skipped_device_;  // [1] float64 on the device: unscale_on_device's skips
   int64_t skipped_ = 0;           // unscale's skips
+  std::function<void(torch::Tensor&)> found_inf_sum_;  // over the ranks of one decision
 };
 
 }  // namespace fno
