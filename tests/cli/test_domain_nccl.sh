@@ -105,7 +105,7 @@ for victim in 1 0; do
   pids=()
   for r in 0 1; do
     MASTER_PORT=$((base + port)) WORLD_SIZE=2 RANK=$r LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 \
-      timeout -s KILL 300 "$bin" "${long[@]}" --out "$work/kill$victim" \
+      timeout -s KILL 150 "$bin" "${long[@]}" --out "$work/kill$victim" \
       > "$work/kill${victim}_r$r.out" 2> "$work/kill${victim}_r$r.err" &
     pids[r]=$!
   done
