@@ -144,6 +144,9 @@ def describe(name):
         s += " (ranks %s ms; each rank sends %.0f KB a step for its band, spectra %.0f KB, gradients %.0f KB)" % (
             "/".join("%.1f" % x for x in r["rank_ms"]), r["domain_bytes_sent"] / 1e3,
             r["spectra_bytes"] / 1e3, r["gradient_bytes_sent"] / 1e3)
+        if "domain_sums_per_step" in r:
+            s += "; %.0f band sums a step, the host waited for %.1f of them unfinished" % (
+                r["domain_sums_per_step"], r["domain_host_waits_per_step"])
     loss = r.get("losses") or []
     if len(loss) > 1:
         s += "; loss over %d steps %.4g -> %.4g (%s)" % (

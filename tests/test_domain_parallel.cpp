@@ -137,8 +137,9 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
         band.ranks = n;
         band.sum = [&, g](at::Tensor& t) {
           sent[static_cast<size_t>(r)] += t.numel() * static_cast<int64_t>(t.element_size());
-          g->all_reduce_sum(t);
+          g->all_reduce_sum_ordered(t);  // as make_band's (NCCL: on the stream)
         };
+        band.flush = [g] { g->drain(); };
         fno::TiledPlan plan;
         plan.tile_rows = tile_rows;
         fno::TiledStep step(model, plan);
@@ -232,6 +233,21 @@ TEST_CASE("a sample split over 2 and 3 ranks: loss and gradients equal one proce
   }
 }
 
+TEST_CASE("a sample split over 2 GPUs (NCCL, sums ordered on the stream) equals one process's") {
+  if (torch::cuda::device_count() < 2) {
+    MESSAGE("fewer than 2 CUDA GPUs: skipped");
+    return;
+  }
+  const auto opts = fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(3);
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  check_exact(
+      opts, {2, 1, 13, 10}, 2, 3,
+      [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+        return fno::band_rel_loss(h1, b, o, y);
+      },
+      /*cuda=*/true);
+}
+
 TEST_CASE("band losses name what they cannot do") {
   const fno::H1Loss h1(fno::H1LossOptions().d(2).periodic_in_x(false));
   fno::Band band;
@@ -262,10 +278,18 @@ TEST_CASE("a 2D mesh of 4 ranks, 2 per sample: domain and data subgroups") {
     mesh.domain->all_reduce_sum(t);
     auto u = torch::full({1}, static_cast<double>(r), torch::kDouble);
     mesh.data->all_reduce_sum(u);
-    // A band's rows: 9 rows over 2 ranks, 5 and 4.
-    const auto band = fno::make_band(mesh, 9, nullptr);
+    // A band's rows: 9 rows over 2 ranks, 5 and 4; its sums over the domain
+    // group, counted (Gloo: each sum a host wait, nothing left to flush).
+    auto traffic = std::make_shared<fno::BandTraffic>();
+    const auto band = fno::make_band(mesh, 9, traffic);
+    auto v = torch::full({3}, static_cast<double>(r), torch::kDouble);
+    band.sum(v);
+    band.drain();
+    CHECK(traffic->sums == 1);
+    CHECK(traffic->bytes == 24);
+    CHECK(traffic->host_waits == 1);
     sums[static_cast<size_t>(r)] = {t.item<double>(), u.item<double>(),
-                                    static_cast<double>(band.row0)};
+                                    static_cast<double>(band.row0), v[2].item<double>()};
   });
   for (int64_t r = 0; r < 4; ++r) {
     INFO("rank ", r);
@@ -276,6 +300,7 @@ TEST_CASE("a 2D mesh of 4 ranks, 2 per sample: domain and data subgroups") {
     CHECK(sums[static_cast<size_t>(r)][0] == 4 * group + 1);  // 2g + 2g + 1
     CHECK(sums[static_cast<size_t>(r)][1] == 2 * band + 2);   // b + b + 2
     CHECK(sums[static_cast<size_t>(r)][2] == (r % 2 == 0 ? 0 : 5));
+    CHECK(sums[static_cast<size_t>(r)][3] == 4 * group + 1);  // the band's sum: the domain group's
   }
 }
 

@@ -92,6 +92,7 @@ void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
     }
     auto t = torch::tensor(mine, torch::kDouble).to(b.x.device());
     band.sum(t);
+    band.drain();
     const auto all = t.cpu();
     c = decode_tiled_choice(
         std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel()));

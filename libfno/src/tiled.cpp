@@ -550,6 +550,9 @@ at::Tensor TiledStep::Impl::forward_sweeps(const at::Tensor& x, bool training) {
     // over the link and remakes nothing; as that sweep drops its tiles, the
     // gradient store fills by as much.
     const bool hold = training && last && plan.keep_latest;
+    // A sink may read its tiles on the host: the forward's sums (all of them
+    // are before the last sweep) done first.
+    if (last && sink) band.drain();
     if (!plan.keep_latest) latest.clear();
     expect_inputs(j);
     next.assign(static_cast<size_t>(count), at::Tensor());
@@ -618,14 +621,14 @@ void TiledStep::Impl::backward_sweeps(const at::Tensor& x, const at::Tensor& d_o
   const auto projection = mlp2_params(model->projection);
   TileStore* g_read = gradients[0].get();
   TileStore* g_write = gradients[1].get();  // null on the device: in place
-  at::Tensor d_next;  // the gradient of the next block's spectrum (before mixing)
+  at::Tensor d_next;       // the gradient of the next block's spectrum (before mixing)
   int64_t announced = -1;  // the sweep whose input reads were announced early
   for (int64_t j = layers - 1; j >= 0; --j) {
     const bool last = j == layers - 1;
     if (announced != j) expect_inputs(j);
     if (!last) g_read->expect(all_tiles(count));
     auto& g_out = g_write != nullptr ? *g_write : *g_read;
-    std::vector<at::Tensor> sums(6);  // the tail's weight gradients over the tiles
+    std::vector<at::Tensor> sums(6);          // the tail's weight gradients over the tiles
     std::vector<at::Tensor> projection_sums;  // the projection's (last: two-layer MLP)
     at::Tensor dy;                            // the mixed spectrum's gradient
     for (int64_t t = 0; t < count; ++t) {
@@ -756,6 +759,7 @@ at::Tensor TiledStep::forward_backward(
     const auto l = loss(out, y);
     l.backward();
     p.backward_sweeps(x, out.grad());
+    p.band.drain();  // the step's sums done before anything reads its results
     p.finish_step();
     return l.detach();
   } catch (...) {

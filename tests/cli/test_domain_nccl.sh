@@ -7,7 +7,11 @@
 # (domain_compare.py). Offload policy none (the band in one tile) and auto
 # (band 0's tiled plan on every rank), a 2D and a 3D model; on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
-# fp16). Skipped (77) with fewer than 2 CUDA GPUs visible.
+# fp16). Then a band rank killed mid-training (SIGKILL to rank 1, then to
+# rank 0, which hosts the store) while the band sums are in flight on the
+# stream: the other exits 5 within the timeout and a margin, its last line
+# naming the lost rank, no hang and no abort. Skipped (77) with fewer than 2
+# CUDA GPUs visible.
 #   test_domain_nccl.sh BUILD_DIR|FNO_TRAIN [SOURCE_DIR [WORK_DIR [PYTHON]]]
 # e.g. from the repository root: bash tests/cli/test_domain_nccl.sh build
 set -u
@@ -135,4 +139,41 @@ near_run fp16_blocks_2 one_fp16_blocks 2e-2 "$work/tiny.yaml" --set training.pre
   --set offload.policy=blocks:3
 one one_cube_recompute "$work/cube.yaml" --set offload.policy=recompute+offload
 near_run cube_recompute_2 one_cube_recompute 1e-5 "$work/cube.yaml" --set offload.policy=recompute+offload
+
+# A rank lost mid-training: the survivor exits 5 within 60 s (timeout 30 s and
+# the heartbeat check), one line naming the lost rank; `timeout` ends a hang.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+long=(--config "$work/tiny.yaml" "${common[@]}" --set training.epochs=2000
+  --set distributed.domain_parallel=2 --set distributed.timeout_s=30)
+for victim in 1 0; do
+  survivor=$((1 - victim))
+  port=$((port + 1))
+  rm -rf "$work/kill$victim"
+  pids=()
+  for r in 0 1; do
+    MASTER_PORT=$((base + port)) WORLD_SIZE=2 RANK=$r LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 \
+      timeout -s KILL 150 "$bin" "${long[@]}" --out "$work/kill$victim" \
+      > "$work/kill${victim}_r$r.out" 2> "$work/kill${victim}_r$r.err" &
+    pids[r]=$!
+  done
+  for _ in $(seq 1 6000); do [ -s "$work/kill$victim/metrics.jsonl" ] && break; sleep 0.02; done
+  # Mid-step, with sums in flight: a little past the first epoch's end.
+  sleep 0.3
+  kill -9 "${pids[$victim]}"
+  t0=$(now_ms)
+  rc=0
+  wait "${pids[$survivor]}" || rc=$?
+  ms=$(($(now_ms) - t0))
+  wait "${pids[$victim]}" 2> /dev/null
+  err=$work/kill${victim}_r$survivor.err
+  last=$(tail -1 "$err")
+  echo "kill rank $victim: rank $survivor exited $rc after $ms ms: $last"
+  if [ "$rc" -eq 5 ] && [ "$ms" -lt 60000 ] &&
+    echo "$last" | grep -q "^fno_train: rank $survivor.*failed.*rank $victim" &&
+    ! grep -qE "terminate called|Aborted|core dumped|Segmentation" "$err"; then
+    ok
+  else
+    bad "band rank $victim killed: rank $survivor exited $rc after $ms ms (137: hung until killed): $last"
+  fi
+done
 finish test_domain_nccl

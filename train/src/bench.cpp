@@ -311,7 +311,9 @@ void log_row(const BenchRow& r, size_t dims) {
                 << offload::format_bytes(r.domain_bytes_sent) << " a step for its band (payload "
                 << offload::format_bytes(r.domain_payload_bytes) << ", spectra "
                 << offload::format_bytes(r.spectra_bytes) << "), "
-                << offload::format_bytes(r.gradient_bytes_sent) << " for the gradients;";
+                << offload::format_bytes(r.gradient_bytes_sent) << " for the gradients; "
+                << r.domain_sums << " band sums a step, the host waited for " << r.domain_host_waits
+                << ";";
     } else if (r.world_size > 1) {
       std::cerr << std::fixed << std::setprecision(1) << "  " << r.world_size
                 << " ranks: " << r.samples_per_s << " samples/s, one GPU " << r.ms_per_step_one_gpu
@@ -600,7 +602,9 @@ std::string BenchResult::to_json(const std::string& command) const {
       << ", \"domain_payload_bytes\": " << r.domain_payload_bytes
       << ", \"spectra_bytes\": " << r.spectra_bytes
       << ", \"domain_bytes_sent\": " << r.domain_bytes_sent
-      << ", \"gradient_bytes_sent\": " << r.gradient_bytes_sent << ", \"plan\": \""
+      << ", \"gradient_bytes_sent\": " << r.gradient_bytes_sent
+      << ", \"domain_sums_per_step\": " << r.domain_sums
+      << ", \"domain_host_waits_per_step\": " << r.domain_host_waits << ", \"plan\": \""
       << json::escape(r.plan) << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"largest_grid\": {";

@@ -299,6 +299,8 @@ struct DomainRunner {
     const auto steps = std::max<int64_t>(o.steps, 1);
     row.domain_payload_bytes = traffic->bytes / steps;
     row.domain_bytes_sent = traffic->sent_bytes(mesh.n) / steps;
+    row.domain_sums = static_cast<double>(traffic->sums) / static_cast<double>(steps);
+    row.domain_host_waits = static_cast<double>(traffic->host_waits) / static_cast<double>(steps);
     row.spectra_bytes = 2 * o.model.n_layers() * spectrum_bytes(model, full);
     int64_t grads = 0;
     for (const auto& p : model->parameters()) grads += static_cast<int64_t>(p.nbytes());

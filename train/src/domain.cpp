@@ -64,12 +64,18 @@ Band make_band(const DomainMesh& mesh, int64_t rows, std::shared_ptr<BandTraffic
   (void)count;
   b.row0 = row0;
   b.grid_rows = rows;
+  // Ordered on the stream (NCCL): the host waits at most one sum behind.
   b.sum = [group = mesh.domain, traffic](at::Tensor& t) {
+    const int64_t waits = group->all_reduce_sum_ordered(t);
     if (traffic) {
       traffic->bytes += static_cast<int64_t>(t.nbytes());
       traffic->sums += 1;
+      traffic->host_waits += waits;
     }
-    group->all_reduce_sum(t);
+  };
+  b.flush = [group = mesh.domain, traffic] {
+    const int64_t waits = group->drain();
+    if (traffic) traffic->host_waits += waits;
   };
   return b;
 }

@@ -155,6 +155,7 @@ std::map<std::string, double> TrainingRun::evaluate() {
         parts.push_back(sums[name].to(torch::kDouble).view({1}));
       if (step_sums.defined()) parts.push_back(step_sums.flatten());
     }
+    e.band.drain();  // the band losses' sums done before the host reads them
     const auto read = parts.empty() ? torch::Tensor() : torch::cat(parts).cpu();
     const auto value = [&](int64_t i) { return read.defined() ? read[i].item<double>() : 0.0; };
     int64_t i = 0;

@@ -20,7 +20,8 @@
 // differences at the neighbours' edge rows depend on this rank's edge rows),
 // so that backward sends nothing. All communication is `sum` (an in-place sum
 // over the ranks of one sample, e.g. c10d's all-reduce), called in the same
-// order on every rank.
+// order on every rank; a step or forward on a band ends with `drain` (its
+// sums done), and so does whatever reads a band's sums on the host.
 //
 // Parameter gradients of a band are partial sums: the caller adds them over
 // the ranks, as data parallel adds them over the batch.
@@ -47,10 +48,19 @@ struct Band {
   int64_t rank = 0;
   int64_t ranks = 1;
   /// In place: the sum over the ranks of the sample (complex: both parts).
-  /// Null: one process.
+  /// It may return before the sum is done (NCCL: ordered on the current
+  /// stream, which later work reads it from); the host reads its results
+  /// only after drain(). Null: one process.
   std::function<void(at::Tensor&)> sum;
+  /// Waits, bounded (a lost rank is an error), for the sums in flight. Null:
+  /// each sum is done when it returns.
+  std::function<void()> flush;
 
   bool split() const { return ranks > 1; }
+  /// flush, where there is one: before the host reads what the sums made.
+  void drain() const {
+    if (flush) flush();
+  }
 };
 
 /// The rows of rank r of `ranks` over a grid of `rows`: as even as can be, the

@@ -124,6 +124,9 @@ struct BenchRow {
   double speedup = 0;
   int64_t domain_payload_bytes = 0, spectra_bytes = 0, domain_bytes_sent = 0;
   int64_t gradient_bytes_sent = 0;
+  // Per step and rank: the band's sums, and the times the host waited for
+  // one the device had not finished (fno_train/domain.h's BandTraffic).
+  double domain_sums = 0, domain_host_waits = 0;
   // --domain-parallel: the loss of every step, warm-up steps first (the
   // optimizer steps after each, on the same batch: a finite loss that
   // decreases shows the ranks train).

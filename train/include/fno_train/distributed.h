@@ -73,7 +73,8 @@ struct GroupOptions {
 };
 
 /// A process group of all ranks. Collectives are issued in the same order on
-/// every rank; each call here blocks until it completes (or throws Error).
+/// every rank; each call here blocks until it completes (or throws Error),
+/// but all_reduce_sum_ordered, whose sum the device's stream waits for.
 class Group {
  public:
   /// Joins the rendezvous at MASTER_ADDR:MASTER_PORT (rank 0 hosts the store
@@ -103,6 +104,21 @@ class Group {
   void broadcast_from_main(const std::vector<torch::Tensor>& tensors);
   /// In place: the sum over ranks (complex: both parts).
   void all_reduce_sum(torch::Tensor& t);
+  /// The same sum, ordered on the device's current stream. With NCCL it
+  /// returns once the sum is started: what the current stream runs next reads
+  /// the sum, and the host goes on queueing work. Before it starts, the host
+  /// waits (each wait bounded by the timeout) for the sums still in flight
+  /// but the latest, so it runs at most one sum ahead of the device and a
+  /// lost peer still fails a wait within the timeout, naming the rank. Read
+  /// `t` on the host only after drain(). Other backends: all_reduce_sum.
+  /// Returns how many earlier sums the host waited for that had not completed
+  /// on the device yet (other backends: 1, this one).
+  int64_t all_reduce_sum_ordered(torch::Tensor& t);
+  /// Waits (each bounded by the timeout) for every ordered sum in flight, of
+  /// this group and of the groups it shares its rendezvous with (its parent,
+  /// its subgroups); every other collective here does this first. Returns how
+  /// many had not completed on the device yet.
+  int64_t drain();
   /// The sum over ranks of host numbers (metrics, counts), in double.
   std::vector<double> all_reduce_sum(const std::vector<double>& values);
   /// The largest value over ranks.

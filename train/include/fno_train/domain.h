@@ -42,15 +42,20 @@ std::string domain_unsupported(FNO model, const std::vector<int64_t>& grid, int6
 
 /// What a band's sums carried: bytes given to the all-reduces (each rank's
 /// payload) and their count. A ring all-reduce of P bytes over N ranks sends
-/// 2 (N - 1) / N * P bytes from each rank (sent_bytes).
+/// 2 (N - 1) / N * P bytes from each rank (sent_bytes). host_waits: how many
+/// times the host waited for a sum that the device had not finished
+/// (dist::Group::all_reduce_sum_ordered and drain; Gloo: every sum).
 struct BandTraffic {
   int64_t bytes = 0;
   int64_t sums = 0;
+  int64_t host_waits = 0;
   int64_t sent_bytes(int64_t n) const { return n > 1 ? 2 * (n - 1) * bytes / n : 0; }
 };
 
 /// This rank's band of a grid of `rows` rows over mesh.domain (band_rows), its
-/// sums over the domain group counted in `traffic` (may be null).
+/// sums over the domain group (ordered on the stream: Group::
+/// all_reduce_sum_ordered; flush: Group::drain) counted in `traffic` (may be
+/// null).
 Band make_band(const DomainMesh& mesh, int64_t rows, std::shared_ptr<BandTraffic> traffic);
 
 /// The complex values of one block's kept spectrum for a batch of `x_shape`
