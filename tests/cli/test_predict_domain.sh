@@ -9,9 +9,9 @@
 #   3. 4 ranks, N=2: two sample groups of two bands, 7 samples (4 and 3):
 #      equal; without the truth (no errors, no summary): equal;
 #   4. a 3D model, 2 ranks, N=2: equal;
-#   5. refusals, one line and a non-zero exit on every rank: N that does not
-#      divide the world, torchrun without --domain-parallel, CUDA graphs on,
-#      a band thinner than a tile;
+#   5. refusals, one line and exit 2: N that does not divide the world,
+#      torchrun without --domain-parallel, CUDA graphs on, --rollout (one
+#      rank, before the rendezvous); a band thinner than a tile (both ranks);
 #   6. an existing --out (not fno_predict's) is refused and left as it was;
 #      --overwrite replaces an output.
 #   test_predict_domain.sh FNO_PREDICT FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON [cpu|cuda]
@@ -115,33 +115,48 @@ one one3d "${in3[@]}"
 ranks two3d 2 6 "${in3[@]}" --domain-parallel 2
 check two3d one3d $?
 
-# 5. Refusals: one line, exit 2, on every rank.
-both_refuse() {
-  local name=$1 n=$2 p=$3 pattern=$4 rc lines; shift 4
-  ranks "$name" "$n" "$p" "$@"
-  rc=$?
-  lines=$(grep -c "^fno_predict: .*$pattern" "$work/$name.err")
-  if [ "$rc" -ne 0 ] && [ "$lines" -eq "$n" ]; then ok; else
-    bad "$name: exit $rc, $lines of $n ranks said '$pattern': $(grep -v '^\[' "$work/$name.err" | tail -4)"
-  fi
-  [ ! -e "$work/$name.h5" ] && ok || bad "$name left $name.h5"
+# 5. Refusals: one line, exit 2. Those before the rendezvous, of one rank
+#    alone; those after it, of both ranks (started by hand: torchrun stops the
+#    other ranks as soon as one exits).
+alone() {
+  local pattern=$1; shift
+  MASTER_PORT=$(port 7) WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 expect 2 "$pattern" -- "${common[@]}" "$@"
 }
-both_refuse ndiv 2 7 "--domain-parallel 3 does not divide the world size 2" "${in32[@]}" --domain-parallel 3
-both_refuse noflag 2 8 "under torchrun (WORLD_SIZE 2), give --domain-parallel N" "${in32[@]}"
-both_refuse graphs 2 9 "--cuda-graphs on: --domain-parallel 2 runs each band eagerly" \
-  "${in32[@]}" --domain-parallel 2 --cuda-graphs on
-both_refuse thin 2 10 "bands of 8 rows, thinner than a tile of 12 rows" \
-  --model "$work/run2d" --input "$work/train16.h5" --domain-parallel 2 --tile-rows 12
-# Not under torchrun: one line, before any rendezvous.
+alone "--domain-parallel 3 does not divide the world size 2" "${in32[@]}" --out "$work/x.h5" --domain-parallel 3
+alone "under torchrun (WORLD_SIZE 2), give --domain-parallel N" "${in32[@]}" --out "$work/x.h5"
+alone "--cuda-graphs on: --domain-parallel 2 runs each band eagerly" "${in32[@]}" --out "$work/x.h5" \
+  --domain-parallel 2 --cuda-graphs on
+alone "--rollout: --domain-parallel 2 predicts" "${in32[@]}" --out "$work/x.h5" --domain-parallel 2 --rollout
+[ ! -e "$work/x.h5" ] && ok || bad "a refusal left x.h5"
+# Not under torchrun.
 expect 2 "--domain-parallel 2 does not divide the world size 1" -- \
   "${common[@]}" "${in32[@]}" --out "$work/alone.h5" --domain-parallel 2
+# pair NAME PORT PATTERN ARGS...: ranks 0 and 1 each exit 2 with one line matching PATTERN.
+pair() {
+  local name=$1 p=$2 pattern=$3 r rc; shift 3
+  for r in 0 1; do
+    MASTER_PORT=$(port "$p") WORLD_SIZE=2 RANK=$r LOCAL_RANK=$r "$bin" "${common[@]}" \
+      --out "$work/$name.h5" "$@" > "$work/$name.$r.out" 2> "$work/$name.$r.err" &
+  done
+  for r in 0 1; do
+    wait -n
+    rc=$?
+    [ "$rc" -eq 2 ] || bad "$name: a rank exited $rc, expected 2"
+  done
+  for r in 0 1; do
+    if [ "$(wc -l < "$work/$name.$r.err")" -eq 1 ] && grep -q -- "$pattern" "$work/$name.$r.err"; then ok; else
+      bad "$name: rank $r said: $(cat "$work/$name.$r.err")"
+    fi
+  done
+}
+pair thinband 8 "bands of 8 rows, thinner than a tile of 12 rows" \
+  --model "$work/run2d" --input "$work/train16.h5" --domain-parallel 2 --tile-rows 12
+[ ! -e "$work/thinband.h5" ] && ok || bad "thinband left its output"
 
-# 6. An existing --out is left as it was; --overwrite replaces fno_predict's own.
+# 6. An existing --out is left as it was (every rank refuses it); --overwrite
+#    replaces fno_predict's own.
 echo "not fno_predict's" > "$work/keep.h5"
-ranks keep 2 11 "${in32[@]}" --domain-parallel 2
-rc=$?
-[ "$rc" -ne 0 ] && [ "$(grep -c "keep.h5 exists; choose another --out or pass --overwrite" "$work/keep.err")" -eq 2 ] &&
-  ok || bad "an existing --out: exit $rc, $(grep -v '^\[' "$work/keep.err" | tail -2)"
+pair keep 9 "keep.h5 exists; choose another --out or pass --overwrite" "${in32[@]}" --domain-parallel 2
 [ "$(cat "$work/keep.h5")" = "not fno_predict's" ] && ok || bad "keep.h5 was touched"
 cp "$work/one7.h5" "$work/again.h5"
 ranks again 2 12 "${in32[@]}" --domain-parallel 2 --overwrite
