@@ -7,7 +7,8 @@
 #   2. 3 ranks, N=3 on 16 rows (bands of 6, 5, 5: uneven), a .pt input
 #      loaded and cut, a run with pointwise normalizers: equal;
 #   3. 4 ranks, N=2: two sample groups of two bands, 7 samples (4 and 3):
-#      equal; without the truth (no errors, no summary): equal;
+#      equal; 2 ranks, N=1 (data parallel alone): equal; without the truth
+#      (no errors, no summary): equal;
 #   4. a 3D model, 2 ranks, N=2: equal;
 #   5. refusals, one line and exit 2: N that does not divide the world,
 #      torchrun without --domain-parallel, CUDA graphs on, --rollout (one
@@ -104,6 +105,8 @@ in7=(--model "$work/run2d" --input "$work/test32.h5" --samples 2:7 --batch-size 
 one one7 "${in7[@]}" --y-key sol
 ranks four7 4 4 "${in7[@]}" --y-key sol --domain-parallel 2
 check four7 one7 $?
+ranks dp7 2 13 "${in7[@]}" --y-key sol --domain-parallel 1
+check dp7 one7 $?
 one one7x "${in7[@]}"
 ranks four7x 4 5 "${in7[@]}" --domain-parallel 2
 check four7x one7x $?

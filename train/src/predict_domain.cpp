@@ -205,11 +205,13 @@ class DomainPrediction {
     }
     mesh_ = make_domain_mesh(world_, n);
     band_ = make_band(mesh_, grid[0], nullptr);
-    std::tie(row0_, rows_) = band_rows(grid[0], n, mesh_.band());
+    // (with N = 1 the mesh has no groups: each rank is a sample group)
+    band_index_ = world_->rank() % n;
+    std::tie(row0_, rows_) = band_rows(grid[0], n, band_index_);
     const int64_t widest = band_rows(grid[0], n, 0).second;
     // The samples: contiguous runs as even as can be, the first n % groups
     // one sample longer (a group may have none).
-    const int64_t groups = mesh_.sample_groups(), g = mesh_.sample_group();
+    const int64_t groups = world_->size() / n, g = world_->rank() / n;
     const int64_t base = p_.n / groups, extra = p_.n % groups;
     first_ = g * base + std::min(g, extra);
     mine_ = base + (g < extra ? 1 : 0);
@@ -260,8 +262,7 @@ class DomainPrediction {
     p_.r.plan = p_.device.str() + ", " + to_string(p_.precision) + ", " + std::to_string(p_.n) +
                 " sample(s) at " + grid_text(grid) + ": domain parallel " + std::to_string(n) +
                 " (bands of " + thinnest + std::to_string(widest) + " rows, " +
-                std::to_string(groups) +
-                " sample group(s)), " + plan_.text;
+                std::to_string(groups) + " sample group(s)), " + plan_.text;
   }
 
   // Rank 0: the output's temporary file, its datasets whole in shape, closed
@@ -344,12 +345,12 @@ class DomainPrediction {
     } else {
       out->write_rows("pred", first, 1, row0_, pred_.squeeze(1));
     }
-    if (p_.truth && mesh_.band() == 0) {
+    if (p_.truth && band_index_ == 0) {
       out->write("l2", first, l2_.view({m, 1}));
       out->write("h1", first, h1_.view({m, 1}));
     }
     out->release();
-    if (p_.truth && mesh_.band() == 0) {
+    if (p_.truth && band_index_ == 0) {
       for (int64_t i = 0; i < m; ++i) {
         l2_all_[static_cast<size_t>(first + i)] = l2_[i].item<double>();
         l2_all_[static_cast<size_t>(p_.n + first + i)] = h1_[i].item<double>();
@@ -374,6 +375,7 @@ class DomainPrediction {
   std::shared_ptr<dist::Group> world_;
   DomainMesh mesh_;
   Band band_;
+  int64_t band_index_ = 0;          // this rank's band among the sample's N
   int64_t row0_ = 0, rows_ = 0;     // this rank's band of rows
   int64_t first_ = 0, mine_ = 0;    // this group's samples (of the run's n)
   int64_t round_ = 1, rounds_ = 0;  // samples per round, and rounds (every rank)
