@@ -118,6 +118,11 @@ int main(int argc, char** argv) {
   app.add_flag("--rollout", o.rollout,
                "a run trained on benchmark data: also roll each trajectory out from its first "
                "data.history steps (dataset 'rollout', rollout metrics in the summary)");
+  app.add_option("--domain-parallel", o.domain_parallel,
+                 "under torchrun: the ranks that share each sample, each reading, predicting "
+                 "and writing its band of rows (it divides the world size; the groups of them "
+                 "split the samples)")
+      ->transform(fno::cli::positive_integer<int64_t>());
   app.add_option("--progress-every", o.progress_every, "seconds between plain progress lines")
       ->check(CLI::NonNegativeNumber)
       ->default_val(10);
@@ -161,6 +166,7 @@ int main(int argc, char** argv) {
   }
   try {
     const auto r = fno::predict(o);
+    if (!r.main) return fno::cli::flushed(fail);  // (rank 0 tells)
     std::fprintf(stderr, "fno_predict: plan: %s\n", r.plan.c_str());
     if (!r.l2.empty()) std::printf("mean_l2 %.6f\nmean_h1 %.6f\n", r.mean_l2, r.mean_h1);
     for (const auto& [name, v] : r.metrics) std::printf("%s %.6f\n", name.c_str(), v);

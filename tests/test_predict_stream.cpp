@@ -4,7 +4,8 @@
 // written per tile, block inputs kept or remade under a host memory limit)
 // equals the whole-grid forward in 2D and 3D, and the in-memory tiled path
 // value for value; limits under the floor and unwritable outputs are refused
-// with one line and no file.
+// with one line and no file. A released writer's file takes other writers'
+// rows in turn (domain-parallel fno_predict).
 #include <fno/fno.h>
 #include <fno/serialize.h>
 #include <fno/tiled.h>
@@ -177,6 +178,56 @@ TEST_CASE("Hdf5SampleWriter writes bands of rows into chunks of bands") {
                          .x;
     CHECK(torch::equal(got, want));
   }
+}
+
+TEST_CASE("Hdf5SampleWriter: a released file takes others' rows in turn, then commits") {
+  const std::string path = out_path("turns.h5");
+  const auto want = torch::rand({2, 3, 10, 6});
+  for (const bool compress : {true, false}) {
+    CAPTURE(compress);
+    std::filesystem::remove(path);
+    std::string temp;
+    {
+      data::Hdf5SampleWriter w(path, {{"p", {2, 3, 10, 6}}, {"e", {2, 1}}},
+                               data::SampleWriterOptions().compress(compress));
+      w.write_rows("p", 0, 2, 0, want.narrow(2, 0, 3));
+      temp = w.release();
+      CHECK(std::filesystem::exists(temp));
+      CHECK_FALSE(std::filesystem::exists(path));
+      CHECK_THROWS_WITH_AS(w.write("e", 0, torch::ones({2, 1})),
+                           doctest::Contains("write after release"), std::runtime_error);
+      // Two "ranks" write rows [3, 7) and [7, 10), one after the other.
+      for (const auto& [r0, rows] : {std::pair<int64_t, int64_t>{3, 4}, {7, 3}}) {
+        auto j = data::Hdf5SampleWriter::join(temp, {"p", "e"});
+        j->write_rows("p", 0, 2, r0, want.narrow(2, r0, rows));
+        if (r0 == 7) j->write("e", 0, torch::full({2, 1}, 5.0));
+        CHECK_THROWS_WITH_AS(j->commit(), doctest::Contains("its maker commits it"),
+                             std::runtime_error);
+        CHECK(j->release() == temp);
+      }
+      CHECK(std::filesystem::exists(temp));  // a joined writer never removes it
+      w.commit({});
+    }
+    CHECK_FALSE(std::filesystem::exists(temp));
+    const auto got = data::load_hdf5(path, data::LoadOptions()
+                                               .x_key("p")
+                                               .y_key("p")
+                                               .x_layout(data::Layout::kChannelsFirst)
+                                               .y_layout(data::Layout::kChannelsFirst))
+                         .x;
+    CHECK(torch::equal(got, want));
+  }
+  // Not committed: the maker's destructor removes the released file.
+  std::string temp;
+  {
+    data::Hdf5SampleWriter w(path + ".2", {{"p", {1, 4, 4}}});
+    temp = w.release();
+  }
+  CHECK_FALSE(std::filesystem::exists(temp));
+  CHECK_FALSE(std::filesystem::exists(path + ".2"));
+  CHECK_THROWS_WITH_AS(data::Hdf5SampleWriter::join(out_path("none.h5"), {"p"}),
+                       doctest::Contains("none.h5: cannot open the HDF5 file for writing"),
+                       std::runtime_error);
 }
 
 TEST_CASE("Hdf5SampleWriter: a write over the file-size limit fails in one line, leaving no file") {

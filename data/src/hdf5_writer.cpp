@@ -54,11 +54,14 @@ struct Hdf5SampleWriter::Impl {
     std::vector<hsize_t> dims;
   };
   std::map<std::string, Dataset> datasets;
-  bool done = false;  // committed, or failed past repair
+  bool done = false;      // committed, or failed past repair
+  bool released = false;  // the file closed for others (release())
+  bool joined = false;    // another writer's released file (join())
 
   // The dims of dataset `name`, for a write before the commit.
   const std::vector<hsize_t>& dims_for_write(const std::string& name) const {
     if (done) ctx.fail("write after commit");
+    if (released) ctx.fail("write after release");
     const auto it = datasets.find(name);
     if (it == datasets.end()) ctx.fail("no dataset " + single_quoted(name) + " to write");
     return it->second.dims;
@@ -154,6 +157,8 @@ Hdf5SampleWriter::Hdf5SampleWriter(
   }
 }
 
+Hdf5SampleWriter::Hdf5SampleWriter() : impl_(std::make_unique<Impl>()) {}
+
 Hdf5SampleWriter::~Hdf5SampleWriter() {
   if (!impl_ || impl_->done) return;
   std::lock_guard<std::mutex> lock(hdf5_mutex());
@@ -246,10 +251,65 @@ void Hdf5SampleWriter::Impl::write_block(const std::string& name, const std::vec
             "cannot write " + what);
 }
 
+std::string Hdf5SampleWriter::release() {
+  Impl& m = *impl_;
+  const Context& ctx = m.ctx;
+  if (m.done) ctx.fail("release after commit");
+  if (m.released) ctx.fail("release after release");
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  try {
+    ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot write the file");
+    for (auto& [name, d] : m.datasets) {
+      if (d.id.close() < 0) ctx.fail_h5("cannot close dataset " + single_quoted(name));
+    }
+    if (m.file.close() < 0) ctx.fail_h5("cannot close the file");
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+  m.released = true;
+  return m.joined ? ctx.path : m.tmp;
+}
+
+std::unique_ptr<Hdf5SampleWriter> Hdf5SampleWriter::join(const std::string& temp_path,
+                                                         const std::vector<std::string>& names) {
+  std::unique_ptr<Hdf5SampleWriter> w(new Hdf5SampleWriter());
+  Impl& m = *w->impl_;
+  m.ctx.path = temp_path;
+  m.joined = true;
+  const Context& ctx = m.ctx;
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
+  QuietErrors quiet;
+  try {
+    Handle fapl = file_access(ctx);
+    m.file = ctx.check(H5Fopen(temp_path.c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose,
+                       "cannot open the HDF5 file for writing");
+    for (const auto& name : names) {
+      const std::string what = "dataset " + single_quoted(name);
+      Handle ds = ctx.check(H5Dopen2(m.file.get(), name.c_str(), H5P_DEFAULT), H5Dclose,
+                            "cannot open " + what);
+      Handle space =
+          ctx.check(H5Dget_space(ds.get()), H5Sclose, "cannot read the shape of " + what);
+      const int rank = H5Sget_simple_extent_ndims(space.get());
+      if (rank < 1) ctx.fail("cannot read the shape of " + what);
+      std::vector<hsize_t> dims(static_cast<size_t>(rank));
+      ctx.check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr),
+                "cannot read the shape of " + what);
+      m.datasets[name] = Impl::Dataset{std::move(ds), dims};
+    }
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+  return w;
+}
+
 void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
   Impl& m = *impl_;
   const Context& ctx = m.ctx;
   if (m.done) ctx.fail("commit after commit");
+  if (m.joined) ctx.fail("a joined writer releases the file; its maker commits it");
   for (const auto& a : attributes) {
     if (a.name.empty()) ctx.fail("an attribute has an empty name");
     if (!a.is_number && a.text.find('\0') != std::string::npos) {
@@ -259,6 +319,13 @@ void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
   try {
+    if (m.released) {  // (its datasets written by others meanwhile)
+      m.datasets.clear();
+      Handle fapl = file_access(ctx);
+      m.file = ctx.check(H5Fopen(m.tmp.c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose,
+                         "cannot open the HDF5 file again");
+      m.released = false;
+    }
     // The chunks to the file while the datasets are open: a write that fails
     // here (a full disk, EFBIG) leaves them whole, for discard() to close.
     ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot write the file");

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fno_train with distributed.domain_parallel over NCCL: one process per GPU
+# fno_train (and fno_predict, where it is built beside it) with
+# distributed.domain_parallel over NCCL: one process per GPU
 # under python -m torch.distributed.run, N = the world (2 GPUs, and 4 where
 # there are), each rank its band of every sample, against one process on one
 # GPU, fp32 (TF32 off): metrics.jsonl, summary.json's metrics, model.pt,
@@ -176,4 +177,47 @@ for victim in 1 0; do
     bad "band rank $victim killed: rank $survivor exited $rc after $ms ms (137: hung until killed): $last"
   fi
 done
+
+# fno_predict --domain-parallel over NCCL: the runs above applied to an HDF5
+# input (32 x 32 zero-shot, and the 3D set) by RANKS processes against one
+# GPU, fp32: pred, l2, h1 and the summary's means within 1e-5 relative
+# (predict_domain_compare.py).
+predict=$(dirname "$bin")/fno_predict
+if [ -x "$predict" ]; then
+  "$python" - "$src/data/darcy/darcy_test_32.pt" "$work/test32.h5" << 'EOF'
+import sys, torch, h5py
+d = torch.load(sys.argv[1])
+with h5py.File(sys.argv[2], "w") as f:
+    f["coeff"] = d["x"][:16].float().numpy()
+    f["sol"] = d["y"][:16].float().numpy()
+EOF
+  pcommon=(--precision fp32 --progress none --batch-size 4)
+  predict_run() {
+    local name=$1 n=$2 baseline=$3 rc; shift 3
+    port=$((port + 1))
+    "$python" -m torch.distributed.run --no-python --nproc-per-node "$n" --master-port $((base + port)) \
+      "$predict" "${pcommon[@]}" --device cuda --domain-parallel "$n" --out "$work/$name.h5" "$@" \
+      > "$work/$name.out" 2> "$work/$name.err"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then bad "$name exited $rc: $(grep -v '^\[' "$work/$name.err" | tail -3)"; return; fi
+    if "$python" "$here/predict_domain_compare.py" "$work/$name.h5" "$work/$baseline.h5" > "$work/$name.cmp"; then
+      ok
+      echo "$name: equal to $baseline within 1e-5"
+    else
+      bad "$name vs $baseline: $(cat "$work/$name.cmp")"
+    fi
+  }
+  p2=(--model "$work/one" --input "$work/test32.h5" --y-key sol)
+  p3=(--model "$work/one_cube" --input "$work/cube.h5" --y-key sol --samples 0:8)
+  "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one.h5" "${p2[@]}" > /dev/null 2>&1 ||
+    bad "one GPU fno_predict failed"
+  "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one_cube.h5" "${p3[@]}" > /dev/null 2>&1 ||
+    bad "one GPU fno_predict (3D) failed"
+  for n in "${counts[@]}"; do
+    predict_run "pred_two_d_$n" "$n" pred_one "${p2[@]}"
+    predict_run "pred_cube_$n" "$n" pred_one_cube "${p3[@]}"
+  done
+else
+  echo "test_domain_nccl: no fno_predict beside $bin; its part skipped"
+fi
 finish test_domain_nccl

@@ -11,6 +11,7 @@
 #include <fno_engine/tiled_plan.h>
 #include <fno_offload/planner.h>
 #include <fno_train/config.h>
+#include <fno_train/distributed.h>
 #include <fno_train/train_step.h>
 
 #include <torch/cuda.h>
@@ -36,14 +37,6 @@
 namespace fno {
 
 namespace {
-
-// The engine's refusal of a budget, in fno_predict's flags.
-[[noreturn]] void reword(const ForwardBudgetError& e) {
-  using L = ForwardBudgetError::Limit;
-  if (e.limit() == L::kTileRows) throw PredictUsageError("--tile-rows: " + e.detail());
-  throw std::runtime_error(
-      (e.limit() == L::kGpuMemory ? "--gpu-memory-limit " : "--host-memory-limit ") + e.detail());
-}
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -161,7 +154,7 @@ void PredictRun::choose() {
       graphs = use_forward_graphs(model, *plan, parse_cuda_graphs(o.cuda_graphs), device);
     }
   } catch (const ForwardBudgetError& e) {
-    reword(e);
+    reword_budget(e);
   }
   r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
            " sample(s) at " + grid_text(grid) + ": " + (stream ? streamed->text : plan->text);
@@ -412,6 +405,13 @@ torch::Tensor PredictRun::forward(const torch::Tensor& xb) {
 }  // namespace detail
 
 PredictResult predict(const PredictOptions& o) {
+  // Under torchrun: each sample's rows over domain_parallel ranks.
+  if (o.domain_parallel > 1 || o.domain_parallel < 0) return detail::predict_domain(o);
+  if (const auto env = dist::launch_env(); env && env->world_size > 1) {
+    if (o.domain_parallel == 1) return detail::predict_domain(o);
+    throw PredictUsageError("under torchrun (WORLD_SIZE " + std::to_string(env->world_size) +
+                            "), give --domain-parallel N: the ranks that share each sample");
+  }
   // A run trained on benchmark data (data.format) reads the benchmark's files.
   if (auto r = detail::predict_benchmark(o)) return *r;
   detail::PredictRun run(o);

@@ -51,7 +51,8 @@ class InputFiles {
   /// x [n, Cin, *S], y [n, Cout, *S]. Each file is read by the loaders as far
   /// as the range needs.
   std::pair<torch::Tensor, torch::Tensor> load(int64_t first, int64_t n) const;
-  /// Sample s's rows [r0, r1) of the input, or of the truth: [1, C, r1 - r0, *S'].
+  /// Sample s's rows [r0, r1) of the input, or of the truth: [1, C, r1 - r0, *S']
+  /// (an HDF5 file's by hyperslab, a .pt file's cut from the whole).
   torch::Tensor read_x(int64_t s, int64_t r0, int64_t r1) const;
   torch::Tensor read_y(int64_t s, int64_t r0, int64_t r1) const;
   /// Closes the arrays opened for streaming (when the data is read whole).

@@ -26,8 +26,15 @@
 
 namespace fno::detail {
 
+class DomainPrediction;
+
 class PredictRun {
  public:
+  // (a domain-parallel run, predict_domain.cpp, takes the model, the inputs
+  // and the output from here)
+  friend class DomainPrediction;
+  friend PredictResult predict_domain(const PredictOptions& options);
+
   explicit PredictRun(const PredictOptions& options);
 
   // The request alone: required options, ranges, the output not there yet.
@@ -93,5 +100,10 @@ class PredictRun {
   torch::Tensor per_record_sum;            // Navier-Stokes: [t_out] float64, over the samples
   torch::Tensor streamed_l2, streamed_h1;  // streamed with the truth: [n] float64
 };
+
+/// predict() with options.domain_parallel N under torchrun: N ranks share
+/// each sample, each its band of rows (predict_domain.cpp). Throws
+/// PredictUsageError (one line) for what it does not support.
+PredictResult predict_domain(const PredictOptions& options);
 
 }  // namespace fno::detail

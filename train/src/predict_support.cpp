@@ -110,6 +110,13 @@ torch::Device pick_device(const std::string& name) {
   return d;
 }
 
+void reword_budget(const ForwardBudgetError& e) {
+  using L = ForwardBudgetError::Limit;
+  if (e.limit() == L::kTileRows) throw PredictUsageError("--tile-rows: " + e.detail());
+  throw std::runtime_error(
+      (e.limit() == L::kGpuMemory ? "--gpu-memory-limit " : "--host-memory-limit ") + e.detail());
+}
+
 std::string json_array(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json::number(v[i]);

@@ -7,6 +7,7 @@
 #include <fno/precision.h>
 #include <fno/serialize.h>
 #include <fno_data/darcy.h>
+#include <fno_engine/forward_plan.h>
 #include <fno_train/config.h>
 
 #include <ATen/core/Tensor.h>
@@ -53,6 +54,10 @@ void check_normalizer_grid(const data::UnitGaussianNormalizer& norm, const char*
 /// "cpu", "auto", "cuda" or "cuda:N" as a device; throws PredictUsageError
 /// naming --device when there is no such device.
 torch::Device pick_device(const std::string& name);
+
+/// The engine's refusal of a budget, in fno_predict's flags (--tile-rows: a
+/// PredictUsageError; the memory limits: std::runtime_error).
+[[noreturn]] void reword_budget(const ForwardBudgetError& e);
 
 /// "[v0, v1, ...]" with JSON numbers.
 std::string json_array(const std::vector<double>& v);

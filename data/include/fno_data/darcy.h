@@ -45,7 +45,8 @@ torch::Tensor to_channels(const torch::Tensor& array, Layout layout);
 std::string layout_ranks(Layout layout);
 
 struct LoadOptions {
-  /// Keep the first n samples; -1 keeps all. Asking for more than the file holds keeps all, with a warning.
+  /// Keep the first n samples; -1 keeps all. Asking for more than the file holds keeps all, with a
+  /// warning.
   TORCH_ARG(int64_t, n_samples) = -1;
   /// Keep every k-th grid point along each spatial dim (k >= 1).
   TORCH_ARG(int64_t, subsample) = 1;
@@ -145,11 +146,27 @@ class Hdf5SampleWriter {
   /// dataset's but for b and rows; the rest of the dataset is not touched.
   void write_rows(const std::string& name, int64_t first, int64_t dim, int64_t row0,
                   const torch::Tensor& data);
-  /// Root attributes, flush, close, fsync, rename to the path; once.
+  /// Root attributes, flush, close, fsync, rename to the path; once. After
+  /// release() it opens the temporary file again first. A joined writer
+  /// cannot commit.
   void commit(const std::vector<Attribute>& attributes = {});
   const std::string& path() const;
 
+  /// Writes the chunks, closes the file and returns the temporary file's
+  /// path, which stays (the datasets whole in shape) for other processes to
+  /// write into (join) until commit(); destroyed without commit() the writer
+  /// still removes it. A joined writer releases its hold of the file alone.
+  /// No write may follow.
+  std::string release();
+  /// Opens the temporary file of a writer that released it (release()'s
+  /// path) to write into its datasets `names` (write, write_rows), e.g. one
+  /// process's rows of a file others write in turn. Its release() flushes
+  /// and closes; it never commits, and never removes the file.
+  static std::unique_ptr<Hdf5SampleWriter> join(const std::string& temp_path,
+                                                const std::vector<std::string>& names);
+
  private:
+  Hdf5SampleWriter();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -28,6 +28,11 @@
 // streamed. Long runs show their progress on stderr (samples, or tiles when
 // streamed).
 //
+// Under torchrun, domain_parallel N splits each sample's rows over N ranks
+// (the forward of fno_train's distributed.domain_parallel), the groups of N
+// splitting the samples; the ranks write their rows of the one output in
+// turn (predict_domain.cpp).
+//
 // A run trained on benchmark data (data.format well, pdebench, pdearena)
 // reads --input as the benchmark's files and predicts the next steps of each
 // window, its metric per field in the summary (predict_benchmark.h).
@@ -118,6 +123,12 @@ struct PredictOptions {
   /// trajectories is also rolled out.
   std::string split;
   bool rollout = false;
+  /// Under torchrun: the ranks that share each sample, each a band of rows of
+  /// the first spatial dim (docs/domain_parallel.md); it must divide the
+  /// world size, whose W / N groups of ranks split the samples. Each rank
+  /// reads its rows alone and writes them into the one output in turn. 0:
+  /// one process (refused under torchrun with several ranks).
+  int64_t domain_parallel = 0;
 };
 
 struct PredictResult {
@@ -150,6 +161,9 @@ struct PredictResult {
   /// A run trained on benchmark data: the benchmark's metric per field
   /// ("vrmse_density", "vrmse", "rollout_vrmse_density", ...).
   std::map<std::string, double> metrics;
+  /// false on the ranks but rank 0 of a domain-parallel run (rank 0 writes
+  /// the summary; the others print nothing).
+  bool main = true;
 };
 
 /// The summary's path for an output path: "dir/name.h5" -> "dir/name.summary.json".

@@ -1,0 +1,430 @@
+// fno_predict --domain-parallel N under torchrun: N ranks share each sample,
+// each holding a band of rows of the first spatial dim (fno/band.h), and the
+// W / N groups of them split the samples (fno_train/domain.h's mesh).
+//
+// Each rank reads only its rows of each input (HDF5 by hyperslab; a .pt file
+// is loaded whole, then cut), runs the tiled forward on its band
+// (TiledStep::set_band: the spectra added over the band's ranks), and with
+// the truth sums its rows' squared errors, with one halo row from each
+// neighbour for the H1 differences (periodic between the last band and the
+// first), in float64, added over the band's ranks. The output is one HDF5
+// file that no rank holds whole: rank 0 creates it (a temporary file of the
+// full shape), releases it, and the ranks write their rows into it in turn,
+// rank 0 first; rank 0 renames it into place at the end. Every step that may
+// fail on one rank is agreed with an all-reduce before the next, so that a
+// failure stops every rank with one line, and no rank waits for ever.
+//
+// Samples go in rounds of as many as the host budget holds (256 MiB of a
+// band's input, truth and output without one): each round is read, predicted
+// and written in turn, so that the output's rows are never all in memory.
+#include <fno/band.h>
+#include <fno/losses.h>
+#include <fno/tiled.h>
+#include <fno_engine/forward_plan.h>
+#include <fno_engine/tiled_runner.h>
+#include <fno_train/distributed.h>
+#include <fno_train/domain.h>
+#include <fno_train/predict.h>
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "predict_run.h"
+#include "predict_stream.h"
+#include "predict_support.h"
+
+namespace fno::detail {
+
+namespace {
+
+std::string flag(int64_t n) { return "--domain-parallel " + std::to_string(n); }
+
+// Runs `step` on this rank, then agrees over `world` whether every rank got
+// through it (one all-reduce, which is also the barrier before the next
+// step). A rank that failed rethrows its own error; the others throw one
+// naming the first rank that failed, of the same kind.
+void agreed(dist::Group& world, const std::function<void()>& step) {
+  std::exception_ptr error;
+  double kind = 0;  // 1: the command line's (PredictUsageError), 2: any other
+  try {
+    step();
+  } catch (const PredictUsageError&) {
+    error = std::current_exception();
+    kind = 1;
+  } catch (...) {
+    error = std::current_exception();
+    kind = 2;
+  }
+  std::vector<double> kinds(static_cast<size_t>(world.size()), 0.0);
+  kinds[static_cast<size_t>(world.rank())] = kind;
+  kinds = world.all_reduce_sum(kinds);
+  if (error) std::rethrow_exception(error);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k] == 0) continue;
+    const std::string why = "rank " + std::to_string(k) + " failed (its line says why)";
+    if (kinds[k] == 1) throw PredictUsageError(why);
+    throw std::runtime_error(why);
+  }
+}
+
+// Rank 0's `text` on every rank of `world`.
+std::string from_main(dist::Group& world, const std::string& text) {
+  const auto size = world.all_reduce_sum(
+      std::vector<double>{world.is_main() ? static_cast<double>(text.size()) : 0.0});
+  std::vector<double> chars(static_cast<size_t>(size[0]), 0.0);
+  if (world.is_main()) {
+    for (size_t i = 0; i < text.size(); ++i) chars[i] = static_cast<unsigned char>(text[i]);
+  }
+  chars = world.all_reduce_sum(chars);
+  std::string out;
+  for (const double c : chars) out.push_back(static_cast<char>(static_cast<int>(c)));
+  return out;
+}
+
+// The sums of one batch's relative L2 and H1 errors over this rank's rows,
+// added over the band's ranks: per sample and channel, sum e^2, sum y^2 and
+// the sums of the squared first differences of e and of y (H1Loss's:
+// periodic central differences, step 1 / size; along the rows with one
+// halo row from each neighbouring band), in float64. Returns {l2, h1}, each
+// [B] float64 on the CPU, the whole grid's, as relative_loss gives per
+// sample (summed over the channels).
+// out, y: [B, C, n, *S'] (this rank's rows, decoded) -> ([B], [B])
+std::pair<torch::Tensor, torch::Tensor> band_errors(const Band& band, int64_t grid_rows,
+                                                    const torch::Tensor& out,
+                                                    const torch::Tensor& y) {
+  const auto sq = [](const torch::Tensor& t) { return t.pow(2).flatten(2).sum(-1); };  // [B, C]
+  const auto yd = y.to(torch::kDouble);
+  const auto e = out.to(torch::kDouble) - yd;
+  const int64_t c = e.size(1), n = e.size(2);
+  // both: [B, 2C, n + 2, *S'] (e, then y, with a halo row each side)
+  const auto both = band_halo(band, torch::cat({e, yd}, 1), 1);
+  const auto d0 = sq((both.narrow(2, 2, n) - both.narrow(2, 0, n)) *
+                     (static_cast<double>(grid_rows) / 2.0));  // [B, 2C]
+  auto de2 = d0.narrow(1, 0, c), dy2 = d0.narrow(1, c, c);
+  for (int64_t dim = 3; dim < e.dim(); ++dim) {
+    const double h = 1.0 / static_cast<double>(e.size(dim));
+    de2 = de2 + sq(finite_diff_first(e, dim, h, /*periodic=*/true));
+    dy2 = dy2 + sq(finite_diff_first(yd, dim, h, /*periodic=*/true));
+  }
+  // sums: [4, B, C]
+  auto sums = torch::stack({sq(e), sq(yd), de2, dy2}).contiguous();
+  if (band.split()) band.sum(sums);
+  sums = sums.cpu();
+  const double l2_eps = LpLossOptions().eps(), h1_eps = H1LossOptions().eps();
+  const auto l2 = (sums[0].sqrt() / (sums[1].sqrt() + l2_eps)).sum(1);
+  const auto h1 = ((sums[0] + sums[2]).sqrt() / ((sums[1] + sums[3]).sqrt() + h1_eps)).sum(1);
+  return {l2, h1};
+}
+
+// The device of a rank: CUDA LOCAL_RANK for auto and cuda (when there is
+// one), an explicit cuda:N as given, else the CPU.
+torch::Device rank_device(const std::string& name, int64_t local_rank) {
+  if (name == "cpu" || (name == "auto" && !torch::cuda::is_available())) return torch::kCPU;
+  if (name == "auto" || name == "cuda") {
+    const auto count = static_cast<int64_t>(torch::cuda::device_count());
+    if (local_rank >= count) {
+      throw PredictUsageError("--device " + name + ": LOCAL_RANK " + std::to_string(local_rank) +
+                              " needs GPU " + std::to_string(local_rank) + ", but only " +
+                              std::to_string(count) + " CUDA device(s) are visible");
+    }
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  }
+  return pick_device(name);
+}
+
+}  // namespace
+
+// One domain-parallel prediction: PredictRun's model and inputs, this rank's
+// band and samples, the plan, and the rounds.
+class DomainPrediction {
+ public:
+  DomainPrediction(PredictRun& run, std::shared_ptr<dist::Group> world)
+      : p_(run), o_(run.o), world_(std::move(world)) {}
+
+  PredictResult run() {
+    agreed(*world_, [&] { place(); });
+    agreed(*world_, [&] { create_output(); });
+    temp_ = from_main(*world_, temp_);
+    PredictProgress progress(world_->is_main() ? p_.progress_mode : Progress::kNone,
+                             o_.progress_every);
+    const auto wall0 = std::chrono::steady_clock::now();
+    for (int64_t k = 0; k < rounds_; ++k) {
+      const int64_t s0 = k * round_;
+      const int64_t m = std::clamp<int64_t>(mine_ - s0, 0, round_);
+      agreed(*world_, [&] { read(s0, m); });
+      agreed(*world_, [&] { predict(m); });
+      for (int64_t turn = 0; turn < world_->size(); ++turn) {
+        agreed(*world_, [&] {
+          if (turn == world_->rank()) write(s0, m);
+        });
+      }
+      progress.samples(std::min(mine_, s0 + round_), mine_);
+    }
+    progress.clear();
+    if (p_.device.is_cuda()) torch::cuda::synchronize();
+    p_.r.forward_wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    gather_errors();
+    PredictResult result = p_.r;
+    agreed(*world_, [&] {
+      if (world_->is_main()) result = p_.finish();
+    });
+    if (!world_->is_main()) {
+      result.out = o_.out;
+      result.main = false;
+    }
+    return result;
+  }
+
+ private:
+  // This rank's band and samples, the plan and the rounds; refuses a grid
+  // the ranks cannot split (the same on every rank).
+  void place() {
+    const int64_t n = o_.domain_parallel;
+    const auto& grid = p_.grid_v;
+    if (const auto why = tiled_unsupported(p_.model); !why.empty()) {
+      throw PredictUsageError(flag(n) + ": each rank runs its band in tiles, and this model " +
+                              "cannot: " + why);
+    }
+    if (const auto why = domain_unsupported(p_.model, grid, n, o_.tile_rows); !why.empty()) {
+      throw PredictUsageError(p_.inputs_text + ": " + why + " (" + flag(n) + ")");
+    }
+    mesh_ = make_domain_mesh(world_, n);
+    band_ = make_band(mesh_, grid[0], nullptr);
+    // (with N = 1 the mesh has no groups: each rank is a sample group)
+    band_index_ = world_->rank() % n;
+    std::tie(row0_, rows_) = band_rows(grid[0], n, band_index_);
+    const int64_t widest = band_rows(grid[0], n, 0).second;
+    // The samples: contiguous runs as even as can be, the first n % groups
+    // one sample longer (a group may have none).
+    const int64_t groups = world_->size() / n, g = world_->rank() / n;
+    const int64_t base = p_.n / groups, extra = p_.n % groups;
+    first_ = g * base + std::min(g, extra);
+    mine_ = base + (g < extra ? 1 : 0);
+    const int64_t per = base + (extra > 0 ? 1 : 0);
+    // The plan of the widest band's batch, the same on every rank.
+    const auto& mo = p_.cfg.model;
+    p_.batch = std::min<int64_t>(
+        p_.n, o_.batch_size > 0
+                  ? o_.batch_size
+                  : (p_.cfg.data.tests.empty() ? p_.cfg.data.batch_size
+                                               : p_.cfg.data.tests.front().batch_size));
+    p_.elem = c10::elementSize(compute_dtype(p_.precision));
+    auto shape = p_.x_shape;
+    shape[0] = p_.batch;
+    shape[2] = widest;
+    try {
+      plan_ = choose_forward_plan(
+          p_.model, shape,
+          ForwardBudget().gpu_memory_limit(o_.gpu_memory_limit).tile_rows(o_.tile_rows), p_.device,
+          p_.elem);
+    } catch (const ForwardBudgetError& e) {
+      reword_budget(e);
+    }
+    if (!plan_.tiled) {  // (the whole band as one tile)
+      TiledChoice c;
+      c.plan.tile_rows = widest;
+      c.plan.inputs.assign(static_cast<size_t>(mo.n_layers()), TilePlace::kDevice);
+      plan_.tiled = c;
+      plan_.text = "the band as one tile, batches of " + std::to_string(plan_.micro);
+    }
+    if (p_.truth) l2_all_.assign(static_cast<size_t>(2 * p_.n), 0.0);
+    tiles_ = std::make_unique<TiledRunner>(p_.model, nullptr);
+    tiles_->set_band(band_);
+    p_.in_norm.to(p_.device);
+    p_.out_norm.to(p_.device);
+    // Rounds of samples whose band rows (input, output, truth) fit the budget.
+    int64_t row_points = 1;
+    for (size_t i = 1; i < grid.size(); ++i) row_points *= grid[i];
+    const int64_t per_sample =
+        widest * row_points * (mo.in_channels() + mo.out_channels() * (p_.truth ? 2 : 1)) * 4;
+    const int64_t budget =
+        o_.host_memory_limit > 0 ? o_.host_memory_limit / 2 : (int64_t{256} << 20);
+    round_ = std::max<int64_t>(1, budget / per_sample);
+    if (round_ >= p_.batch) round_ -= round_ % p_.batch;
+    rounds_ = (per + round_ - 1) / round_;
+    const int64_t least = band_rows(grid[0], n, n - 1).second;
+    const std::string thinnest = least < widest ? std::to_string(least) + "-" : "";
+    p_.r.plan = p_.device.str() + ", " + to_string(p_.precision) + ", " + std::to_string(p_.n) +
+                " sample(s) at " + grid_text(grid) + ": domain parallel " + std::to_string(n) +
+                " (bands of " + thinnest + std::to_string(widest) + " rows, " +
+                std::to_string(groups) + " sample group(s)), " + plan_.text;
+  }
+
+  // Rank 0: the output's temporary file, its datasets whole in shape, closed
+  // for the others to write (temp_).
+  void create_output() {
+    if (!world_->is_main()) return;
+    const auto& mo = p_.cfg.model;
+    std::vector<int64_t> pred_shape{p_.n};
+    if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
+    pred_shape.insert(pred_shape.end(), p_.grid_v.begin(), p_.grid_v.end());
+    std::vector<std::pair<std::string, std::vector<int64_t>>> sets{{"pred", pred_shape}};
+    if (p_.truth) {
+      sets.push_back({"l2", {p_.n, 1}});
+      sets.push_back({"h1", {p_.n, 1}});
+    }
+    // (--overwrite: made whole beside the old one, then renamed over it)
+    p_.replacing = o_.overwrite && std::filesystem::exists(o_.out);
+    p_.written = p_.replacing ? o_.out + ".replacing." + std::to_string(::getpid()) : o_.out;
+    int64_t points = 1;
+    for (const auto v : p_.grid_v) points *= v;
+    data::SampleWriterOptions wo;
+    wo.compress(p_.n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
+    p_.writer = std::make_unique<data::Hdf5SampleWriter>(p_.written, sets, wo);
+    temp_ = p_.writer->release();
+  }
+
+  // Samples [s0, s0 + m) of this group's: their band rows of the input and
+  // the truth, on the host.
+  void read(int64_t s0, int64_t m) {
+    x_ = torch::Tensor();
+    y_ = torch::Tensor();
+    if (m == 0) return;
+    std::vector<torch::Tensor> xs, ys;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t s = o_.first + first_ + s0 + i;
+      xs.push_back(p_.files->read_x(s, row0_, row0_ + rows_));
+      if (p_.truth) ys.push_back(p_.files->read_y(s, row0_, row0_ + rows_));
+    }
+    x_ = torch::cat(xs);
+    if (p_.truth) y_ = torch::cat(ys);
+  }
+
+  // The forward of the round's samples on this band, batch by batch (the
+  // same batches on the band's ranks), decoded; their errors.
+  void predict(int64_t m) {
+    torch::NoGradGuard no_grad;
+    pred_ = torch::Tensor();
+    l2_ = torch::empty({m}, torch::kDouble);
+    h1_ = torch::empty({m}, torch::kDouble);
+    if (m == 0) return;
+    auto shape = x_.sizes().vec();
+    shape[1] = p_.cfg.model.out_channels();
+    pred_ = torch::empty(shape, torch::kFloat);
+    for (int64_t b0 = 0; b0 < m; b0 += p_.batch) {
+      const int64_t b = std::min(p_.batch, m - b0);
+      // xb: [b, Cin, rows, *S'] -> out: [b, Cout, rows, *S']
+      const auto xb = normalize_rows(p_.in_norm, x_.narrow(0, b0, b).to(p_.device), row0_, false);
+      auto out = forward_under_plan(p_.model, plan_, xb, tiles_.get()).to(torch::kFloat);
+      out = normalize_rows(p_.out_norm, out, row0_, /*inverse=*/true);
+      pred_.narrow(0, b0, b).copy_(out);
+      if (p_.truth) {
+        const auto [l2, h1] =
+            band_errors(band_, p_.grid_v[0], out, y_.narrow(0, b0, b).to(p_.device));
+        l2_.narrow(0, b0, b).copy_(l2);
+        h1_.narrow(0, b0, b).copy_(h1);
+      }
+    }
+  }
+
+  // This rank's turn: its rows of the round's samples into the output (and
+  // with the truth, band 0 of each group its samples' errors).
+  void write(int64_t s0, int64_t m) {
+    if (m == 0) return;
+    std::vector<std::string> names{"pred"};
+    if (p_.truth) names.insert(names.end(), {"l2", "h1"});
+    auto out = data::Hdf5SampleWriter::join(temp_, names);
+    const int64_t first = first_ + s0;
+    if (pred_.size(1) > 1) {
+      out->write_rows("pred", first, 2, row0_, pred_);
+    } else {
+      out->write_rows("pred", first, 1, row0_, pred_.squeeze(1));
+    }
+    if (p_.truth && band_index_ == 0) {
+      out->write("l2", first, l2_.view({m, 1}));
+      out->write("h1", first, h1_.view({m, 1}));
+    }
+    out->release();
+    if (p_.truth && band_index_ == 0) {
+      for (int64_t i = 0; i < m; ++i) {
+        l2_all_[static_cast<size_t>(first + i)] = l2_[i].item<double>();
+        l2_all_[static_cast<size_t>(p_.n + first + i)] = h1_[i].item<double>();
+      }
+    }
+  }
+
+  // Every sample's errors on every rank (for rank 0's summary).
+  void gather_errors() {
+    if (!p_.truth) return;
+    const auto all = world_->all_reduce_sum(l2_all_);
+    p_.r.l2.assign(all.begin(), all.begin() + p_.n);
+    p_.r.h1.assign(all.begin() + p_.n, all.end());
+    if (!world_->is_main()) {  // (rank 0's finish() adds its own)
+      for (const double v : p_.r.l2) p_.r.mean_l2 += v / static_cast<double>(p_.n);
+      for (const double v : p_.r.h1) p_.r.mean_h1 += v / static_cast<double>(p_.n);
+    }
+  }
+
+  PredictRun& p_;
+  const PredictOptions& o_;
+  std::shared_ptr<dist::Group> world_;
+  DomainMesh mesh_;
+  Band band_;
+  int64_t band_index_ = 0;          // this rank's band among the sample's N
+  int64_t row0_ = 0, rows_ = 0;     // this rank's band of rows
+  int64_t first_ = 0, mine_ = 0;    // this group's samples (of the run's n)
+  int64_t round_ = 1, rounds_ = 0;  // samples per round, and rounds (every rank)
+  ForwardPlan plan_;
+  std::unique_ptr<TiledRunner> tiles_;
+  std::string temp_;            // the output's temporary file
+  torch::Tensor x_, y_, pred_;  // the round's band rows: [m, C, rows, *S']
+  torch::Tensor l2_, h1_;       // the round's errors: [m] float64
+  std::vector<double> l2_all_;  // every sample's l2, then h1 (band 0's own)
+};
+
+PredictResult predict_domain(const PredictOptions& options) {
+  const int64_t n = options.domain_parallel;
+  const auto env = dist::launch_env();
+  const int64_t world_size = env ? env->world_size : 1;
+  if (n < 1) throw PredictUsageError(flag(n) + ": expected a whole number >= 1");
+  if (world_size % n != 0) {
+    throw PredictUsageError(
+        flag(n) + " does not divide the world size " + std::to_string(world_size) +
+        (env ? " (the ranks that share one sample)"
+             : ": run it under torchrun with a multiple of " + std::to_string(n) + " processes"));
+  }
+  if (options.rollout)
+    throw PredictUsageError("--rollout: " + flag(n) + " predicts, not rolls out");
+  if (options.cuda_graphs == "on") {
+    throw PredictUsageError("--cuda-graphs on: " + flag(n) + " runs each band eagerly");
+  }
+  if (!env) throw PredictUsageError(flag(n) + ": run it under torchrun (RANK, WORLD_SIZE unset)");
+  auto o = options;
+  const auto device = rank_device(o.device, env->local_rank);
+  o.device = device.str();
+  if (device.is_cuda()) c10::cuda::set_device(device.index());
+  const auto world = dist::Group::create(*env, device);
+  PredictRun run(o);
+  agreed(*world, [&] {
+    run.check_request();
+    run.load_model();
+    if (run.cfg.data.format != DataFormat::kAuto) {
+      throw PredictUsageError(o.run_dir + ": a run on benchmark data (data.format " +
+                              to_string(run.cfg.data.format) + ") predicts in one process (not " +
+                              flag(n) + ")");
+    }
+    if (run.ns) {
+      throw PredictUsageError(o.run_dir + ": a Navier-Stokes run (data.problem ns) predicts in " +
+                              "one process (not " + flag(n) + ")");
+    }
+    run.open_inputs();
+  });
+  return DomainPrediction(run, world).run();
+}
+
+}  // namespace fno::detail
