@@ -114,6 +114,12 @@ int main(int argc, char** argv) {
   app.add_option(
       "--plan-cache", o.offload.plan_cache,
       "auto reuses (and keeps) its plans in this directory (default: search every time)");
+  app.add_option("--search-seconds", o.offload.search_seconds,
+                 "seconds auto's measured plan search may take (--domain-parallel: the bands' "
+                 "search, rank 0's clock): then it takes the fastest plan measured, none: the "
+                 "fastest estimated to fit, and the row's plan says the search was cut; 0: no "
+                 "trial step, 1e9: no cap in effect (default: 60)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--timeline-dir", o.timeline_dir,
                  "write one step's memory timeline per configuration here");
   app.add_option("--trace", o.trace_path,
@@ -187,6 +193,9 @@ int main(int argc, char** argv) {
   });
   if (app.count("--plan-cache") > 0 && !has_auto) {
     return fail(2, "--plan-cache keeps the auto policy's plans, which --policies leaves out");
+  }
+  if (app.count("--search-seconds") > 0 && !has_auto && o.domain_parallel == 1) {
+    return fail(2, "--search-seconds bounds the auto policy's search, which --policies leaves out");
   }
   const std::vector<std::pair<std::string, std::string>> outputs{
       {"--json", json_path}, {"--csv", csv_path}, {"--trace", o.trace_path}};

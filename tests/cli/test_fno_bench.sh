@@ -89,6 +89,7 @@ for dry in --dry-run ""; do
   expect 2 "--grid-step applies to --find-largest only" -- --grid-step 64 $dry
   expect 2 "--grid-max applies to --find-largest only" -- --grid-max 1024 $dry
   expect 2 "--plan-cache keeps the auto policy's plans, which --policies leaves out" -- --policies none,all --plan-cache "$work" $dry
+  expect 2 "--search-seconds bounds the auto policy's search, which --policies leaves out" -- --policies none,all --search-seconds 5 $dry
   expect 2 "--json: '$work/no/such' is not a directory" -- --json "$work/no/such/r.json" $dry
   expect 2 "--csv: '$work' is a directory" -- --csv "$work" $dry
   expect 2 "--trace: '$work/nodir' is not a directory" -- --trace "$work/nodir/t.json" $dry
@@ -107,6 +108,7 @@ expect 2 "--gpu-memory-limit: bad memory size '0': must be > 0" -- --gpu-memory-
 expect 2 "--cap: bad memory size '99999999TiB': must be at most 9e18 bytes (8 EiB)" -- --cap 99999999TiB --dry-run
 expect 2 "--max-inflight-mib: expected auto or a whole number of MiB" -- --max-inflight-mib lots --dry-run
 expect 2 "--compress: " -- --compress zip --dry-run
+expect 2 "--search-seconds: Value -1 should not be negative" -- --search-seconds -1 --dry-run
 [ -z "$(ls "$work" | grep -v '^out$\|^err$\|^help$\|^train_dry$\|^train_err$\|\.yaml$')" ] && ok ||
   bad "refused commands left files: $(ls "$work")"
 # Without a GPU, a real run: one line, the program named once.
