@@ -27,6 +27,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -114,12 +115,12 @@ int main(int argc, char** argv) {
   app.add_option(
       "--plan-cache", o.offload.plan_cache,
       "auto reuses (and keeps) its plans in this directory (default: search every time)");
-  app.add_option("--search-seconds", o.offload.search_seconds,
+  std::string search_seconds;
+  app.add_option("--search-seconds", search_seconds,
                  "seconds auto's measured plan search may take (--domain-parallel: the bands' "
                  "search, rank 0's clock): then it takes the fastest plan measured, none: the "
                  "fastest estimated to fit, and the row's plan says the search was cut; 0: no "
-                 "trial step, 1e9: no cap in effect (default: 60)")
-      ->check(CLI::NonNegativeNumber);
+                 "trial step, 1e9: no cap in effect (default: 60)");
   app.add_option("--timeline-dir", o.timeline_dir,
                  "write one step's memory timeline per configuration here");
   app.add_option("--trace", o.trace_path,
@@ -171,6 +172,20 @@ int main(int argc, char** argv) {
            [&] { o.offload.max_inflight_mib = fno::parse_inflight_mib(inflight_mib); });
     parsed("--cap", [&] {
       if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
+    });
+    parsed("--search-seconds", [&] {
+      if (search_seconds.empty()) return;
+      size_t used = 0;
+      double v = -1;
+      try {
+        v = std::stod(search_seconds, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != search_seconds.size() || !std::isfinite(v) || v < 0) {
+        throw std::invalid_argument("expected a number of seconds >= 0, got '" + search_seconds +
+                                    "'");
+      }
+      o.offload.search_seconds = v;
     });
     parsed("--gpu-memory-limit", [&] {
       if (!budget.empty()) o.offload.gpu_memory_limit = fno::offload::parse_bytes(budget);
