@@ -27,6 +27,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -114,6 +115,12 @@ int main(int argc, char** argv) {
   app.add_option(
       "--plan-cache", o.offload.plan_cache,
       "auto reuses (and keeps) its plans in this directory (default: search every time)");
+  std::string search_seconds;
+  app.add_option("--search-seconds", search_seconds,
+                 "seconds auto's measured plan search may take (--domain-parallel: the bands' "
+                 "search, rank 0's clock): then it takes the fastest plan measured, none: the "
+                 "fastest estimated to fit, and the row's plan says the search was cut; 0: no "
+                 "trial step, 1e9: no cap in effect (default: 60)");
   app.add_option("--timeline-dir", o.timeline_dir,
                  "write one step's memory timeline per configuration here");
   app.add_option("--trace", o.trace_path,
@@ -166,6 +173,20 @@ int main(int argc, char** argv) {
     parsed("--cap", [&] {
       if (!cap.empty()) o.memory_cap = fno::offload::parse_bytes(cap);
     });
+    parsed("--search-seconds", [&] {
+      if (search_seconds.empty()) return;
+      size_t used = 0;
+      double v = -1;
+      try {
+        v = std::stod(search_seconds, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != search_seconds.size() || !std::isfinite(v) || v < 0) {
+        throw std::invalid_argument("expected a number of seconds >= 0, got '" + search_seconds +
+                                    "'");
+      }
+      o.offload.search_seconds = v;
+    });
     parsed("--gpu-memory-limit", [&] {
       if (!budget.empty()) o.offload.gpu_memory_limit = fno::offload::parse_bytes(budget);
     });
@@ -187,6 +208,9 @@ int main(int argc, char** argv) {
   });
   if (app.count("--plan-cache") > 0 && !has_auto) {
     return fail(2, "--plan-cache keeps the auto policy's plans, which --policies leaves out");
+  }
+  if (app.count("--search-seconds") > 0 && !has_auto && o.domain_parallel == 1) {
+    return fail(2, "--search-seconds bounds the auto policy's search, which --policies leaves out");
   }
   const std::vector<std::pair<std::string, std::string>> outputs{
       {"--json", json_path}, {"--csv", csv_path}, {"--trace", o.trace_path}};

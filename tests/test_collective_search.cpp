@@ -4,8 +4,10 @@
 // are fakes that return each rank's time for a candidate. Every rank must
 // reach the same choice; a candidate over one rank's budget (estimated, or as
 // measured) or out of memory on one rank is dropped by every rank, and the
-// ranks stop stepping it together.
+// ranks stop stepping it together; a time cap stops them before the same
+// candidate (fno_engine/search_cap.h, whose pieces are tested here too).
 #include <fno_engine/collective_search.h>
+#include <fno_engine/search_cap.h>
 #include <fno_offload/planner.h>
 #include <fno_train/distributed.h>
 
@@ -13,8 +15,10 @@
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -75,6 +79,9 @@ struct Fakes {
     return std::string();
   };
   double warmup_ms = 1000;  // the untimed step's time: it must not count
+  fno::CollectiveSearchOptions options;
+  // clock(rank, its log): the rank's clock in seconds (null: the steady clock).
+  std::function<double(int64_t, const RankLog&)> clock;
 };
 
 std::vector<RankLog> run_ranks(const Fakes& f, const std::vector<std::string>& texts,
@@ -99,10 +106,12 @@ std::vector<RankLog> run_ranks(const Fakes& f, const std::vector<std::string>& t
       };
       steps.done = [&](int64_t i) { ++log.done[i]; };
       steps.fatal = fatal;
+      if (f.clock) steps.clock = [&] { return f.clock(r, log); };
       const auto& mine = per_rank_texts.empty() ? texts : per_rank_texts[static_cast<size_t>(r)];
       try {
         log.choice = fno::collective_search(
-            r, world, mine, steps, [&](const std::vector<double>& v) { return group.sum(v); });
+            r, world, mine, steps, [&](const std::vector<double>& v) { return group.sum(v); },
+            f.options);
       } catch (const std::exception& e) {
         log.error = e.what();
       }
@@ -225,6 +234,91 @@ TEST_CASE("collective_search: a step that fails on one rank stops that candidate
   check_agreed(rest);
   CHECK(rest[0].choice.chosen == 2);
   CHECK(rest[0].choice.trials[2].ms == 8);
+}
+
+TEST_CASE(
+    "collective_search: a time cap stops every rank before the same candidate, by rank 0's "
+    "clock") {
+  Fakes f;
+  f.ms = {{10, 5, 7}, {10, 9, 6}};  // slowest: 10, 9, 7
+  // Each step takes a second on rank 0's clock; rank 1's runs 100 times as
+  // fast, and would stop after A: its word does not count.
+  f.clock = [](int64_t rank, const RankLog& log) {
+    int64_t steps = 0;
+    for (const auto& [i, k] : log.stepped) steps += k;
+    return (rank == 0 ? 1.0 : 100.0) * static_cast<double>(steps);
+  };
+  // A's three steps (3 s) leave room for B's to start; after B's (6 s) no candidate starts.
+  f.options.seconds(4);
+  const auto logs = run_ranks(f, kTexts);
+  check_agreed(logs);
+  const auto& c = logs[0].choice;
+  CHECK(c.cut);
+  CHECK(c.stepped == 2);
+  CHECK_FALSE(c.estimated);
+  CHECK(c.chosen == 1);  // the fastest measured
+  CHECK(c.trials[2].status == "not measured (search cut)");
+  for (const auto& log : logs) {
+    CHECK(log.stepped.count(2) == 0);  // C: never stepped, on either rank
+    CHECK(log.done.count(2) == 0);
+  }
+  CHECK(c.summary() ==
+        "plan B (measured, the slowest rank's median: plan A 10.0 ms; plan B 9.00 ms; plan C not "
+        "measured (search cut); search cut at the 4 s cap after 2 trials)");
+  // A cap of 0: nothing is stepped; the first candidate estimated to fit
+  // every rank (the list comes fastest estimated first) is taken unmeasured.
+  f.options.seconds(0);
+  f.fits = [](int64_t rank, int64_t i) { return !(rank == 1 && i == 0); };
+  const auto zero = run_ranks(f, kTexts);
+  check_agreed(zero);
+  CHECK(zero[0].choice.chosen == 1);
+  CHECK(zero[0].choice.estimated);
+  CHECK(zero[0].choice.stepped == 0);
+  for (const auto& log : zero) CHECK(log.stepped.empty());
+  CHECK(zero[0].choice.summary() ==
+        "plan B (estimated, not measured; measured, the slowest rank's median: plan A over budget "
+        "(estimated) on rank 1; plan B not measured (search cut); plan C not measured (search "
+        "cut); search cut at the 0 s cap after 0 trials)");
+  // A cap longer than the search: as without one (the default).
+  f.fits = [](int64_t, int64_t) { return true; };
+  f.options.seconds(1e9);
+  const auto all = run_ranks(f, kTexts);
+  check_agreed(all);
+  CHECK_FALSE(all[0].choice.cut);
+  CHECK(all[0].choice.chosen == 2);
+  CHECK(all[0].choice.summary() ==
+        "plan C (measured, the slowest rank's median: plan A 10.0 ms; plan B 9.00 ms; plan C "
+        "7.00 ms)");
+  CHECK(std::isinf(fno::CollectiveSearchOptions().seconds()));
+}
+
+TEST_CASE("search_cap: the cap's clock, its note, and the best plan estimated to fit") {
+  double now = 100;
+  const fno::SearchCap cap(2.5, [&] { return now; });
+  CHECK_FALSE(cap.expired());
+  now = 101;
+  CHECK_FALSE(cap.expired(1.0));  // a trial expected to end within the cap may start
+  CHECK(cap.expired(1.5));        // one expected to end after it may not
+  now = 102.4;
+  CHECK_FALSE(cap.expired());
+  CHECK(cap.elapsed() == doctest::Approx(2.4));
+  now = 102.5;
+  CHECK(cap.expired());
+  CHECK(fno::SearchCap(0, [&] { return now; }).expired());  // 0: no trial starts
+  CHECK_FALSE(fno::SearchCap().expired());                  // no cap
+  CHECK_FALSE(fno::SearchCap(std::numeric_limits<double>::infinity()).expired());
+  CHECK(fno::search_cut_note(60, 3) == "search cut at the 60 s cap after 3 trials");
+  CHECK(fno::search_cut_note(0.5, 1) == "search cut at the 0.5 s cap after 1 trial");
+  // The lowest score among the plans estimated within the limit and not failed in a trial.
+  const std::vector<fno::EstimatedPlan> plans{{900, 1.0, false},  // over the limit
+                                              {500, 2.0, true},   // failed in a trial
+                                              {400, 4.0, false},
+                                              {450, 3.0, false},
+                                              {300, 3.0, false}};  // a tie: the earlier one
+  CHECK(fno::best_estimated(plans, 500) == 3);
+  CHECK(fno::best_estimated(plans, 1000) == 0);
+  CHECK(fno::best_estimated(plans, 299) == -1);
+  CHECK(fno::best_estimated({}, 1000) == -1);
 }
 
 TEST_CASE("collective_search: one rank, and ranks whose candidate lists differ") {

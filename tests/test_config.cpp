@@ -1,6 +1,7 @@
 // The config schema: the seed config resolves to the documented values, and
 // every kind of bad input is a one-line ConfigError naming file:line and key.
 #include <fno_train/config.h>
+#include <fno_train/train_step.h>
 
 #include <doctest/doctest.h>
 
@@ -257,6 +258,20 @@ TEST_CASE("options the offload policy ignores, and byte sizes, are each said in 
   const auto auto_chunks =
       fno::parse_config(kValid, "cfg.yaml", {"offload.policy=auto", "offload.chunks=4"});
   CHECK(has_note(auto_chunks, "offload.chunks: ignored by offload.policy auto (it picks its own)"));
+  // The search's cap bounds auto alone, and reaches the engine's settings.
+  const auto capped =
+      fno::parse_config(kValid, "cfg.yaml", {"offload.policy=all", "offload.search_seconds=5"});
+  CHECK(
+      has_note(capped, "offload.search_seconds: ignored by offload.policy all (only auto plans)"));
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.policy=auto", "offload.search_seconds=0"})
+            .notes.empty());
+  CHECK(fno::OffloadConfig().search_seconds == 60);
+  fno::OffloadConfig unbounded;
+  unbounded.search_seconds = 0.5;
+  CHECK(fno::offload_settings(unbounded, fno::PlanCacheText::kConfigKey).search_seconds == 0.5);
+  check_error(kValid, "offload.search_seconds", {"offload.search_seconds=-1"});
+  CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.search_seconds=1e9"})
+            .offload.search_seconds == 1e9);
   // Defaults, and what the policy uses, say nothing.
   CHECK(fno::parse_config(kValid, "cfg.yaml", {"offload.policy=all", "offload.compress=bf16"})
             .notes.empty());
@@ -466,6 +481,7 @@ std::map<std::string, std::string> fields(const fno::RunConfig& c) {
   f["timeline"] = text(p.timeline);
   f["compress"] = text(p.compress);
   f["plan_cache"] = p.plan_cache;
+  f["search_seconds"] = text(p.search_seconds);
   const auto& g = c.distributed;
   f["backend"] = text(g.backend);
   f["timeout_s"] = text(g.timeout_s);

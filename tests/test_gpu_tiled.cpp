@@ -248,6 +248,38 @@ TEST_CASE("GPU: offload auto takes tiles where no whole-grid plan fits, within t
   CHECK(rel_err(out, model->forward(x).detach()) <= 1e-5);
 }
 
+TEST_CASE("GPU: offload auto under a search cap of 0 takes the plan estimated best, and says so") {
+  auto model = seed_model();
+  torch::manual_seed(25);
+  const auto x = torch::randn({2, 1, 512, 512}, torch::kCUDA);
+  const auto y = torch::randn({2, 1, 512, 512}, torch::kCUDA) + 1;
+  const fno::H1Loss h1(fno::H1LossOptions().d(2));
+  const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
+  const auto ref = whole_grid(model, x, y, loss);
+  const int64_t held = held_after_empty_cache();
+  const int64_t budget = held + (int64_t{128} << 20);  // tiles only, as above
+  fno::OffloadSettings settings;
+  settings.policy = fno::offload::parse_policy("auto");
+  settings.gpu_memory_limit = budget;
+  settings.search_seconds = 0;  // no trial step
+  fno::OffloadedStep step(model, settings);
+  const auto got = run(model, [&] { return step.forward_backward(x, y, loss, false); });
+  MESSAGE("auto, no trial, under ", budget >> 20, " MiB: ", step.plan_text());
+  CHECK(step.plan_text().rfind("tiled ", 0) == 0);
+  CHECK(step.plan_text().find("(auto: estimated, not measured: peak ") != std::string::npos);
+  CHECK(step.plan_text().find("; search cut at the 0 s cap after 0 trials)") != std::string::npos);
+  CHECK(rel_err(fno::test::flat(got), fno::test::flat(ref)) <= 1e-5);
+  run(model, [&] { return step.forward_backward(x, y, loss, false); });
+  CHECK(step.last_stats().peak_allocated <= budget);
+  // A cap the whole search stays within: measured, not cut, as without a cap.
+  settings.search_seconds = 1e9;
+  fno::OffloadedStep full(model, settings);
+  run(model, [&] { return full.forward_backward(x, y, loss, false); });
+  MESSAGE("auto, searched: ", full.plan_text());
+  CHECK(full.plan_text().find("(auto: measured peak ") != std::string::npos);
+  CHECK(full.plan_text().find("search cut") == std::string::npos);
+}
+
 TEST_CASE("GPU: offload auto refuses in one line naming the pinned host memory tiles would need") {
   auto model = seed_model();
   torch::manual_seed(26);

@@ -1,7 +1,10 @@
 // auto's plan search (OffloadedStep under offload.policy auto): profile one
 // batch entry, rank the plans by the planner's model, measure the best few on
 // the real batch (tiled plans too when the whole-grid ones do not fit or pay
-// much for their fit), and keep the fastest measured within the budget.
+// much for their fit), and keep the fastest measured within the budget. The
+// search stops before a trial estimated to end after settings.search_seconds
+// (fno_engine/search_cap.h) and takes what it measured, or, none within the
+// budget, the plan estimated fastest among those estimated to fit.
 #include "offload_step_impl.h"
 
 namespace fno {
@@ -9,12 +12,15 @@ namespace fno {
 using namespace detail;
 
 void OffloadedStep::Impl::search(const StepBatch& b, int64_t budget) {
+  Progress progress{SearchCap(settings.search_seconds)};
+  search_note.clear();
+  estimated_only = false;
   // A margin for step-to-step variation of the peak (allocator state, copy timing).
   const auto limit = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kMargin));
   auto candidates = whole_grid_candidates(b, budget);
   std::vector<Measured> fitting;
   Least least;
-  measure(candidates, 0, b, limit, fitting, least);
+  measure(candidates, 0, b, limit, fitting, least, progress);
   double best = std::numeric_limits<double>::infinity();
   for (const auto& m : fitting) best = std::min(best, m.ms);
   // The plain step's estimate: plans much slower than it leave room for tiles.
@@ -23,13 +29,15 @@ void OffloadedStep::Impl::search(const StepBatch& b, int64_t budget) {
           ? offload::estimate(profile, plan_for_policy(offload::Policy{}, stages), settings.options)
                 .step_ms
           : 0;
-  if (fitting.empty() || best > kTileAbove * plain) {
+  std::string refusal;
+  if (fitting.empty() || (!progress.cut && best > kTileAbove * plain)) {
     const size_t first = candidates.size();
-    std::string refusal;
     for (auto& c : tiled_family(b, budget, refusal)) candidates.push_back(std::move(c));
-    measure(candidates, first, b, limit, fitting, least);
-    if (fitting.empty() && !refusal.empty()) throw offload::BudgetError(refusal);
+    measure(candidates, first, b, limit, fitting, least, progress);
   }
+  if (progress.cut) search_note = search_cut_note(progress.cap.seconds(), progress.trials);
+  if (fitting.empty() && progress.cut && take_estimated(candidates, limit, progress)) return;
+  if (fitting.empty() && !refusal.empty()) throw offload::BudgetError(refusal);
   if (fitting.empty()) {
     const bool tried = !candidates.empty();
     throw offload::BudgetError(
@@ -40,9 +48,31 @@ void OffloadedStep::Impl::search(const StepBatch& b, int64_t budget) {
                             : ": the least peak measured is " + offload::format_bytes(least.peak) +
                                   " (" + least.text + ")") +
         tile_floor(b) +
-        "; raise the budget (--gpu-memory-limit), or lower data.batch_size or the grid");
+        "; raise the budget (--gpu-memory-limit), or lower data.batch_size or the grid" +
+        (progress.cut ? " (" + search_note + ")" : std::string()));
   }
-  choose(candidates, fitting, b, budget, limit);
+  choose(candidates, fitting, b, budget, limit, progress);
+  if (progress.cut) search_note = search_cut_note(progress.cap.seconds(), progress.trials);
+}
+
+bool OffloadedStep::Impl::take_estimated(const std::vector<Candidate>& candidates, int64_t limit,
+                                         const Progress& progress) {
+  std::vector<EstimatedPlan> plans;
+  for (const auto& c : candidates) plans.push_back({c.estimate.peak_bytes, c.score, c.failed});
+  const auto i = best_estimated(plans, limit);
+  if (i < 0) return false;
+  const auto& c = candidates[static_cast<size_t>(i)];
+  tiled = c.tiled;
+  if (c.whole) plan = *c.whole;
+  estimate = c.estimate;
+  estimated_only = true;
+  std::cerr << "offload auto: the search reached its " << progress.cap.seconds()
+            << " s cap (offload.search_seconds) after " << progress.trials
+            << " trial(s) with no plan measured within the budget; taking the plan estimated "
+               "fastest among those estimated to fit, unmeasured: "
+            << c.text << " (estimated peak " << offload::format_bytes(c.estimate.peak_bytes) << ", "
+            << c.estimate.step_ms << " ms/step)\n";
+  return true;
 }
 
 std::vector<OffloadedStep::Impl::Candidate> OffloadedStep::Impl::whole_grid_candidates(
@@ -180,7 +210,7 @@ TiledContext OffloadedStep::Impl::tiled_context(const StepBatch& b) const {
 
 void OffloadedStep::Impl::measure(std::vector<Candidate>& candidates, size_t first,
                                   const StepBatch& b, int64_t limit, std::vector<Measured>& fitting,
-                                  Least& least) {
+                                  Least& least, Progress& progress) {
   double best_ms = std::numeric_limits<double>::infinity();
   double best_score = std::numeric_limits<double>::infinity();  // the best's estimate
   const auto note_best = [&](const Measured& m) {
@@ -192,10 +222,19 @@ void OffloadedStep::Impl::measure(std::vector<Candidate>& candidates, size_t fir
   for (const auto& m : fitting) note_best(m);
   bool warm = false;
   for (size_t i = first; i < candidates.size(); ++i) {
-    const auto& c = candidates[i];
+    auto& c = candidates[i];
     if (!fitting.empty() && c.score > kSkipAbove * best_ms && c.score > kSkipAbove * best_score) {
       continue;
     }
+    // Its expected length: one step (two before the first, which warms up),
+    // and where it needs more pinned host memory than the pool holds, the
+    // pool's growth and the step again (measured_step).
+    const int64_t host = c.tiled ? c.tiled->host_bytes : c.estimate.offloaded_bytes;
+    const double grow = static_cast<double>(std::max<int64_t>(0, host - pinned_seen)) /
+                        static_cast<double>(int64_t{1} << 30) * kPinSecondsPerGiB;
+    const double steps = (warm ? 1.0 : 2.0) + (grow > 0 ? 1.0 : 0.0);
+    if (!progress.next(steps * c.estimate.step_ms / 1e3 + grow)) return;
+    ++progress.trials;
     double ms = 0;
     int64_t peak = 0;
     std::string status = "ok";
@@ -216,6 +255,7 @@ void OffloadedStep::Impl::measure(std::vector<Candidate>& candidates, size_t fir
                                        std::to_string(ms) + " ms"
                                  : status)
               << "\n";
+    c.failed = status != "ok" || peak > limit;
     if (status != "ok") continue;
     if (peak < least.peak) least = {peak, c.text};
     if (peak <= limit) {
@@ -227,11 +267,11 @@ void OffloadedStep::Impl::measure(std::vector<Candidate>& candidates, size_t fir
 
 void OffloadedStep::Impl::choose(const std::vector<Candidate>& candidates,
                                  std::vector<Measured> fitting, const StepBatch& b, int64_t budget,
-                                 int64_t limit) {
+                                 int64_t limit, Progress& progress) {
   std::sort(fitting.begin(), fitting.end(),
             [](const Measured& x, const Measured& y) { return x.ms < y.ms; });
   if (fitting.size() > 2) fitting.resize(2);
-  if (fitting.size() == 2) {
+  if (fitting.size() == 2 && progress.next((fitting[0].ms + fitting[1].ms) / 1e3)) {
     for (auto& m : fitting) {
       const auto [ms2, peak2] = trial(candidates[m.i], b);
       m.ms = std::min(m.ms, ms2);

@@ -1,6 +1,7 @@
 // The measured choice of ranks that step together (fno_engine/collective_search.h).
 #include <fno_engine/collective_search.h>
 
+#include <fno_engine/search_cap.h>
 #include <fno_offload/planner.h>
 
 #include <c10/util/Exception.h>
@@ -94,6 +95,13 @@ void trial(int64_t rank, int64_t world, int64_t i, const CollectiveSteps& steps,
   t.ms = *std::max_element(t.rank_ms.begin(), t.rank_ms.end());
 }
 
+// Whether rank 0's cap has passed, the same answer on every rank (a sum of its word).
+bool cap_passed(int64_t rank, const SearchCap& cap, const GroupSum& sum) {
+  return sum({rank == 0 && cap.expired() ? 1.0 : 0.0}).at(0) > 0.5;
+}
+
+constexpr const char* kNotMeasured = "not measured (search cut)";
+
 std::string ms_text(double ms) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(ms < 10 ? 2 : 1) << ms << " ms";
@@ -105,11 +113,13 @@ std::string ms_text(double ms) {
 std::string CollectiveChoice::summary() const {
   std::ostringstream o;
   if (chosen >= 0) o << trials[static_cast<size_t>(chosen)].text << " (";
+  if (estimated) o << "estimated, not measured; ";
   o << "measured, the slowest rank's median: ";
   for (size_t i = 0; i < trials.size(); ++i) {
     const auto& t = trials[i];
     o << (i ? "; " : "") << t.text << " " << (t.status == "ok" ? ms_text(t.ms) : t.status);
   }
+  if (cut) o << "; " << search_cut_note(seconds, stepped);
   if (chosen >= 0) o << ")";
   return o.str();
 }
@@ -135,6 +145,8 @@ CollectiveChoice collective_search(int64_t rank, int64_t world,
         " here)");
   }
   CollectiveChoice c;
+  c.seconds = options.seconds();
+  const SearchCap cap(options.seconds(), steps.clock);
   const auto fit = fit_statuses(rank, world, n, steps, sum);
   for (int64_t i = 0; i < n; ++i) {
     CandidateTrial t;
@@ -142,13 +154,26 @@ CollectiveChoice collective_search(int64_t rank, int64_t world,
     if (!fit[static_cast<size_t>(i)].empty()) {
       t.status = fit[static_cast<size_t>(i)];
     } else {
-      trial(rank, world, i, steps, sum, options, t);
-      if (steps.done) steps.done(i);
+      // (Every rank reaches this point for the same candidates: the fits are summed.)
+      if (!c.cut) c.cut = cap_passed(rank, cap, sum);
+      if (c.cut) {
+        t.status = kNotMeasured;
+      } else {
+        ++c.stepped;
+        trial(rank, world, i, steps, sum, options, t);
+        if (steps.done) steps.done(i);
+      }
     }
     if (t.status == "ok" && (c.chosen < 0 || t.ms < c.trials[static_cast<size_t>(c.chosen)].ms)) {
       c.chosen = i;
     }
     c.trials.push_back(std::move(t));
+  }
+  if (c.chosen < 0 && c.cut) {
+    for (int64_t i = 0; i < n && c.chosen < 0; ++i) {
+      if (c.trials[static_cast<size_t>(i)].status == kNotMeasured) c.chosen = i;
+    }
+    c.estimated = c.chosen >= 0;
   }
   return c;
 }

@@ -240,9 +240,10 @@ std::string OffloadedStep::plan_text() const {
   if (p_->policy.kind == offload::Policy::Kind::kNone) return "none";
   std::ostringstream o;
   o << p_->plan_text_only();
-  if (p_->profiled) {
-    o << " (auto: measured peak " << offload::format_bytes(p_->estimate.peak_bytes) << ", "
-      << p_->estimate.step_ms << " ms/step)";
+  if (p_->profiled || !p_->search_note.empty()) {
+    o << " (auto: " << (p_->estimated_only ? "estimated, not measured: peak " : "measured peak ")
+      << offload::format_bytes(p_->estimate.peak_bytes) << ", " << p_->estimate.step_ms
+      << " ms/step" << (p_->search_note.empty() ? "" : "; " + p_->search_note) << ")";
   }
   return o.str();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fno_engine/offload_step.h>
+#include <fno_engine/search_cap.h>
 
 #include <fno/serialize.h>
 #include <fno_engine/staged.h>
@@ -189,8 +190,10 @@ struct OffloadedStep::Impl {
   bool profiled = false;
   offload::StepStats stats;
   bool record_next = false;
-  double plan_seconds = 0;  // of the last auto search
-  int64_t pinned_seen = 0;  // the pinned pool's largest size seen in a trial
+  double plan_seconds = 0;      // of the last auto search
+  std::string search_note;      // the last search was cut: search_cut_note's words ("": it was not)
+  bool estimated_only = false;  // ... and took a plan it did not measure (estimate is estimated)
+  int64_t pinned_seen = 0;      // the pinned pool's largest size seen in a trial
   std::function<void(const std::string&)> before_final_backward;
   std::string plan_key_text;  // shape and plan, for before_final_backward; made once per plan
   Band band;  // set_band: this rank's rows of each sample (one process: the whole grid)
@@ -318,6 +321,8 @@ struct OffloadedStep::Impl {
         plan = r->parsed;
         tiled = r->tiled;
         profiled = true;
+        search_note.clear();
+        estimated_only = false;
         estimate = {};
         estimate.peak_bytes = r->peak;
         estimate.step_ms = r->ms;
@@ -336,11 +341,15 @@ struct OffloadedStep::Impl {
     plan_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t_search).count();
     std::cerr << "offload auto: budget " << offload::format_bytes(budget) << ", plan "
-              << plan_text_only() << "; measured peak "
+              << plan_text_only() << (estimated_only ? "; estimated peak " : "; measured peak ")
               << offload::format_bytes(estimate.peak_bytes) << ", " << estimate.step_ms
-              << " ms/step; search " << plan_seconds << " s\n";
+              << " ms/step; search " << plan_seconds << " s"
+              << (search_note.empty() ? "" : " (" + search_note + ")") << "\n";
+    // A plan never measured is kept nowhere; one of a cut search only in the
+    // run's own file (--resume), not in the cache: a later run searches again.
+    if (estimated_only) return;
     const PlanRecord record{key, plan_text_only(), estimate.peak_bytes, estimate.step_ms, {}, {}};
-    for (const auto& path : {settings.plan_file, cache_path}) {
+    for (const auto& path : {settings.plan_file, search_note.empty() ? cache_path : ""}) {
       if (!path.empty()) write_plan_file(path, record);
     }
   }
@@ -353,6 +362,7 @@ struct OffloadedStep::Impl {
     offload::Estimate estimate;
     double score = 0;
     std::string text;
+    bool failed = false;  // its trial ran out of memory or peaked over the limit
   };
   struct Measured {
     size_t i;
@@ -370,6 +380,19 @@ struct OffloadedStep::Impl {
   struct Least {
     int64_t peak = std::numeric_limits<int64_t>::max();
     std::string text;
+  };
+
+  // The search's clock (settings.search_seconds) and its trials so far.
+  struct Progress {
+    SearchCap cap;
+    int64_t trials = 0;  // candidates measured (or tried: out of memory)
+    bool cut = false;    // the cap stopped the search before a trial
+    // Whether another trial, expected to take `seconds`, may start; once one
+    // may not, the search is cut.
+    bool next(double seconds = 0) {
+      if (!cut && cap.expired(seconds)) cut = true;
+      return !cut;
+    }
   };
 
   // The whole-grid plans worth measuring (none when one batch entry, even
@@ -399,13 +422,19 @@ struct OffloadedStep::Impl {
   // against its own estimate (the models overestimate tiled steps by up to a
   // third: against the measured time alone, whether a plan estimated a little
   // faster is measured at all would hang on the first trial's noise).
+  // Once the cap has passed (progress.next()), no further trial starts.
   void measure(std::vector<Candidate>& candidates, size_t first, const StepBatch& b, int64_t limit,
-               std::vector<Measured>& fitting, Least& least);
+               std::vector<Measured>& fitting, Least& least, Progress& progress);
 
-  // The two fastest fitting plans once more (one step each is noisy); the
-  // larger of the two peaks seen counts.
+  // The two fastest fitting plans once more (one step each is noisy; not
+  // after the cap); the larger of the two peaks seen counts.
   void choose(const std::vector<Candidate>& candidates, std::vector<Measured> fitting,
-              const StepBatch& b, int64_t budget, int64_t limit);
+              const StepBatch& b, int64_t budget, int64_t limit, Progress& progress);
+
+  // A cut search that measured no plan within the budget: the fastest
+  // estimated to fit, not failed in a trial (false: there is none).
+  bool take_estimated(const std::vector<Candidate>& candidates, int64_t limit,
+                      const Progress& progress);
 
   // A split band's tiled plan for b (set_band), the same micro-batches on
   // every rank of the sample (offload_step.cpp).
@@ -479,9 +508,10 @@ struct OffloadedStep::Impl {
   // Tiled plans are measured when the best whole-grid plan that fits is
   // slower than this times the plain step's estimate (or none fits).
   static constexpr double kTileAbove = 1.2;
-  static constexpr double kTileSlack = 1.3;   // larger tiles measured up to this x the budget
-  static constexpr double kMargin = 0.02;     // of the budget
-  static constexpr double kSkipAbove = 1.25;  // estimated ms over the best measured
+  static constexpr double kTileSlack = 1.3;         // larger tiles measured up to this x the budget
+  static constexpr double kMargin = 0.02;           // of the budget
+  static constexpr double kSkipAbove = 1.25;        // estimated ms over the best measured
+  static constexpr double kPinSecondsPerGiB = 0.6;  // growing the pinned pool (cudaHostAlloc)
 };
 
 }  // namespace fno

@@ -25,7 +25,7 @@ dry_run && has "n_params 1192801" "(no config)" &&
 dry_run --config "$darcy" --resolutions 64,128 --batches 4 --policies none,auto --gpu-memory-limit 8GiB &&
   has "n_params 1192801" "--config darcy.yaml" && has "resolutions 64, 128" "--resolutions" &&
   has "batches 4" "--batches" && has "policies none, auto" "--policies" &&
-  has "auto budget 8.00 GiB" "--gpu-memory-limit" &&
+  has "auto budget 8.00 GiB" "--gpu-memory-limit" && has "auto search at most 60 s" "(default)" &&
   { grep -q "(from $darcy)" "$work/out" && ok || bad "--config darcy.yaml: source not named: $(cat "$work/out")"; }
 # Other widths, depths and modes: the parameter count is fno_train's.
 for set in "model.hidden_channels=12" "model.n_layers=3" "model.n_modes=[4, 6]"; do
@@ -89,6 +89,7 @@ for dry in --dry-run ""; do
   expect 2 "--grid-step applies to --find-largest only" -- --grid-step 64 $dry
   expect 2 "--grid-max applies to --find-largest only" -- --grid-max 1024 $dry
   expect 2 "--plan-cache keeps the auto policy's plans, which --policies leaves out" -- --policies none,all --plan-cache "$work" $dry
+  expect 2 "--search-seconds bounds the auto policy's search, which --policies leaves out" -- --policies none,all --search-seconds 5 $dry
   expect 2 "--json: '$work/no/such' is not a directory" -- --json "$work/no/such/r.json" $dry
   expect 2 "--csv: '$work' is a directory" -- --csv "$work" $dry
   expect 2 "--trace: '$work/nodir' is not a directory" -- --trace "$work/nodir/t.json" $dry
@@ -107,6 +108,10 @@ expect 2 "--gpu-memory-limit: bad memory size '0': must be > 0" -- --gpu-memory-
 expect 2 "--cap: bad memory size '99999999TiB': must be at most 9e18 bytes (8 EiB)" -- --cap 99999999TiB --dry-run
 expect 2 "--max-inflight-mib: expected auto or a whole number of MiB" -- --max-inflight-mib lots --dry-run
 expect 2 "--compress: " -- --compress zip --dry-run
+dry_run --search-seconds 2.5 && has "auto search at most 2.5 s" "--search-seconds 2.5"
+for v in -1 x 1e999 5s; do
+  expect 2 "--search-seconds: expected a number of seconds >= 0, got '$v'" -- --search-seconds "$v" --dry-run
+done
 [ -z "$(ls "$work" | grep -v '^out$\|^err$\|^help$\|^train_dry$\|^train_err$\|\.yaml$')" ] && ok ||
   bad "refused commands left files: $(ls "$work")"
 # Without a GPU, a real run: one line, the program named once.

@@ -417,6 +417,7 @@ std::string describe_bench(const BenchOptions& o) {
     << (o.offload.gpu_memory_limit > 0 ? offload::format_bytes(o.offload.gpu_memory_limit)
                                        : "free memory")
     << "\n";
+  s << "auto search at most " << o.offload.search_seconds << " s\n";
   s << "memory cap " << (o.memory_cap > 0 ? offload::format_bytes(o.memory_cap) : "none") << "\n";
   if (o.domain_parallel > 1) {
     s << "domain parallel " << o.domain_parallel << " ranks per sample (tiled bands); one GPU "

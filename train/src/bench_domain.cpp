@@ -277,7 +277,8 @@ struct DomainRunner {
     };
     const auto c = collective_search(
         mesh.world->rank(), mesh.world->size(), texts, steps,
-        [this](const std::vector<double>& v) { return mesh.world->all_reduce_sum(v); });
+        [this](const std::vector<double>& v) { return mesh.world->all_reduce_sum(v); },
+        CollectiveSearchOptions().seconds(o.offload.search_seconds));
     row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     row.plan = c.summary();
     TORCH_CHECK(c.chosen >= 0, "no tiled plan of the bands runs on every rank: ", row.plan);

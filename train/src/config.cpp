@@ -300,8 +300,10 @@ std::vector<std::string> notes(const Resolved& r, const RunConfig& c) {
         out.push_back(std::string(key) + ": ignored by " + policy + " (it picks its own)");
     }
   } else {
-    if (given("offload.plan_cache")) {
-      out.push_back("offload.plan_cache: ignored by " + policy + " (only auto plans)");
+    for (const char* key : {"offload.plan_cache", "offload.search_seconds"}) {
+      if (given(key)) {
+        out.push_back(std::string(key) + ": ignored by " + policy + " (only auto plans)");
+      }
     }
     if (c.offload.gpu_memory_limit > 0) {
       out.push_back("offload.gpu_memory_limit: " + policy +

@@ -24,6 +24,7 @@ OffloadSettings offload_settings(const OffloadConfig& c, PlanCacheText plan_cach
       .host_memory_limit(c.host_memory_limit)
       .compress(c.compress);
   o.learn_inflight = c.max_inflight_mib == 0;
+  o.search_seconds = c.search_seconds;
   if (plan_cache == PlanCacheText::kDirectory) {
     o.plan_cache_dir = c.plan_cache;
   } else {

@@ -15,6 +15,12 @@
 //      step's ms); a rank's time is its median, the candidate's the slowest
 //      rank's (each rank's time summed over the ranks as a one-hot vector);
 //   3. the fastest candidate is chosen (a tie: the earlier one).
+// A time cap (options.seconds, fno_engine/search_cap.h): before each
+// candidate's steps the ranks sum rank 0's word on whether its cap has passed,
+// so that all stop before the same candidate, none waiting for another; the
+// rest are "not measured (search cut)". A cut search takes the fastest
+// candidate measured, or, none measured, the first not measured (the list
+// comes fastest estimated first), unmeasured; its summary says so.
 // A step that throws on a rank (out of memory; offload::BudgetError for a
 // measured peak over the rank's budget) drops the candidate on every rank:
 // after each step the ranks sum who failed and how, and all stop stepping it.
@@ -47,6 +53,9 @@ struct CollectiveSearchOptions {
   TORCH_ARG(int64_t, warmup) = 1;
   /// Timed steps of each candidate (at least 1); a rank's time is their median.
   TORCH_ARG(int64_t, steps) = 2;
+  /// Seconds from the call after which no candidate's steps start (rank 0's
+  /// clock decides for every rank); infinity: no cap, 0: none is stepped.
+  TORCH_ARG(double, seconds) = std::numeric_limits<double>::infinity();
 };
 
 /// What the search does on this rank for candidate i (0-based).
@@ -63,14 +72,16 @@ struct CollectiveSteps {
   /// Optional: errors of a step that end the search, rethrown (the group's
   /// own, after which the ranks cannot sum); others drop the candidate.
   std::function<bool(const std::exception& e)> fatal;
+  /// Optional: the clock of the cap (search_cap.h's SearchClock; empty: steady_seconds).
+  std::function<double()> clock;
 };
 
 /// One candidate's outcome, the same on every rank.
 struct CandidateTrial {
   std::string text;
   /// "ok", "over budget (estimated) on rank 1", "out of memory on rank 0",
-  /// "over budget as measured on rank 1", "failed on ranks 0, 1" (the same on
-  /// every rank).
+  /// "over budget as measured on rank 1", "failed on ranks 0, 1", "not
+  /// measured (search cut)" (the same on every rank).
   std::string status;
   /// This rank's own error's first line, when its step threw something else
   /// than out of memory ("" elsewhere: it differs between ranks).
@@ -80,10 +91,17 @@ struct CandidateTrial {
 };
 
 struct CollectiveChoice {
-  int64_t chosen = -1;                 // the fastest candidate that ran on every rank; -1: none
+  /// The fastest candidate that ran on every rank (or, `estimated`, the first
+  /// not measured by a cut search); -1: none.
+  int64_t chosen = -1;
   std::vector<CandidateTrial> trials;  // one per candidate, in the order given
-  /// "<chosen> (measured on 2 ranks, the slowest rank's ms: <text> 12.3 ms;
-  /// <text> over budget (estimated) on rank 1)"; without a choice, the trials alone.
+  bool cut = false;                    // the time cap stopped the search
+  int64_t stepped = 0;                 // candidates whose steps started
+  bool estimated = false;  // the chosen one was not measured (a cut search measured none)
+  double seconds = std::numeric_limits<double>::infinity();  // the cap (options.seconds)
+  /// "<chosen> (measured, the slowest rank's median: <text> 12.3 ms; <text>
+  /// over budget (estimated) on rank 1[; search cut at the 60 s cap after 1
+  /// trial])"; without a choice, the trials alone.
   std::string summary() const;
 };
 

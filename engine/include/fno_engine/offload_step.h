@@ -62,6 +62,12 @@ struct OffloadSettings {
   /// dtype, budget, device, offload options); a later run with the same key
   /// reuses the plan instead of searching. "": no cache.
   std::string plan_cache_dir;
+  /// auto: seconds the measured search may take (its profile included;
+  /// fno_engine/search_cap.h). Before a trial estimated to end after them it
+  /// stops and takes the fastest plan measured, or, none measured, the fastest
+  /// estimated to fit; the plan's text says so. Infinity: no cap; 0: no trial.
+  /// A cut search's plan is not kept in plan_cache_dir (a later run searches again).
+  double search_seconds = 60;
 };
 
 /// The default plan cache: $FNO_PLAN_CACHE, else $XDG_CACHE_HOME/fno/plans,

@@ -293,6 +293,9 @@ struct OffloadConfig {
   /// offload.plan_cache: auto's plan cache ('': the default cache, 'none': no cache).
   /// (fno_bench --plan-cache names a directory; '' there: no cache.)
   std::string plan_cache;
+  /// offload.search_seconds: seconds auto's measured plan search may take (fno_bench
+  /// --search-seconds; OffloadSettings::search_seconds).
+  double search_seconds = OffloadSettings().search_seconds;
 };
 
 /// The distributed section: several processes under torchrun (fno_train/distributed.h).
