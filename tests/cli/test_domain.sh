@@ -5,6 +5,8 @@
 #      normalization, an H1 loss, test sets at 16 and 32 rows: metrics.jsonl,
 #      summary.json's metrics, model.pt, normalizers.pt, the checkpoint and
 #      predictions.h5 equal one process's within 1e-5 relative;
+#   1b. the same as two hosts (torchrun --nnodes 2, c10d rendezvous over
+#      loopback, one rank a node): equal to one process;
 #   2. 3 ranks, N=3 on 16 rows (bands of 6, 5, 5), .pt data loaded and sliced,
 #      pointwise normalization: equal to one process;
 #   3. 4 ranks, N=2 (two shards of two bands): equal to one process with the
@@ -104,6 +106,21 @@ ranks two 2 1 "$work/tiny.yaml" --set distributed.domain_parallel=2
 check two one $?
 grep -q "domain parallel 2: rows \[0, 8) of 16" "$work/two.err" && ok || bad "rank 0's band not described: $(grep rank "$work/two.err" | head -2)"
 grep -q '"domain_parallel": 2' "$work/two/summary.json" && ok || bad "summary.json lacks domain_parallel 2"
+
+# 1b. Two hosts as torchrun starts them (--nnodes 2, c10d rendezvous), here two
+#     node agents on one machine over loopback, one rank each, the two ranks
+#     sharing each sample: equal to one process, as 1.
+for node in 0 1; do
+  "$python" -m torch.distributed.run --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \
+    --rdzv-endpoint "127.0.0.1:$(port 20)" --rdzv-id "fno-domain-hosts-$$" --no-python "$bin" \
+    --config "$work/tiny.yaml" --out "$work/nodes" "${common[@]}" \
+    --set distributed.domain_parallel=2 > "$work/node$node.out" 2> "$work/node$node.err" &
+  node_pid[node]=$!
+done
+rc=0
+for node in 0 1; do wait "${node_pid[node]}" || rc=$?; done
+cp "$work/node0.err" "$work/nodes.err" 2> /dev/null
+check nodes one "$rc"
 
 # 2. Three ranks on 16 rows, .pt data loaded and sliced, pointwise statistics.
 pt=(--set "data.train_file=$src/data/darcy/darcy_train_16.pt" --set data.normalization=pointwise
