@@ -24,3 +24,15 @@ finish() {
   echo "${1:+$1: }$passed passed, $failures failed"
   [ "$failures" -eq 0 ]
 }
+
+# verdicts FILE: an ok or a bad for each "ok A B ..." or "differ A B WHY" line a
+# compare script (domain_compare.py, predict_domain_compare.py) wrote to FILE.
+verdicts() {
+  local verdict a b rest
+  while read -r verdict a b rest; do
+    case $verdict in
+      ok) ok ;;
+      differ) bad "$(basename "$a") vs $(basename "${b%:}"): $rest" ;;
+    esac
+  done < "$1"
+}

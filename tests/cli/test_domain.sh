@@ -91,12 +91,7 @@ check() {
 compare() {
   local out=$1; shift
   "$python" "$(dirname "${BASH_SOURCE[0]}")/domain_compare.py" "$@" > "$out" 2>&1
-  while read -r verdict a b rest; do
-    case $verdict in
-      ok) ok ;;
-      differ) bad "$(basename "$a") vs $(basename "${b%:}"): $rest" ;;
-    esac
-  done < "$out"
+  verdicts "$out"
   grep -qE '^(ok|differ) ' "$out" || bad "domain_compare.py: $(tail -3 "$out")"
 }
 

@@ -169,12 +169,7 @@ check again one32 $?
 
 # The equalities.
 "$python" "$here/predict_domain_compare.py" "${pairs[@]}" > "$work/compare.txt" 2>&1
-while read -r verdict a b rest; do
-  case $verdict in
-    ok) ok ;;
-    differ) bad "$(basename "$a") vs $(basename "${b%:}"): $rest" ;;
-  esac
-done < "$work/compare.txt"
+verdicts "$work/compare.txt"
 [ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
   bad "predict_domain_compare.py: $(tail -3 "$work/compare.txt")"
 cat "$work/compare.txt"
