@@ -341,8 +341,8 @@ TEST_CASE(
   const auto y = torch::randn({4, 1, 64, 64}, torch::kCUDA) + 1;
   const fno::H1Loss h1(fno::H1LossOptions().d(2));
   const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
-  // (512 MiB beside what is held: 256 MiB were under the 2048x2048 tiles'
-  // floor, about 221 MiB, with its margin on the H200)
+  // (512 MiB beside what is held: under one 2048x2048 block input's two
+  // copies, so the forward remakes each block input per tile)
   const int64_t held = held_after_empty_cache();
   const int64_t budget = held + (int64_t{512} << 20);
   fno::OffloadSettings settings;

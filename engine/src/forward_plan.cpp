@@ -97,9 +97,11 @@ struct StreamEstimate {
   }
 };
 
-// Tiles of one sample for a GPU budget, from the training planner's estimates
-// (which count a backward as well, so they are on the safe side), without
-// pinned host stores (block inputs on the GPU or remade).
+// Tiles of one sample for a GPU budget, from a forward's own needs (as a
+// streamed forward's, StreamEstimate, with the sample's output held whole): a forward keeps no
+// block input but the latest, and makes no gradient, so the training planner's estimates (a
+// backward's full-size gradient among them) do not apply. The largest tiles first, with the latest
+// block input kept on the device, else each remade per tile from the input.
 ForwardPlan tiles_within(FNO model, at::IntArrayRef x_shape, int64_t budget, int64_t elem) {
   if (const auto why = tiled_unsupported(model); !why.empty()) {
     throw ForwardBudgetError(
@@ -110,24 +112,33 @@ ForwardPlan tiles_within(FNO model, at::IntArrayRef x_shape, int64_t budget, int
   }
   std::vector<int64_t> one(x_shape.begin(), x_shape.end());
   one[0] = 1;
-  TiledContext ctx;
-  ctx.base_bytes = weight_bytes(model);
-  for (const auto& c : tiled_candidates(model, one, budget, /*host_limit=*/1, ctx, 16)) {
-    bool host = c.plan.gradient == TilePlace::kHost;
-    for (const auto place : c.plan.inputs) host = host || place == TilePlace::kHost;
-    if (host) continue;
+  StreamEstimate e(model, one, ForwardBudget().gpu_memory_limit(budget),
+                   torch::Device(torch::kCUDA), 0);
+  // What the forward holds beside its tiles: the weights and the sample's
+  // output, made whole (no margin, as whole_grid_forward_bytes).
+  e.base = weight_bytes(model) + e.sizes.output;
+  for (const bool latest : {true, false}) {
+    const int64_t rows = e.rows_within(latest);
+    if (rows <= 0) continue;
     ForwardPlan plan;
     plan.micro = 1;
+    TiledChoice c;
+    c.plan.tile_rows = rows;
+    c.plan.inputs.assign(static_cast<size_t>(model->options.n_layers()), TilePlace::kRecompute);
+    c.plan.gradient = TilePlace::kDevice;  // (forward only)
+    c.plan.keep_latest = latest;
+    c.peak_bytes = e.device_bytes(rows, latest);
     plan.tiled = c;
-    plan.text = "tiles, one sample at a time: " + c.to_string() + " (estimated " +
-                offload::format_bytes(c.peak_bytes) + " of " + offload::format_bytes(budget) + ")";
+    plan.text = "tiles of " + std::to_string(rows) + " rows, one sample at a time, block inputs " +
+                (latest ? "the latest on the GPU" : "remade per tile from the input") +
+                " (estimated " + offload::format_bytes(c.peak_bytes) + " of " +
+                offload::format_bytes(budget) + ")";
     return plan;
   }
-  const auto least = least_memory_tiled(model, one, ctx);
   throw ForwardBudgetError(ForwardBudgetError::Limit::kGpuMemory,
                            offload::format_bytes(budget) +
                                " is under the floor: tiles of one sample need about " +
-                               offload::format_bytes(least.peak_bytes) + " (estimated)");
+                               offload::format_bytes(e.device_bytes(1, false)) + " (estimated)");
 }
 
 }  // namespace

@@ -85,8 +85,10 @@ int64_t whole_grid_forward_bytes(FNO model, at::IntArrayRef x_shape, int64_t b, 
 /// The plan for a batch of x_shape ([B, Cin, *S]) on `device`, in elements of
 /// `elem` bytes (the compute dtype's): forced tiles (budget.tile_rows); on the
 /// CPU or without a GPU limit the whole grid, B at once; else the largest
-/// micro-batch (B halved) whose estimated forward fits, else tiles of one
-/// sample with block inputs on the device or remade. Throws ForwardBudgetError
+/// micro-batch (B halved) whose estimated forward fits, else the largest tiles
+/// of one sample that fit, with the latest block input kept on the device or
+/// each remade per tile (a forward's own estimate: no gradient, no block input
+/// stored). Throws ForwardBudgetError
 /// below the floor or for tiles the model cannot run.
 ForwardPlan choose_forward_plan(FNO model, at::IntArrayRef x_shape, const ForwardBudget& budget,
                                 const torch::Device& device, int64_t elem);
