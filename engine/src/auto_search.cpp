@@ -2,9 +2,10 @@
 // batch entry, rank the plans by the planner's model, measure the best few on
 // the real batch (tiled plans too when the whole-grid ones do not fit or pay
 // much for their fit), and keep the fastest measured within the budget. The
-// search stops before a trial estimated to end after settings.search_seconds
-// (fno_engine/search_cap.h) and takes what it measured, or, none within the
-// budget, the plan estimated fastest among those estimated to fit.
+// search passes over each trial estimated to end after settings.search_seconds
+// (fno_engine/search_cap.h), stops once the cap has passed, and takes what it
+// measured, or, none within the budget, the plan estimated fastest among
+// those estimated to fit.
 #include "offload_step_impl.h"
 
 namespace fno {
@@ -30,7 +31,7 @@ void OffloadedStep::Impl::search(const StepBatch& b, int64_t budget) {
                 .step_ms
           : 0;
   std::string refusal;
-  if (fitting.empty() || (!progress.cut && best > kTileAbove * plain)) {
+  if (fitting.empty() || (!progress.over() && best > kTileAbove * plain)) {
     const size_t first = candidates.size();
     for (auto& c : tiled_family(b, budget, refusal)) candidates.push_back(std::move(c));
     measure(candidates, first, b, limit, fitting, least, progress);
@@ -233,7 +234,12 @@ void OffloadedStep::Impl::measure(std::vector<Candidate>& candidates, size_t fir
     const double grow = static_cast<double>(std::max<int64_t>(0, host - pinned_seen)) /
                         static_cast<double>(int64_t{1} << 30) * kPinSecondsPerGiB;
     const double steps = (warm ? 1.0 : 2.0) + (grow > 0 ? 1.0 : 0.0);
-    if (!progress.next(steps * c.estimate.step_ms / 1e3 + grow)) return;
+    // (One expected to end past the cap is passed over: a later, shorter
+    // one may still fit, e.g. a plan that pins no host memory.)
+    if (!progress.next(steps * c.estimate.step_ms / 1e3 + grow)) {
+      if (progress.over()) return;
+      continue;
+    }
     ++progress.trials;
     double ms = 0;
     int64_t peak = 0;

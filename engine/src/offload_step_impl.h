@@ -386,13 +386,15 @@ struct OffloadedStep::Impl {
   struct Progress {
     SearchCap cap;
     int64_t trials = 0;  // candidates measured (or tried: out of memory)
-    bool cut = false;    // the cap stopped the search before a trial
-    // Whether another trial, expected to take `seconds`, may start; once one
-    // may not, the search is cut.
+    bool cut = false;    // the cap kept a trial from starting
+    // Whether another trial, expected to take `seconds`, may start. One that
+    // would end past the cap does not (the search is cut), but a shorter one
+    // after it still may, until the cap has passed (over()).
     bool next(double seconds = 0) {
-      if (!cut && cap.expired(seconds)) cut = true;
-      return !cut;
+      if (cap.expired(seconds)) cut = true;
+      return !cap.expired(seconds);
     }
+    bool over() const { return cap.expired(); }
   };
 
   // The whole-grid plans worth measuring (none when one batch entry, even

@@ -4,16 +4,17 @@
 //
 //   SearchCap cap(60);
 //   for (each candidate) {
-//     if (cap.expired(expected_seconds)) break;  // (before the trial, never inside it)
+//     if (cap.expired()) break;                                // the cap has passed
+//     if (cap.expired(expected_seconds)) { cut = true; continue; }  // would end past it
 //     ... one trial ...
 //   }
 //   if (cut) plan_text += "; " + search_cut_note(cap.seconds(), trials);
 //
-// A trial that started runs to its end: the search stops before the first
-// trial expected to end after the cap (by the caller's estimate of its
-// length; 0: at the first trial boundary after the cap). A search cut there takes the fastest plan
-// it measured; where none was measured, the plan estimated fastest among those estimated to fit
-// (best_estimated).
+// A trial that started runs to its end: no trial starts that is expected to
+// end after the cap (by the caller's estimate of its length). A search cut so
+// takes the fastest plan it measured; where none was measured, the plan
+// estimated fastest among those estimated to fit (best_estimated). The
+// ranks' search (collective_search.h) starts no trial once the cap has passed.
 #pragma once
 
 #include <cstdint>
