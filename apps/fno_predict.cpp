@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
                  "and writing its band of rows (it divides the world size; the groups of them "
                  "split the samples)")
       ->transform(fno::cli::positive_integer<int64_t>());
+  app.add_option("--timeout", o.timeout_s,
+                 "under torchrun: seconds a rank waits for the others (the rendezvous, each "
+                 "collective) before it stops with an error naming the rank")
+      ->check(CLI::PositiveNumber)
+      ->default_val(300);
   app.add_option("--progress-every", o.progress_every, "seconds between plain progress lines")
       ->check(CLI::NonNegativeNumber)
       ->default_val(10);

@@ -14,7 +14,8 @@
 #      torchrun without --domain-parallel, CUDA graphs on, --rollout (one
 #      rank, before the rendezvous); a band thinner than a tile (both ranks);
 #   6. an existing --out (not fno_predict's) is refused and left as it was;
-#      --overwrite replaces an output.
+#      --overwrite replaces an output;
+#   7. --timeout: a rank whose peer never starts stops within it, one line.
 #   test_predict_domain.sh FNO_PREDICT FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON [cpu|cuda]
 set -u
 bin=$1 train=$2 src=$3 work=$4 python=$5 device=${6:-cpu}
@@ -166,6 +167,18 @@ ranks again 2 12 "${in32[@]}" --domain-parallel 2 --overwrite
 check again one32 $?
 [ -z "$(find "$work" -name '*.tmp.*' -o -name '*.replacing.*')" ] && ok ||
   bad "temporary files left: $(find "$work" -name '*.tmp.*' -o -name '*.replacing.*')"
+
+# 7. --timeout: a rank whose peer never starts stops within it, in one line
+#    naming the rendezvous, with a non-zero exit and no output.
+t0=$(date +%s)
+MASTER_PORT=$(port 13) WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 "$bin" "${common[@]}" "${in32[@]}" \
+  --out "$work/lone.h5" --domain-parallel 2 --timeout 3 > "$work/lone.out" 2> "$work/lone.err"
+rc=$? secs=$(($(date +%s) - t0))
+if [ "$rc" -ne 0 ] && [ "$secs" -lt 30 ] && [ "$(wc -l < "$work/lone.err")" -eq 1 ] &&
+  grep -q "^fno_predict: rank 0: rendezvous at .* failed (do all 2 ranks run?)" "$work/lone.err" &&
+  [ ! -e "$work/lone.h5" ]; then ok; else
+  bad "a lone rank with --timeout 3: exit $rc after $secs s: $(cat "$work/lone.err")"
+fi
 
 # The equalities.
 "$python" "$here/predict_domain_compare.py" "${pairs[@]}" > "$work/compare.txt" 2>&1

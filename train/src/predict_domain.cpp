@@ -408,7 +408,9 @@ PredictResult predict_domain(const PredictOptions& options) {
   const auto device = rank_device(o.device, env->local_rank);
   o.device = device.str();
   if (device.is_cuda()) c10::cuda::set_device(device.index());
-  const auto world = dist::Group::create(*env, device);
+  dist::GroupOptions go;
+  go.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000.0));
+  const auto world = dist::Group::create(*env, device, go);
   PredictRun run(o);
   agreed(*world, [&] {
     run.check_request();

@@ -129,6 +129,9 @@ struct PredictOptions {
   /// reads its rows alone and writes them into the one output in turn. 0:
   /// one process (refused under torchrun with several ranks).
   int64_t domain_parallel = 0;
+  /// Under torchrun: seconds a rank waits for the others (the rendezvous,
+  /// each collective) before it stops with an error naming the rank.
+  double timeout_s = 300;
 };
 
 struct PredictResult {
