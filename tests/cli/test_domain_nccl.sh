@@ -6,7 +6,9 @@
 # GPU, fp32 (TF32 off): metrics.jsonl, summary.json's metrics, model.pt,
 # normalizers.pt and predictions.h5 within 1e-5 relative
 # (domain_compare.py). Offload policy none (the band in one tile) and auto
-# (band 0's tiled plan on every rank), a 2D and a 3D model; on 2 GPUs each
+# (band 0's tiled plan on every rank), a 2D and a 3D model, Navier-Stokes
+# (space_time: the FNO-3D over x, y, t, its per-record errors summed over the
+# band on the stream); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
 # fp16). Then a band rank killed mid-training (SIGKILL to rank 1, then to
 # rank 0, which hosts the store) while the band sums are in flight on the
@@ -60,6 +62,25 @@ data:
 optimizer: {lr: 8.0e-3}
 training: {epochs: 2}
 EOF
+cat > "$work/ns.yaml" << EOF
+model: {n_modes: [6, 6, 4], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: space_time
+  t_in: 4
+  t_out: 4
+  train_file: $work/ns16.h5
+  n_train: 12
+  batch_size: 4
+  encode_input: true
+  encode_output: true
+  normalization: pointwise
+  n_predictions: 2
+  test:
+    - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: l2, loss_on: decoded, eval_losses: [l2, h1]}
+EOF
 
 # one NAME CONFIG ARGS...: one process on GPU 0.
 one() {
@@ -88,12 +109,14 @@ split_run() {
 
 one one "$work/tiny.yaml"
 one one_cube "$work/cube.yaml"
+one one_ns "$work/ns.yaml"
 counts=(2)
 [ "$gpus" -ge 4 ] && counts+=(4)
 for n in "${counts[@]}"; do
   split_run "two_d_$n" "$n" one "$work/tiny.yaml"
   split_run "two_d_auto_$n" "$n" one "$work/tiny.yaml" --set offload.policy=auto
   split_run "cube_$n" "$n" one_cube "$work/cube.yaml"
+  split_run "ns_$n" "$n" one_ns "$work/ns.yaml"
 done
 
 # --- The fixed offload policies and fp16 on 2 GPUs (docs/domain_parallel.md) ---
