@@ -1,10 +1,11 @@
 // fno_train with distributed.domain_parallel N > 1: N ranks share each
 // sample, each holding a band of rows of the first spatial dim
 // (fno_train/domain.h); the W / N groups of them are data parallel. Each rank
-// reads its rows alone (HDF5 by hyperslab), the normalizers are fitted over
-// whole samples (their sums added over the band's ranks), and the step is the
-// engine's on the band (OffloadedStep::set_band) with a global loss
-// (band_rel_loss); gradients are added over every rank after backward.
+// reads its rows alone (HDF5 by hyperslab; Navier-Stokes records too, for the
+// space-time FNO-3D), the normalizers are fitted over whole samples (their
+// sums added over the band's ranks), and the step is the engine's on the band
+// (OffloadedStep::set_band) with a global loss (band_rel_loss); gradients are
+// added over every rank after backward.
 #include <fno/band.h>
 #include <fno/losses.h>
 #include <fno/tiled.h>
