@@ -85,6 +85,10 @@ torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
 }
 
 void TrainingRun::capture_evaluation() {
+  // (Never under domain parallel: its steps run eagerly, and eval_body's sums
+  // are one process's, not a band's.)
+  TORCH_CHECK(!s_.domain, "evaluation as CUDA graphs under distributed.domain_parallel ",
+              s_.domain ? s_.domain->mesh.n : 1, ": a band's evaluation runs eagerly");
   const auto on = torch::TensorOptions().device(s_.device);
   eval_sums_ = torch::zeros({static_cast<int64_t>(losses_.size())}, on.dtype(torch::kFloat));
   if (s_.ns()) eval_steps_ = torch::zeros({2, s_.ns_t_out}, on.dtype(torch::kDouble));
