@@ -12,6 +12,12 @@
 #   3. 4 ranks, N=2 (two shards of two bands): equal to one process with the
 #      global batch;
 #   4. a 3D model, 2 ranks, N=2: equal to one process;
+#   4b. Navier-Stokes (data.problem ns, space_time: an FNO-3D over x, y, t)
+#      on 2 ranks (data.subsample 2: the file loaded whole and cut; per-channel
+#      normalization, an H1 loss) and 3 ranks (read by hyperslab, 16 rows in
+#      bands of 6, 5, 5; pointwise normalization, the loss decoded), test
+#      sets by `first` and n_samples: equal to one process, the per-record
+#      errors (_l2_per_step, _l2_upto) too; the recurrent mode refused;
 #   5. fixed offload policies: recompute in batch chunks runs each band as
 #      its tiled plan (every block input remade, tiles of half the band) and
 #      equals one process's recompute; blocks:2 runs as none on the CPU (one
@@ -20,7 +26,8 @@
 #      2e-3 and 2e-2 of one process in the same precision, the same loss
 #      scales, and test metrics within 1% of one process's in fp32;
 #   7. refusals, one line and a non-zero exit on every rank: a model that
-#      cannot run tiled, a band thinner than the halo, modes past the grid;
+#      cannot run tiled, a band thinner than the halo, modes past the grid,
+#      Navier-Stokes in the recurrent mode;
 #   8. a rank killed mid-run stops the other, naming it.
 #   test_domain.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON [cpu|cuda]
 set -u
@@ -64,6 +71,25 @@ data:
     - {file: $work/cube.h5, n_samples: 8}
 optimizer: {lr: 8.0e-3}
 training: {epochs: 2}
+EOF
+cat > "$work/ns.yaml" << EOF
+model: {n_modes: [6, 6, 4], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: space_time
+  t_in: 4
+  t_out: 4
+  train_file: $work/ns16.h5
+  n_train: 12
+  batch_size: 4
+  encode_input: true
+  encode_output: true
+  n_predictions: 2
+  test:
+    - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
+    - {file: $work/ns16.h5, name: head, n_samples: 4}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: h1, eval_losses: [l2, h1]}
 EOF
 
 # one NAME CONFIG ARGS...: one process.
@@ -134,6 +160,19 @@ one one_cube "$work/cube.yaml"
 ranks cube 2 4 "$work/cube.yaml" --set distributed.domain_parallel=2
 check cube one_cube $?
 
+# 4b. Navier-Stokes, space_time: 2 ranks on 8 rows (every second of the
+#     file's, loaded whole), and 3 ranks on 16 rows (6, 5, 5) by hyperslab.
+one one_ns "$work/ns.yaml" --set data.subsample=2
+ranks ns2 2 12 "$work/ns.yaml" --set data.subsample=2 --set distributed.domain_parallel=2
+check ns2 one_ns $?
+nsp=(--set data.normalization=pointwise --set training.loss=l2 --set training.loss_on=decoded)
+one one_ns_pw "$work/ns.yaml" "${nsp[@]}"
+ranks ns3 3 13 "$work/ns.yaml" "${nsp[@]}" --set distributed.domain_parallel=3
+check ns3 one_ns_pw $?
+grep -q "domain parallel 3: rows \[0, 6) of 16" "$work/ns3.err" && ok || bad "ns3: rank 0's band not described: $(grep rank "$work/ns3.err" | head -3)"
+grep -q '"ns_l2_per_step": \[' "$work/ns3/metrics.jsonl" && grep -q '"head_l2_upto": \[' "$work/ns3/metrics.jsonl" &&
+  ok || bad "ns3: metrics.jsonl lacks the per-record errors"
+
 # 5. Fixed offload policies: each rank's band runs the policy's tiled plan.
 one one_rc "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2
 ranks rc 2 7 "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2 \
@@ -176,6 +215,11 @@ refuse() {
 }
 refuse "distributed.domain_parallel: 2: tiled execution does not support model.domain_padding" \
   --set 'model.domain_padding=[0.25, 0.25]'
+MASTER_PORT=$(port 9) WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 expect 2 \
+  "distributed.domain_parallel: 2: data.ns_mode recurrent: a rollout of the 2D FNO on a band of rows is not supported by the tiled band step" -- \
+  --config "$work/ns.yaml" --out "$work/refused" "${common[@]}" --set distributed.domain_parallel=2 \
+  --set data.ns_mode=recurrent --set 'model.n_modes=[6, 6]' --set data.encode_input=false --set data.encode_output=false \
+  --set 'training.eval_losses=[l2]'
 both_refuse() {
   local name=$1 pattern=$2 rc; shift 2
   ranks "$name" 2 5 "$work/tiny.yaml" --set distributed.domain_parallel=2 --set distributed.timeout_s=20 "$@"

@@ -6,7 +6,9 @@
 # GPU, fp32 (TF32 off): metrics.jsonl, summary.json's metrics, model.pt,
 # normalizers.pt and predictions.h5 within 1e-5 relative
 # (domain_compare.py). Offload policy none (the band in one tile) and auto
-# (band 0's tiled plan on every rank), a 2D and a 3D model; on 2 GPUs each
+# (band 0's tiled plan on every rank), a 2D and a 3D model, Navier-Stokes
+# (space_time: the FNO-3D over x, y, t, its per-record errors summed over the
+# band on the stream); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
 # fp16). Then a band rank killed mid-training (SIGKILL to rank 1, then to
 # rank 0, which hosts the store) while the band sums are in flight on the
@@ -16,7 +18,7 @@
 #   test_domain_nccl.sh BUILD_DIR|FNO_TRAIN [SOURCE_DIR [WORK_DIR [PYTHON]]]
 # e.g. from the repository root: bash tests/cli/test_domain_nccl.sh build
 # DOMAIN_NCCL_PARTS picks the parts (default all: "split policies fp16 cube
-# kill predict"; the one-GPU baselines of `split` run for `predict` too).
+# ns kill predict"; the one-GPU baselines of `split` run for `predict` too).
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$1
@@ -62,6 +64,25 @@ data:
 optimizer: {lr: 8.0e-3}
 training: {epochs: 2}
 EOF
+cat > "$work/ns.yaml" << EOF
+model: {n_modes: [6, 6, 4], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: space_time
+  t_in: 4
+  t_out: 4
+  train_file: $work/ns16.h5
+  n_train: 12
+  batch_size: 4
+  encode_input: true
+  encode_output: true
+  normalization: pointwise
+  n_predictions: 2
+  test:
+    - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: l2, loss_on: decoded, eval_losses: [l2, h1]}
+EOF
 
 # one NAME CONFIG ARGS...: one process on GPU 0.
 one() {
@@ -88,7 +109,7 @@ split_run() {
   fi
 }
 
-parts=" ${DOMAIN_NCCL_PARTS:-split policies fp16 cube kill predict} "
+parts=" ${DOMAIN_NCCL_PARTS:-split policies fp16 cube ns kill predict} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 counts=(2)
 [ "$gpus" -ge 4 ] && counts+=(4)
@@ -153,6 +174,10 @@ fi
 if part cube; then
   one one_cube_recompute "$work/cube.yaml" --set offload.policy=recompute+offload
   near_run cube_recompute_2 one_cube_recompute 1e-5 "$work/cube.yaml" --set offload.policy=recompute+offload
+fi
+if part ns; then  # Navier-Stokes, space_time, N = the world
+  one one_ns "$work/ns.yaml"
+  for n in "${counts[@]}"; do split_run "ns_$n" "$n" one_ns "$work/ns.yaml"; done
 fi
 
 # A rank lost mid-training: the survivor exits 5 within 60 s (timeout 30 s and

@@ -1,10 +1,11 @@
 // fno_train with distributed.domain_parallel N > 1: N ranks share each
 // sample, each holding a band of rows of the first spatial dim
 // (fno_train/domain.h); the W / N groups of them are data parallel. Each rank
-// reads its rows alone (HDF5 by hyperslab), the normalizers are fitted over
-// whole samples (their sums added over the band's ranks), and the step is the
-// engine's on the band (OffloadedStep::set_band) with a global loss
-// (band_rel_loss); gradients are added over every rank after backward.
+// reads its rows alone (HDF5 by hyperslab; Navier-Stokes records too, for the
+// space-time FNO-3D), the normalizers are fitted over whole samples (their
+// sums added over the band's ranks), and the step is the engine's on the band
+// (OffloadedStep::set_band) with a global loss (band_rel_loss); gradients are
+// added over every rank after backward.
 #include <fno/band.h>
 #include <fno/losses.h>
 #include <fno/tiled.h>
@@ -13,6 +14,7 @@
 #include "trainer_state.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace fno {
 
@@ -39,7 +41,11 @@ void Trainer::State::check_domain_config() {
   const auto refuse = [&](const std::string& why) {
     throw ConfigError(domain_key(n) + ": " + why);
   };
-  if (ns()) refuse("Navier-Stokes data (data.problem ns) trains data parallel only");
+  if (recurrent()) {
+    refuse(
+        "data.ns_mode recurrent: a rollout of the 2D FNO on a band of rows is not supported by "
+        "the tiled band step (use data.ns_mode space_time, or train data parallel)");
+  }
   if (benchmark()) refuse("benchmark data (data.format) trains data parallel only");
   if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
     refuse(
@@ -92,6 +98,42 @@ data::FieldPairs Trainer::State::load_rows(const std::string& file, const data::
   pairs.x = whole.x.narrow(2, r0, rows).contiguous();
   pairs.y = whole.y.narrow(2, r0, rows).contiguous();
   return pairs;
+}
+
+// Navier-Stokes (space_time): this rank's rows of a file's records, as
+// pairs (ns_pairs) of the grid (R, R, t_out) the model runs on. HDF5 (or .mat
+// v7.3) at subsample 1 is read by hyperslab; otherwise, or when the records
+// are not (N, R, R, T) with enough of them (load_ns_records says why), the
+// file is loaded whole and cut.
+data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n_samples,
+                                              int64_t t_out, Band& band) const {
+  const auto& d = cfg.data;
+  const int64_t n = domain->mesh.n;
+  const auto place = [&](int64_t rows, int64_t cols, int64_t records) {
+    const std::vector<int64_t> grid{rows, cols, t_out > 0 ? t_out : records - d.t_in};
+    if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
+      throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
+    }
+    band = make_band(domain->mesh, rows, nullptr);
+    return band_rows(rows, n, band.rank);
+  };
+  const auto options = ns_load_options(d, n_samples, t_out);
+  std::optional<data::Hdf5SlabReader> reader;
+  if (d.subsample == 1 && data::detect_format(file) == data::FileFormat::kHdf5) {
+    reader.emplace(file, options.key(), data::Layout::kGrid);
+  }
+  torch::Tensor u;  // [samples, the band's rows, R, T]
+  const std::vector<int64_t> s = reader ? reader->shape() : std::vector<int64_t>{};  // [N, 1, *S]
+  if (s.size() == 5 && s[4] >= d.t_in + std::max<int64_t>(t_out, 1)) {
+    const auto [r0, rows] = place(s[2], s[3], s[4]);
+    const int64_t samples = n_samples > 0 ? std::min(n_samples, s[0]) : s[0];
+    u = reader->read(0, samples, r0, r0 + rows).squeeze(1);
+  } else {
+    const auto whole = data::load_ns_records(file, options);
+    const auto [r0, rows] = place(whole.size(1), whole.size(2), whole.size(3));
+    u = whole.narrow(1, r0, rows).contiguous();
+  }
+  return ns_pairs(u, d, t_out);
 }
 
 // The normalizers as one process fits them on whole samples: pointwise

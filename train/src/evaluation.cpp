@@ -40,6 +40,25 @@ std::map<std::string, EvalLoss> TrainingRun::set_losses(const EvalSet& e) const 
   return losses;
 }
 
+torch::Tensor TrainingRun::record_errors(const torch::Tensor& out, const torch::Tensor& y,
+                                         const Band& band) const {
+  const auto p = s_.trajectory(out), t = s_.trajectory(y);  // [B, T, *S]
+  if (!band.split()) {
+    return torch::stack({per_step_rel_l2(p, t), cumulative_rel_l2(p, t)}).to(torch::kDouble);
+  }
+  // The squared norms of the error and of the truth per sample and record,
+  // [2, B, T], summed over the rows of every band of the sample.
+  auto norms = torch::stack({(p - t).flatten(2).pow(2).sum(-1), t.flatten(2).pow(2).sum(-1)});
+  band.sum(norms);
+  // sum over samples of sqrt(err) / (sqrt(truth) + LpLoss's eps): [B, T] -> [T]
+  const auto ratio = [eps = LpLossOptions().eps()](const torch::Tensor& e, const torch::Tensor& n) {
+    return (e.sqrt() / (n.sqrt() + eps)).sum(0);
+  };
+  const auto err = norms[0], truth = norms[1];
+  return torch::stack({ratio(err, truth), ratio(err.cumsum(1), truth.cumsum(1))})
+      .to(torch::kDouble);
+}
+
 // The model's forward under the step's forward plan (OffloadedStep::forward:
 // the training plan at the training grid, a plan chosen for the grid
 // elsewhere), decoded.
@@ -66,6 +85,10 @@ torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
 }
 
 void TrainingRun::capture_evaluation() {
+  // (Never under domain parallel: its steps run eagerly, and eval_body's sums
+  // are one process's, not a band's.)
+  TORCH_CHECK(!s_.domain, "evaluation as CUDA graphs under distributed.domain_parallel ",
+              s_.domain ? s_.domain->mesh.n : 1, ": a band's evaluation runs eagerly");
   const auto on = torch::TensorOptions().device(s_.device);
   eval_sums_ = torch::zeros({static_cast<int64_t>(losses_.size())}, on.dtype(torch::kFloat));
   if (s_.ns()) eval_steps_ = torch::zeros({2, s_.ns_t_out}, on.dtype(torch::kDouble));
@@ -140,7 +163,7 @@ std::map<std::string, double> TrainingRun::evaluate() {
         sums[name] = sums.count(name) ? sums[name] + v : v;
       }
       if (s_.ns()) {
-        const auto v = record_errors(out, y);
+        const auto v = record_errors(out, y, e.band);
         step_sums = step_sums.defined() ? step_sums + v : v;
       }
     }

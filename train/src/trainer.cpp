@@ -89,24 +89,11 @@ torch::Device pick_device(const std::string& name, int64_t local_rank) {
   return d;
 }
 
-// A Navier-Stokes file's pairs as the trainer keeps them: x the t_in input
-// records [N, t_in, R, R] in both modes (space-time inputs are made per batch,
-// State::model_input), y the next t_out records as the model predicts them:
-// [N, 1, R, R, t_out] (space_time) or [N, t_out, R, R] (recurrent). `t_out`
-// -1 takes the rest of the file's records.
+// A Navier-Stokes file's pairs as the trainer keeps them (ns_pairs), of the
+// whole grid. `t_out` -1 takes the rest of the file's records.
 data::FieldPairs load_ns_pairs(const std::string& file, const DataConfig& d, int64_t n_samples,
                                int64_t t_out) {
-  const auto u = data::load_ns_records(file, data::NsLoadOptions()
-                                                 .key(d.x_key.empty() ? "u" : d.x_key)
-                                                 .n_samples(n_samples)
-                                                 .subsample(d.subsample)
-                                                 .t_in(d.t_in)
-                                                 .t_out(t_out));
-  auto pairs = data::ns_recurrent_pairs(u, d.t_in, t_out > 0 ? t_out : u.size(3) - d.t_in);
-  // [N, t_out, R, R] -> [N, 1, R, R, t_out], as ns_space_time_pairs' y
-  if (d.ns_mode == NsMode::kSpaceTime) pairs.y = pairs.y.permute({0, 2, 3, 1}).unsqueeze(1);
-  pairs.y = pairs.y.contiguous();
-  return pairs;
+  return ns_pairs(data::load_ns_records(file, ns_load_options(d, n_samples, t_out)), d, t_out);
 }
 
 // The loader's options for a file of the data section: its arrays by name and
@@ -135,6 +122,27 @@ torch::Tensor per_channel(const torch::Tensor& field, int64_t n_time_varying, in
 }
 
 }  // namespace
+
+data::NsLoadOptions detail::ns_load_options(const DataConfig& d, int64_t n_samples, int64_t t_out) {
+  return data::NsLoadOptions()
+      .key(d.x_key.empty() ? "u" : d.x_key)
+      .n_samples(n_samples)
+      .subsample(d.subsample)
+      .t_in(d.t_in)
+      .t_out(t_out);
+}
+
+// x the t_in input records [N, t_in, R, R] in both modes (space-time inputs
+// are made per batch, State::model_input), y the next t_out records as the
+// model predicts them: [N, 1, R, R, t_out] (space_time) or [N, t_out, R, R]
+// (recurrent).
+data::FieldPairs detail::ns_pairs(const torch::Tensor& u, const DataConfig& d, int64_t t_out) {
+  auto pairs = data::ns_recurrent_pairs(u, d.t_in, t_out > 0 ? t_out : u.size(3) - d.t_in);
+  // [N, t_out, R, R] -> [N, 1, R, R, t_out], as ns_space_time_pairs' y
+  if (d.ns_mode == NsMode::kSpaceTime) pairs.y = pairs.y.permute({0, 2, 3, 1}).unsqueeze(1);
+  pairs.y = pairs.y.contiguous();
+  return pairs;
+}
 
 std::vector<std::pair<std::string, std::string>> detail::benchmark_input_files(
     const RunConfig& cfg) {
@@ -213,7 +221,9 @@ void Trainer::State::load_data() {
   const auto& c = cfg;
   data::FieldPairs train;
   if (ns()) {
-    train = load_ns_pairs(c.data.train_file, c.data, c.data.n_train, c.data.t_out);
+    // (Under domain parallel this rank's rows alone, domain_training.cpp.)
+    train = domain ? load_ns_rows(c.data.train_file, c.data.n_train, c.data.t_out, domain->band)
+                   : load_ns_pairs(c.data.train_file, c.data, c.data.n_train, c.data.t_out);
     ns_t_out = recurrent() ? train.y.size(1) : train.y.size(4);
     check_ns_model();
   } else if (benchmark()) {
@@ -307,7 +317,8 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
     // Samples [first, first + n_samples): with a first, the whole file, then cut.
     const int64_t n = t.first > 0 ? -1 : t.n_samples;
     if (ns()) {
-      pairs = load_ns_pairs(t.file, d, n, ns_t_out);
+      pairs =
+          domain ? load_ns_rows(t.file, n, ns_t_out, band) : load_ns_pairs(t.file, d, n, ns_t_out);
     } else if (benchmark()) {
       if (t.first > 0) {
         throw ConfigError(t.file + ": data.test first " + std::to_string(t.first) +
@@ -329,8 +340,8 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
       const int64_t take = t.n_samples > 0 ? std::min(t.n_samples, left) : left;
       if (take < t.n_samples) {
         std::cerr << "fno_train: " << t.file << ": data.test asks for samples [" << t.first << ", "
-                  << t.first + t.n_samples << "), the file holds " << pairs.x.size(0)
-                  << "; using " << take << "\n";
+                  << t.first + t.n_samples << "), the file holds " << pairs.x.size(0) << "; using "
+                  << take << "\n";
       }
       pairs.x = pairs.x.narrow(0, t.first, take);
       pairs.y = pairs.y.narrow(0, t.first, take);

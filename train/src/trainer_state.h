@@ -69,6 +69,13 @@ void write_text_atomic(const std::string& path, const std::string& text);
 /// Benchmark formats (data.format): the files a run reads, by key ("data.train_file[2]").
 std::vector<std::pair<std::string, std::string>> benchmark_input_files(const RunConfig& cfg);
 
+/// Navier-Stokes (data.problem ns): the loader's options for `n_samples`
+/// samples (-1: all) and `t_out` records after data.t_in (-1: the rest), and
+/// the pairs the trainer keeps of records u [N, R', R, T] (R' a band's rows):
+/// x [N, t_in, R', R], y [N, 1, R', R, t_out] (space_time) or [N, t_out, R', R].
+data::NsLoadOptions ns_load_options(const DataConfig& d, int64_t n_samples, int64_t t_out);
+data::FieldPairs ns_pairs(const torch::Tensor& u, const DataConfig& d, int64_t t_out);
+
 // One evaluation set, on the training device when it fits.
 struct EvalSet {
   std::string name;
@@ -189,6 +196,9 @@ struct Trainer::State {
   void join_domain();
   data::FieldPairs load_rows(const std::string& file, const data::LoadOptions& options,
                              Band& band) const;
+  // Navier-Stokes (space_time): this rank's rows of a file's pairs (ns_pairs).
+  data::FieldPairs load_ns_rows(const std::string& file, int64_t n_samples, int64_t t_out,
+                                Band& band) const;
   void fit_domain_normalizers(const data::FieldPairs& train);
   void build_domain_step();
   // data.stream (trainer_stream.cpp): whether the training split streams (then

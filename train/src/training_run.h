@@ -71,12 +71,13 @@ class TrainingRun {
   // sum up to a record ("<set>#upto#<t>").
   static constexpr const char* kPerStep = "#step#";
   static constexpr const char* kUpTo = "#upto#";
-  // Navier-Stokes: per_step_rel_l2's and cumulative_rel_l2's sums over the batch.
+  // Navier-Stokes: per_step_rel_l2's and cumulative_rel_l2's sums over the
+  // batch; under domain parallel of the whole grid from this rank's rows of
+  // `band` (each sample's squared norms added over the band's ranks before the
+  // square roots and ratios; the host reads them after band.drain()).
   // out, y: [B, C, *S] decoded -> [2, t_out] float64
-  torch::Tensor record_errors(const torch::Tensor& out, const torch::Tensor& y) const {
-    const auto p = s_.trajectory(out), t = s_.trajectory(y);
-    return torch::stack({per_step_rel_l2(p, t), cumulative_rel_l2(p, t)}).to(torch::kDouble);
-  }
+  torch::Tensor record_errors(const torch::Tensor& out, const torch::Tensor& y,
+                              const Band& band = {}) const;
   StepResult train_step(const torch::Tensor& x, const torch::Tensor& y);
   // The metrics of a test set by name: losses_, or under domain parallel each
   // the whole grid's from this rank's rows of the set.
