@@ -147,6 +147,10 @@ def describe(name):
         if "domain_sums_per_step" in r:
             s += "; %.0f band sums a step, the host waited for %.1f of them unfinished" % (
                 r["domain_sums_per_step"], r["domain_host_waits_per_step"])
+        if r.get("plan"):
+            # The band's step taken (the whole band with activations kept, or
+            # a tiled plan), and each candidate's measured time.
+            s += "; plan: " + r["plan"]
     loss = r.get("losses") or []
     if len(loss) > 1:
         s += "; loss over %d steps %.4g -> %.4g (%s)" % (

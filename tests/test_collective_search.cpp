@@ -67,7 +67,7 @@ class FakeGroup {
 struct RankLog {
   fno::CollectiveChoice choice;
   std::string error;
-  std::map<int64_t, int64_t> stepped, done;
+  std::map<int64_t, int64_t> stepped, done, probed;
 };
 
 // ms[rank][i]: rank's time for candidate i; fits(rank, i); fail(rank, i, k): what the k-th
@@ -78,6 +78,9 @@ struct Fakes {
   std::function<std::string(int64_t, int64_t, int64_t)> fail = [](int64_t, int64_t, int64_t) {
     return std::string();
   };
+  // probe(rank, i): what candidate i's probe throws on rank ("" nothing, "oom",
+  // "budget"); null: no probe.
+  std::function<std::string(int64_t, int64_t)> probe;
   double warmup_ms = 1000;  // the untimed step's time: it must not count
   fno::CollectiveSearchOptions options;
   // clock(rank, its log): the rank's clock in seconds (null: the steady clock).
@@ -105,6 +108,15 @@ std::vector<RankLog> run_ranks(const Fakes& f, const std::vector<std::string>& t
         return k == 0 ? f.warmup_ms : f.ms[static_cast<size_t>(r)][static_cast<size_t>(i)];
       };
       steps.done = [&](int64_t i) { ++log.done[i]; };
+      if (f.probe) {
+        steps.probe = [&](int64_t i) {
+          ++log.probed[i];
+          const auto what = f.probe(r, i);
+          if (what == "oom")
+            TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (probe)");
+          if (what == "budget") throw fno::offload::BudgetError("peaked at 9 GiB (probe)");
+        };
+      }
       steps.fatal = fatal;
       if (f.clock) steps.clock = [&] { return f.clock(r, log); };
       const auto& mine = per_rank_texts.empty() ? texts : per_rank_texts[static_cast<size_t>(r)];
@@ -234,6 +246,34 @@ TEST_CASE("collective_search: a step that fails on one rank stops that candidate
   check_agreed(rest);
   CHECK(rest[0].choice.chosen == 2);
   CHECK(rest[0].choice.trials[2].ms == 8);
+}
+
+TEST_CASE("collective_search: a probe that fails on one rank drops the candidate before any step") {
+  // (A whole band's step that runs out of memory part way would leave the
+  // other ranks in its exchanges: its rank-local probe fails first.)
+  Fakes f;
+  f.ms = {{10, 5, 7}, {10, 4, 6}};
+  f.probe = [](int64_t rank, int64_t i) {
+    if (rank == 1 && i == 1) return std::string("oom");
+    if (rank == 0 && i == 2) return std::string("budget");
+    return std::string();
+  };
+  const auto logs = run_ranks(f, kTexts);
+  check_agreed(logs);
+  const auto& c = logs[0].choice;
+  CHECK(c.chosen == 0);
+  CHECK(c.trials[0].status == "ok");
+  CHECK(c.trials[0].ms == 10);  // the probe is not timed
+  CHECK(c.trials[1].status == "out of memory on rank 1");
+  CHECK(c.trials[2].status == "over budget as measured on rank 0");
+  CHECK(logs[0].choice.trials[2].detail == "peaked at 9 GiB (probe)");
+  for (const auto& log : logs) {
+    for (int64_t i = 0; i < 3; ++i) CHECK(log.probed.at(i) == 1);
+    CHECK(log.stepped.at(0) == 3);
+    CHECK(log.stepped.count(1) == 0);  // neither rank stepped B or C
+    CHECK(log.stepped.count(2) == 0);
+    for (int64_t i = 0; i < 3; ++i) CHECK(log.done.at(i) == 1);
+  }
 }
 
 TEST_CASE(

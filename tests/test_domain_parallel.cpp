@@ -11,6 +11,7 @@
 #include <fno/precision.h>
 #include <fno/tiled.h>
 #include <fno_engine/offload_step.h>
+#include <fno_engine/rollout.h>
 #include <fno_engine/tiled_plan.h>
 #include <fno_train/distributed.h>
 #include <fno_train/domain.h>
@@ -74,7 +75,9 @@ std::map<std::string, torch::Tensor> grads(const fno::FNO& model) {
 using Loss =
     std::function<torch::Tensor(const fno::Band&, const torch::Tensor&, const torch::Tensor&)>;
 
-// The whole-grid step of one process against N ranks' banded tiled steps.
+// The whole-grid step of one process against N ranks' banded tiled steps
+// (tile_rows > 0), or, tile_rows == 0, their whole bands with activations
+// kept: the model's own forward under a BandGuard, the loss, backward.
 // With `cuda`: rank r on GPU r with NCCL, the references on GPU 0.
 void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape, int64_t n,
                  int64_t tile_rows, const Loss& loss, bool cuda = false) {
@@ -95,21 +98,27 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
   want_loss.backward();
   const auto want = grads(reference);
   const int64_t rows = shape[2];
-  // fp32's own noise: one process's tiled step against the whole-grid model.
-  // Where a gradient is a sum with much cancellation (the last biases), the
+  // fp32's own noise: one process's tiled step against the whole-grid model
+  // (for whole bands, the larger of two: tiles of band 0's rows, the spectra
+  // summed band by band as the ranks sum them, and tiles of 3 rows). Where a
+  // gradient is a sum with much cancellation (the last biases under H1), the
   // order of fp32 sums alone moves it by about 1e-5.
-  std::map<std::string, torch::Tensor> one;
-  {
+  std::map<std::string, double> floors;
+  const auto tiles = tile_rows > 0 ? std::vector<int64_t>{tile_rows}
+                                   : std::vector<int64_t>{fno::band_rows(rows, n, 0).second, 3};
+  for (const int64_t t : tiles) {
     torch::manual_seed(0);
     fno::FNO model(opts);
     model->to(device(0));
     fno::TiledPlan plan;
-    plan.tile_rows = tile_rows;
+    plan.tile_rows = t;
     fno::TiledStep step(model, plan);
     step.forward_backward(x, y, [&](const at::Tensor& out, const at::Tensor& yy) {
       return loss(fno::Band{}, out, yy);
     });
-    one = grads(model);
+    for (const auto& [name, g] : grads(model)) {
+      floors[name] = std::max(floors[name], rel_err(g, want.at(name)));
+    }
   }
 
   std::vector<double> got_loss(static_cast<size_t>(n));
@@ -141,20 +150,36 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
         };
         band.flush = [g] { g->drain(); };
         fno::TiledPlan plan;
-        plan.tile_rows = tile_rows;
+        plan.tile_rows = std::max<int64_t>(tile_rows, 1);
         fno::TiledStep step(model, plan);
         step.set_band(band);
-        const auto l = step.forward_backward(
-            xr, yr,
-            [&](const at::Tensor& out, const at::Tensor& yy) { return loss(band, out, yy); });
+        torch::Tensor l;
+        if (tile_rows > 0) {
+          l = step.forward_backward(xr, yr, [&](const at::Tensor& out, const at::Tensor& yy) {
+            return loss(band, out, yy);
+          });
+        } else {
+          const fno::BandGuard on_band(band);
+          l = loss(band, model->forward(xr), yr);
+          l.backward();
+          band.drain();
+        }
         for (auto& p : model->parameters()) {
           auto grad = p.mutable_grad();
           g->all_reduce_sum(grad);
         }
         const int64_t step_bytes = sent[static_cast<size_t>(r)];
         // Evaluation: the band's rows of the whole grid's output.
-        out_err[static_cast<size_t>(r)] =
-            rel_err(step.forward(xr), want_out.detach().narrow(2, row0, count));
+        torch::Tensor out;
+        if (tile_rows > 0) {
+          out = step.forward(xr);
+        } else {
+          const fno::BandGuard on_band(band);
+          torch::NoGradGuard no_grad;
+          out = model->forward(xr);
+          band.drain();
+        }
+        out_err[static_cast<size_t>(r)] = rel_err(out, want_out.detach().narrow(2, row0, count));
         sent[static_cast<size_t>(r)] = step_bytes;
         got_loss[static_cast<size_t>(r)] = l.item<double>();
         got[static_cast<size_t>(r)] = grads(model);
@@ -180,7 +205,7 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
     CHECK(sent[static_cast<size_t>(r)] >= spectra);
     CHECK(sent[static_cast<size_t>(r)] < spectra + 64 * 1024);
     for (const auto& [name, w] : want) {
-      const double floor = rel_err(one.at(name), w);
+      const double floor = floors.at(name);
       INFO("gradient of ", name, "; one process's tiled step is ", floor, " off");
       REQUIRE(got[static_cast<size_t>(r)].count(name) == 1);
       CHECK(rel_err(got[static_cast<size_t>(r)].at(name), w) <= std::max(1e-5, 2 * floor));
@@ -233,6 +258,62 @@ TEST_CASE("a sample split over 2 and 3 ranks: loss and gradients equal one proce
   }
 }
 
+TEST_CASE("whole bands with activations kept over 2 and 3 ranks equal one process (2D, 3D)") {
+  // The model's own forward under a BandGuard: tile_rows 0 in check_exact.
+  const fno::LpLoss l2_2d(fno::LpLossOptions().d(2));
+  const fno::H1Loss h1_2d(fno::H1LossOptions().d(2));
+  const fno::LpLoss l2_3d(fno::LpLossOptions().d(3));
+  const fno::H1Loss h1_3d(fno::H1LossOptions().d(3));
+  const auto opts2 = fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(3);
+  const auto opts3 = fno::FNOOptions({4, 4, 4}, 2, 1, 6).n_layers(2);
+  for (const int64_t n : {2, 3}) {
+    INFO(n, " ranks");
+    check_exact(opts2, {2, 1, 13, 10}, n, 0,
+                [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+                  return fno::band_rel_loss(l2_2d, b, o, y);
+                });
+    check_exact(opts2, {2, 1, 13, 10}, n, 0,
+                [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+                  return fno::band_rel_loss(h1_2d, b, o, y);
+                });
+    check_exact(opts3, {1, 2, 11, 6, 7}, n, 0,
+                [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+                  return fno::band_rel_loss(h1_3d, b, o, y);
+                });
+    check_exact(opts3, {1, 2, 11, 6, 7}, n, 0,
+                [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+                  return fno::band_rel_loss(l2_3d, b, o, y);
+                });
+  }
+}
+
+TEST_CASE("BandGuard: what a band's forward refuses, and the mode's scope") {
+  fno::Band band;
+  band.row0 = 4;
+  band.grid_rows = 8;
+  CHECK(fno::current_band() == nullptr);
+  {
+    const fno::BandGuard on_band(band);
+    REQUIRE(fno::current_band() != nullptr);
+    CHECK(fno::current_band()->row0 == 4);
+    fno::FNO one_d(fno::FNOOptions({4}, 1, 1, 4).n_layers(1));
+    CHECK_THROWS_WITH(one_d->forward(torch::randn({1, 1, 4})),
+                      doctest::Contains("a band of rows needs a 2D or 3D model"));
+    fno::FNO padded(fno::FNOOptions({4, 4}, 1, 1, 4).n_layers(1).domain_padding({0.25}));
+    CHECK_THROWS_WITH(padded->forward(torch::randn({1, 1, 4, 8})),
+                      doctest::Contains("does not support domain padding, got 0.25"));
+    fno::FNO model(fno::FNOOptions({4, 4}, 1, 1, 4).n_layers(1));
+    CHECK_THROWS_WITH(model->forward(torch::randn({1, 1, 5, 8})),
+                      doctest::Contains("a band of 5 rows at row 4 does not fit a grid of 8"));
+  }
+  CHECK(fno::current_band() == nullptr);
+  band.grid_rows = 0;
+  CHECK_THROWS_WITH(fno::BandGuard{band}, doctest::Contains("grid_rows must be set"));
+  band.grid_rows = 8;
+  band.ranks = 2;
+  CHECK_THROWS_WITH(fno::BandGuard{band}, doctest::Contains("2 ranks but no sum"));
+}
+
 TEST_CASE("a sample split over 2 GPUs (NCCL, sums ordered on the stream) equals one process's") {
   if (torch::cuda::device_count() < 2) {
     MESSAGE("fewer than 2 CUDA GPUs: skipped");
@@ -242,6 +323,13 @@ TEST_CASE("a sample split over 2 GPUs (NCCL, sums ordered on the stream) equals 
   const fno::H1Loss h1(fno::H1LossOptions().d(2));
   check_exact(
       opts, {2, 1, 13, 10}, 2, 3,
+      [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
+        return fno::band_rel_loss(h1, b, o, y);
+      },
+      /*cuda=*/true);
+  // The whole bands, activations kept.
+  check_exact(
+      opts, {2, 1, 13, 10}, 2, 0,
       [&](const fno::Band& b, const torch::Tensor& o, const torch::Tensor& y) {
         return fno::band_rel_loss(h1, b, o, y);
       },
@@ -320,9 +408,12 @@ TEST_CASE("domain_unsupported names what a split cannot do") {
 
 // The engine's step under a plan on a band (OffloadedStep::set_band): what
 // fno_train runs for distributed.domain_parallel. Its step (under each fixed
-// policy, in chunks and micro-batches too) equals the whole grid's, and its
-// forward, at the training grid and at another grid (a test set's, with its
-// own band), the model's.
+// policy, in chunks and micro-batches too, and auto) equals the whole grid's,
+// and its forward, at the training grid and at another grid (a test set's,
+// with its own band), the model's. none (and auto without CUDA) runs the
+// whole band with activations kept: the loss reads the model's own output,
+// with its autograd graph; the other policies run tiled plans, whose loss
+// reads a detached output.
 TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") {
   const auto opts = fno::FNOOptions({6, 4}, 1, 1, 8).n_layers(2);
   const fno::H1Loss h1(fno::H1LossOptions().d(2));
@@ -342,9 +433,9 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
     torch::manual_seed(0);
     models.emplace_back(opts);
   }
-  // Each fixed offload policy runs as its tiled plan (tiled_choice_for_policy;
-  // on the CPU nothing moves to host memory), in batch chunks (tiles of rows)
-  // and micro-batches.
+  // Each fixed offload policy but none runs as its tiled plan
+  // (tiled_choice_for_policy; on the CPU nothing moves to host memory), in
+  // batch chunks (tiles of rows) and micro-batches; none and auto the whole band.
   struct Case {
     std::string policy;
     int64_t chunks, micro;
@@ -356,10 +447,14 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
                                                                {"recompute", 3, 2},
                                                                {"blocks:2", 1, 1},
                                                                {"all", 2, 1},
-                                                               {"recompute+offload", 1, 2}}) {
+                                                               {"recompute+offload", 1, 2},
+                                                               {"auto", 1, 1}}) {
     INFO("policy ", policy, ", ", chunks, " chunk(s), ", micro, " micro-batch(es)");
     const auto k = static_cast<size_t>(n);
+    const bool whole = policy == "none" || policy == "auto";
     std::vector<double> got_loss(k), out_err(k), other_err(k);
+    std::vector<int> graphed(k, -1);
+    std::vector<std::string> plans(k);
     std::vector<std::map<std::string, torch::Tensor>> got(k);
     ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
       torch::AutoGradMode grad_mode(true);
@@ -385,10 +480,12 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
       const auto band = band_of(13);
       step.set_band(band);
       CHECK_FALSE(step.plain());
-      const auto l = step.forward_backward(rows_of(x, band), rows_of(y, band),
-                                           [&](const at::Tensor& o, const at::Tensor& yy) {
-                                             return fno::band_rel_loss(h1, band, o, yy);
-                                           });
+      const auto l = step.forward_backward(
+          rows_of(x, band), rows_of(y, band), [&](const at::Tensor& o, const at::Tensor& yy) {
+            graphed[static_cast<size_t>(r)] = o.grad_fn() != nullptr ? 1 : 0;
+            return fno::band_rel_loss(h1, band, o, yy);
+          });
+      plans[static_cast<size_t>(r)] = step.plan_text();
       for (auto& p : model->parameters()) g->all_reduce_sum(p.mutable_grad());
       got_loss[static_cast<size_t>(r)] = l.item<double>();
       got[static_cast<size_t>(r)] = grads(model);
@@ -407,11 +504,80 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
             doctest::Approx(want_loss.item<double>()).epsilon(1e-5));
       CHECK(out_err[static_cast<size_t>(r)] <= 1e-5);
       CHECK(other_err[static_cast<size_t>(r)] <= 1e-5);
+      CHECK(graphed[static_cast<size_t>(r)] == (whole ? 1 : 0));
+      if (policy == "auto") {
+        const auto rows = fno::band_rows(13, n, r).second;
+        CHECK(plans[static_cast<size_t>(r)] ==
+              "this rank's band of " + std::to_string(rows) + " rows, activations kept");
+      }
       for (const auto& [name, w] : want) {
         INFO("gradient of ", name);
         // (fp32 sums in another order: the last biases' gradients cancel much)
         CHECK(rel_err(got[static_cast<size_t>(r)].at(name), w) <= 1e-4);
       }
+    }
+  }
+}
+
+// A step that runs the model several times (a recurrent rollout) on a band:
+// OffloadedStep::forward_backward_composite runs each forward on the band's
+// rows, activations kept; with a global loss it equals one process's.
+TEST_CASE("a rollout on bands of 2 ranks equals one process's (forward_backward_composite)") {
+  const auto opts = fno::FNOOptions({6, 4}, 2, 1, 8).n_layers(2);
+  const fno::LpLoss l2(fno::LpLossOptions().d(2));
+  torch::manual_seed(5);
+  const auto x = torch::randn({2, 2, 13, 10}), y = torch::randn({2, 3, 13, 10});
+  const auto rollout_loss = [&](const fno::Band& band, const fno::StepModel& model,
+                                const torch::Tensor& xx, const torch::Tensor& yy) {
+    return fno::rollout_loss(
+        [&](const at::Tensor& o, const at::Tensor& t) {
+          return fno::band_rel_loss(l2, band, o, t);
+        },
+        fno::rollout(model, xx, 3), yy);
+  };
+  torch::manual_seed(0);
+  fno::FNO reference(opts);
+  const auto want_loss = rollout_loss(
+      fno::Band{}, [&](const at::Tensor& in) { return reference->forward(in); }, x, y);
+  want_loss.backward();
+  const auto want = grads(reference);
+  const int64_t n = 2;
+  std::vector<fno::FNO> models;
+  for (int64_t r = 0; r < n; ++r) {
+    torch::manual_seed(0);
+    models.emplace_back(opts);
+  }
+  std::vector<double> got_loss(n);
+  std::vector<std::map<std::string, torch::Tensor>> got(n);
+  ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+    auto& model = models[static_cast<size_t>(r)];
+    fno::Band band;
+    std::tie(band.row0, std::ignore) = fno::band_rows(13, n, r);
+    const int64_t rows = fno::band_rows(13, n, r).second;
+    band.grid_rows = 13;
+    band.rank = r;
+    band.ranks = n;
+    band.sum = [g](at::Tensor& t) { g->all_reduce_sum(t); };
+    fno::OffloadSettings settings;
+    settings.policy = fno::offload::parse_policy("none");
+    fno::OffloadedStep step(model, settings);
+    step.set_band(band);
+    const auto l = step.forward_backward_composite(
+        x.narrow(2, band.row0, rows), y.narrow(2, band.row0, rows),
+        [&](const fno::OffloadedStep::ModelForward& f, const at::Tensor& xx, const at::Tensor& yy) {
+          return rollout_loss(band, f, xx, yy);
+        });
+    for (auto& p : model->parameters()) g->all_reduce_sum(p.mutable_grad());
+    got_loss[static_cast<size_t>(r)] = l.item<double>();
+    got[static_cast<size_t>(r)] = grads(model);
+  });
+  for (int64_t r = 0; r < n; ++r) {
+    INFO("rank ", r);
+    CHECK(got_loss[static_cast<size_t>(r)] ==
+          doctest::Approx(want_loss.item<double>()).epsilon(1e-5));
+    for (const auto& [name, w] : want) {
+      INFO("gradient of ", name);
+      CHECK(rel_err(got[static_cast<size_t>(r)].at(name), w) <= 1e-5);
     }
   }
 }

@@ -47,32 +47,47 @@ std::vector<std::string> fit_statuses(int64_t rank, int64_t world, int64_t n,
   return status;
 }
 
-// Step 2 for one candidate: every rank steps it; after each step the ranks
-// sum [this step's ms, one-hot; how it failed, one-hot: 1 out of memory,
-// 2 over budget as measured, 3 another error], so that all stop together and
-// name the same ranks.
+// f() on this rank: 0 when it returned, else how it failed (1 out of memory,
+// 2 over budget as measured, 3 another error; t.detail says which).
+template <class F>
+double failure_of(F&& f, const CollectiveSteps& steps, CandidateTrial& t) {
+  try {
+    f();
+    return 0;
+  } catch (const c10::OutOfMemoryError&) {
+    return 1;
+  } catch (const offload::BudgetError& e) {
+    t.detail = e.what();
+    return 2;
+  } catch (const std::exception& e) {
+    if (steps.fatal && steps.fatal(e)) throw;  // the group itself failed
+    const std::string what = e.what();
+    t.detail = what.substr(0, what.find('\n')).substr(0, 200);
+    return 3;
+  }
+}
+
+// Step 2 for one candidate: every rank probes it (steps.probe), then steps
+// it; after the probe and each step the ranks sum [this step's ms, one-hot;
+// how it failed, one-hot: 1 out of memory, 2 over budget as measured, 3
+// another error], so that all stop together and name the same ranks.
 void trial(int64_t rank, int64_t world, int64_t i, const CollectiveSteps& steps,
            const GroupSum& sum, const CollectiveSearchOptions& o, CandidateTrial& t) {
   const auto w = static_cast<size_t>(world);
   std::vector<std::vector<double>> timed(w);  // each rank's timed steps
   const int64_t warmup = std::max<int64_t>(0, o.warmup());
   const int64_t total = warmup + std::max<int64_t>(1, o.steps());
-  for (int64_t k = 0; k < total; ++k) {
+  for (int64_t k = steps.probe ? -1 : 0; k < total; ++k) {
     std::vector<double> mine(2 * w, 0.0);
-    double failed = 0;
-    try {
-      mine[static_cast<size_t>(rank)] = steps.step(i);
-    } catch (const c10::OutOfMemoryError&) {
-      failed = 1;
-    } catch (const offload::BudgetError& e) {
-      failed = 2;
-      t.detail = e.what();
-    } catch (const std::exception& e) {
-      if (steps.fatal && steps.fatal(e)) throw;  // the group itself failed
-      failed = 3;
-      const std::string what = e.what();
-      t.detail = what.substr(0, what.find('\n')).substr(0, 200);
-    }
+    const double failed = failure_of(
+        [&] {
+          if (k < 0) {
+            steps.probe(i);
+          } else {
+            mine[static_cast<size_t>(rank)] = steps.step(i);
+          }
+        },
+        steps, t);
     mine[w + static_cast<size_t>(rank)] = failed;
     const auto all = sum(mine);
     std::vector<std::vector<int64_t>> failed_ranks(3);  // by kind
@@ -87,7 +102,7 @@ void trial(int64_t rank, int64_t world, int64_t i, const CollectiveSteps& steps,
       t.status += (t.status.empty() ? "" : "; ") + (kKinds[kind] + ranks_text(failed_ranks[kind]));
     }
     if (!t.status.empty()) return;
-    if (k < warmup) continue;
+    if (k < warmup) continue;  // (the probe too)
     for (size_t r = 0; r < w; ++r) timed[r].push_back(all[r]);
   }
   t.status = "ok";

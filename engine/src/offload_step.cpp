@@ -68,6 +68,34 @@ bool OffloadedStep::plain() const {
          !p_->band.split();
 }
 
+bool OffloadedStep::Impl::whole_band_fits(const StepBatch& b, int64_t budget) {
+  // The plain step's peak as the planner estimates it from a profile of one
+  // batch entry of the band with everything kept, measured as a grid of its
+  // own rows (the same tensors as the band's step, but the band's few
+  // spectrum-sized sums), with the search's margin. The planner's estimate
+  // of a plain step is over the measured peak, not under (offload/planner.h).
+  const auto st = fno_stages(model, b.x.sizes().slice(2).vec());
+  const auto drop = [&] {
+    for (auto& q : model->parameters()) q.mutable_grad() = at::Tensor();
+  };
+  try {
+    const auto prof = profile_batch(model, st, b.x);
+    drop();
+    const auto e =
+        offload::estimate(prof, offload::plan_for_policy(offload::Policy{}, st), settings.options);
+    const auto limit = static_cast<int64_t>(static_cast<double>(budget) * (1.0 - kMargin));
+    std::cerr << "offload auto: the whole band of " << b.x.size(2) << " rows, activations kept: "
+              << "estimated peak " << offload::format_bytes(e.peak_bytes) << " of "
+              << offload::format_bytes(limit) << (e.peak_bytes <= limit ? "" : " (does not fit)")
+              << "\n";
+    return e.peak_bytes <= limit;
+  } catch (const c10::OutOfMemoryError&) {
+    drop();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    return false;
+  }
+}
+
 void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
   using K = offload::Policy::Kind;
   shape = b.x.sizes().vec();
@@ -77,38 +105,54 @@ void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
   const int64_t rows0 = band_rows(band.grid_rows, band.ranks, 0).second;
   const bool moves = offloader && offloader->active();
   const bool searched = policy.kind == K::kAuto && moves;
-  // A fixed policy's plan (auto without CUDA: none's, the band in one tile).
-  const auto fixed = policy.kind == K::kAuto ? offload::Policy::of(K::kNone) : policy;
-  TiledChoice c = tiled_choice_for_policy(fixed, layers, rows0, settings.chunks,
-                                          settings.micro_batches, b.x.size(0), moves);
+  // none, and auto without CUDA: the whole band, activations kept. The other
+  // fixed policies: their tiled plans.
+  whole_band = policy.kind == K::kNone || (policy.kind == K::kAuto && !moves);
+  tiled.reset();
+  if (!whole_band && !searched) {
+    tiled = tiled_choice_for_policy(policy, layers, rows0, settings.chunks, settings.micro_batches,
+                                    b.x.size(0), moves);
+  }
   if (searched) {
-    std::vector<double> mine(4 + static_cast<size_t>(layers), 0.0);
+    // Rank 0's choice for every rank: [whole band fits, its tiled choice ...].
+    std::vector<double> mine(5 + static_cast<size_t>(layers), 0.0);
+    const int64_t budget = resolve_gpu_budget(settings.gpu_memory_limit);
     if (band.rank == 0) {
-      const int64_t host = pinnable_host_bytes(settings.options.host_memory_limit());
-      const auto found =
-          tiled_candidates(model, b.x.sizes(), resolve_gpu_budget(settings.gpu_memory_limit), host,
-                           tiled_context(b), 1);
-      if (!found.empty()) mine = encode_tiled_choice(found.front(), layers);
+      if (whole_band_fits(b, budget)) {
+        mine[0] = 1;
+      } else {
+        const int64_t host = pinnable_host_bytes(settings.options.host_memory_limit());
+        const auto found = tiled_candidates(model, b.x.sizes(), budget, host, tiled_context(b), 1);
+        if (!found.empty()) {
+          const auto v = encode_tiled_choice(found.front(), layers);
+          std::copy(v.begin(), v.end(), mine.begin() + 1);
+        }
+      }
     }
     auto t = torch::tensor(mine, torch::kDouble).to(b.x.device());
     band.sum(t);
     band.drain();
     const auto all = t.cpu();
-    c = decode_tiled_choice(
-        std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + all.numel()));
-    if (c.plan.tile_rows <= 0) {
-      throw offload::BudgetError(
-          "offload auto: no tiled plan of band 0's rows fits the budget of " +
-          offload::format_bytes(resolve_gpu_budget(settings.gpu_memory_limit)));
+    const double* v = all.data_ptr<double>();
+    whole_band = v[0] > 0.5;
+    if (!whole_band) {
+      auto c = decode_tiled_choice(std::vector<double>(v + 1, v + all.numel()));
+      if (c.plan.tile_rows <= 0) {
+        throw offload::BudgetError(
+            "offload auto: neither the whole band nor a tiled plan of band 0's rows fits the "
+            "budget of " +
+            offload::format_bytes(budget));
+      }
+      tiled = c;
     }
   }
-  tiled = c;
   // The plan of auto and of the fixed policies, once per choice (a shorter last
   // batch of an epoch plans again).
-  if (policy.kind != K::kNone && band.rank == 0 && c.to_string() != band_plan_said) {
-    band_plan_said = c.to_string();
+  const std::string said = whole_band ? "activations kept" : tiled->to_string();
+  if (policy.kind != K::kNone && band.rank == 0 && said != band_plan_said) {
+    band_plan_said = said;
     std::cerr << "offload " << (searched ? std::string("auto") : "policy " + settings.policy.text)
-              << ": each rank's band of rows in " << band_plan_said << "\n";
+              << ": each rank's band of rows " << (whole_band ? "whole, " : "in ") << said << "\n";
   }
 }
 
@@ -146,11 +190,6 @@ at::Tensor OffloadedStep::forward_backward_composite(
     const std::function<at::Tensor(const ModelForward&, const at::Tensor&, const at::Tensor&)>&
         loss) {
   auto& p = *p_;
-  if (p.band.split()) {
-    throw std::invalid_argument(
-        "offload: a step that runs the model several times (a rollout) cannot be split across "
-        "ranks");
-  }
   if (p.policy.kind != offload::Policy::Kind::kNone || p.settings.micro_batches != 1) {
     throw std::invalid_argument(
         "offload: a step that runs the model several times (a rollout) needs policy none and "
@@ -159,11 +198,21 @@ at::Tensor OffloadedStep::forward_backward_composite(
         " micro-batch(es)");
   }
   p.record_next = false;
-  auto l = loss([&p](const at::Tensor& in) { return p.model->forward(in); }, x, y);
+  // A split band: each of the model's forwards on the band's rows, activations
+  // kept (the loss must be a global one, band_rel_loss).
+  const bool split = p.band.split();
+  auto l = loss(
+      [&p, split](const at::Tensor& in) {
+        std::optional<BandGuard> on_band;
+        if (split) on_band.emplace(p.band);
+        return p.model->forward(in);
+      },
+      x, y);
   if (p.before_final_backward) {
     p.before_final_backward(c10::str(l.device(), " ", x.sizes(), " composite"));
   }
   l.backward();
+  p.band.drain();
   return l.detach();
 }
 
@@ -184,8 +233,9 @@ ForwardPlan OffloadedStep::forward_plan(const at::Tensor& x) {
     // sample, whose bands may differ in rows.
     ForwardPlan f;
     f.micro = batch;
-    if (planned && p.tiled) {
-      const int64_t k = std::max<int64_t>(p.tiled->micro_batches, 1);
+    if (planned && (p.tiled || p.whole_band)) {
+      const int64_t k =
+          std::max<int64_t>(p.tiled ? p.tiled->micro_batches : p.settings.micro_batches, 1);
       f.micro = std::max<int64_t>(1, (p.shape[0] + k - 1) / k);
     }
     const bool same = planned && p.tiled && x.sizes().slice(1) == at::IntArrayRef(p.shape).slice(1);

@@ -197,6 +197,9 @@ struct OffloadedStep::Impl {
   std::function<void(const std::string&)> before_final_backward;
   std::string plan_key_text;  // shape and plan, for before_final_backward; made once per plan
   Band band;  // set_band: this rank's rows of each sample (one process: the whole grid)
+  // A split band's plan is the whole band with activations kept (TiledRunner::
+  // step_whole; then `tiled` is unset), else `tiled`.
+  bool whole_band = false;
   std::string band_plan_said;  // the band's auto plan last written to stderr
   // forward_plan's plans for inputs off the training plan's grid, per shape.
   std::map<std::vector<int64_t>, ForwardPlan> forward_plans;
@@ -438,9 +441,13 @@ struct OffloadedStep::Impl {
   bool take_estimated(const std::vector<Candidate>& candidates, int64_t limit,
                       const Progress& progress);
 
-  // A split band's tiled plan for b (set_band), the same micro-batches on
-  // every rank of the sample (offload_step.cpp).
+  // A split band's plan for b (set_band): the whole band with activations
+  // kept, or a tiled plan, the same on every rank of the sample
+  // (offload_step.cpp).
   void make_band_plan(const StepBatch& b);
+  // Whether the whole band of b (rank 0's: band 0, the largest) is estimated
+  // to fit `budget` with every activation kept (offload_step.cpp).
+  bool whole_band_fits(const StepBatch& b, int64_t budget);
   at::Tensor band_step(const StepBatch& b) {
     TORCH_CHECK(b.can_split(),
                 "offload: a step split across ranks needs a loss over (output, target)");
@@ -450,9 +457,12 @@ struct OffloadedStep::Impl {
       if (record_next) offloader->set_record_timeline(true);
       offloader->begin_step();
     }
-    auto l = tiled_runner().step(*tiled, b.x, b.y, b.loss2, b.mean, [&] {
+    const auto before_last = [&] {
       if (before_final_backward) before_final_backward(plan_key_for_tiled(b));
-    });
+    };
+    auto l = whole_band ? tiled_runner().step_whole(b.x, b.y, b.loss2, b.mean,
+                                                    settings.micro_batches, before_last)
+                        : tiled_runner().step(*tiled, b.x, b.y, b.loss2, b.mean, before_last);
     if (moves) {
       stats = offloader->end_step();
       if (record_next) offloader->set_record_timeline(false);
@@ -497,13 +507,18 @@ struct OffloadedStep::Impl {
 
   std::string plan_key_for_tiled(const StepBatch& b) {
     if (plan_key_text.empty()) {
-      plan_key_text = c10::str(b.x.device(), " ", shape, " ", tiled->to_string());
+      plan_key_text = c10::str(b.x.device(), " ", shape, " ", plan_text_only());
     }
     return plan_key_text;
   }
 
-  // The plan as its files write it: the tiled choice, or the stages' plan.
-  std::string plan_text_only() const { return tiled ? tiled->to_string() : plan.to_string(stages); }
+  // The plan as its files write it: the whole band, the tiled choice, or the stages' plan.
+  std::string plan_text_only() const {
+    if (band.split() && whole_band && !shape.empty()) {
+      return "this rank's band of " + std::to_string(shape[2]) + " rows, activations kept";
+    }
+    return tiled ? tiled->to_string() : plan.to_string(stages);
+  }
 
   static constexpr size_t kRanked = 6;
   static constexpr size_t kTiledRanked = 3;  // tiled plans measured

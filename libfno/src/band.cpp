@@ -6,6 +6,60 @@
 
 namespace fno {
 
+namespace {
+
+thread_local const Band* t_band = nullptr;
+
+// A band in an autograd node's saved data (a capsule), for band_sum's backward.
+struct BandHolder : torch::CustomClassHolder {
+  explicit BandHolder(Band b) : band(std::move(b)) {}
+  Band band;
+};
+
+// y = the sum of x over the ranks; dx = the sum of dy over the ranks.
+class BandSumFn : public torch::autograd::Function<BandSumFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const c10::intrusive_ptr<BandHolder>& holder) {
+    ctx->saved_data["band"] = c10::IValue::make_capsule(holder);
+    auto y = x.clone(at::MemoryFormat::Contiguous);
+    holder->band.sum(y);
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto holder =
+        c10::static_intrusive_pointer_cast<BandHolder>(ctx->saved_data["band"].toCapsule());
+    if (!grads[0].defined()) return {at::Tensor(), at::Tensor()};
+    auto g = grads[0].clone(at::MemoryFormat::Contiguous);
+    holder->band.sum(g);
+    return {g, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+BandGuard::BandGuard(Band band) : band_(std::move(band)), previous_(t_band) {
+  TORCH_CHECK(band_.ranks >= 1 && band_.rank >= 0 && band_.rank < band_.ranks, "BandGuard: rank ",
+              band_.rank, " of ", band_.ranks);
+  TORCH_CHECK(band_.grid_rows >= 1 && band_.row0 >= 0 && band_.row0 < band_.grid_rows,
+              "BandGuard: a band at row ", band_.row0, " of a grid of ", band_.grid_rows,
+              " rows (grid_rows must be set)");
+  TORCH_CHECK(!band_.split() || band_.sum != nullptr, "BandGuard: ", band_.ranks,
+              " ranks but no sum");
+  t_band = &band_;
+}
+
+BandGuard::~BandGuard() { t_band = previous_; }
+
+const Band* current_band() { return t_band; }
+
+at::Tensor band_sum(const Band& band, const at::Tensor& x) {
+  if (!band.split()) return x;
+  TORCH_CHECK(band.sum != nullptr, "band_sum: ", band.ranks, " ranks but no sum");
+  return BandSumFn::apply(x, c10::make_intrusive<BandHolder>(band));
+}
+
 std::pair<int64_t, int64_t> band_rows(int64_t rows, int64_t ranks, int64_t r) {
   TORCH_CHECK(ranks >= 1 && r >= 0 && r < ranks, "band_rows: rank ", r, " of ", ranks);
   TORCH_CHECK(rows >= ranks, "band_rows: a grid of ", rows, " rows cannot be split over ", ranks,

@@ -1,3 +1,4 @@
+#include <fno/band.h>
 #include <fno/fno.h>
 #include <fno/fused.h>
 
@@ -188,6 +189,14 @@ torch::Tensor FNOImpl::forward_lift(torch::Tensor x) {
                   options.compute_dtype() == torch::kBFloat16 ||
                   options.compute_dtype() == torch::kHalf,
               "FNO: compute_dtype must be float, bfloat16 or half, got ", options.compute_dtype());
+  if (current_band() != nullptr) {
+    // A band of rows (fno/band.h): its spectra add up over the first dim's rows.
+    TORCH_CHECK(n_dim() >= 2, "FNO: a band of rows needs a 2D or 3D model, got ", n_dim(),
+                "-d n_modes");
+    for (double p : options.domain_padding()) {
+      TORCH_CHECK(p <= 0, "FNO: a band of rows does not support domain padding, got ", p);
+    }
+  }
   if (options.compute_dtype() != torch::kFloat && x.scalar_type() != options.compute_dtype()) {
     x = x.to(options.compute_dtype());
   }

@@ -490,8 +490,8 @@ class BlockTailFn : public torch::autograd::Function<BlockTailFn> {
     if (detail::fused_block_tail_usable(in, y1, w_skip, w1, b1, w2, b2, gate)) {
       auto g = detail::fused_block_tail_backward(grads[0], in, y1, w_skip, w1, b1, w2, b2, gate,
                                                  gelu_input, gelu_mid);
-      return {torch::Tensor(), g.da,   g.ds,   g.w_skip,        g.w1,           g.b1,
-              g.w2,            g.b2,   g.gate, torch::Tensor(), torch::Tensor()};
+      return {torch::Tensor(), g.da,           g.ds, g.w_skip, g.w1, g.b1, g.w2, g.b2, g.gate,
+              torch::Tensor(), torch::Tensor()};
     }
     const auto dz = grads[0].contiguous();
     const int64_t batch = dz.size(0);
@@ -796,6 +796,8 @@ torch::Tensor SpectralConvImpl::forward(const torch::Tensor& x, bool add_bias) {
               "-d input [B, C, *S], got shape ", x.sizes());
   TORCH_CHECK(x.size(1) == options.in_channels(), "SpectralConv: expected ", options.in_channels(),
               " input channels, got ", x.size(1));
+  // On a band of rows (BandGuard): the band's share of the spectrum, summed over ranks.
+  if (const Band* band = current_band()) return detail::band_forward(*this, *band, x, add_bias);
   const auto m = detail::spectral_modes(*this, x.sizes().slice(2), x.options());
   // Forward transform, one dim at a time so each transform only sees modes
   // that are kept: the real DFT along the last dim, truncated, then complex
@@ -819,10 +821,62 @@ GridEmbeddingImpl::GridEmbeddingImpl(int64_t n_dim_) : n_dim(n_dim_) {
   TORCH_CHECK(n_dim >= 1 && n_dim <= 3, "GridEmbedding: n_dim must be 1, 2 or 3, got ", n_dim);
 }
 
+namespace {
+
+// The coordinate channels [1, d, n, *S'] of a band's rows (BandGuard): the
+// first dim's coordinates are the whole grid's rows [row0, row0 + n), as one
+// process makes them (linspace(0, 1, grid_rows + 1) in float32 on the CPU).
+// The last few are kept (as GridEmbedding keeps a whole grid's), so that a
+// step makes no host-to-device copy; they depend on the grid alone, not on
+// the module.
+torch::Tensor band_grid(const Band& band, torch::IntArrayRef spatial, const torch::Device& device,
+                        c10::ScalarType dtype) {
+  struct Entry {
+    std::vector<int64_t> key;
+    torch::Tensor grid;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> kept;
+  constexpr size_t kKept = 4;
+  const auto n_dim = static_cast<int64_t>(spatial.size());
+  std::vector<int64_t> key{band.row0, band.grid_rows};
+  key.insert(key.end(), spatial.begin(), spatial.end());
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& e : kept) {
+    if (e.key == key && e.grid.device() == device && e.grid.scalar_type() == dtype) return e.grid;
+  }
+  std::vector<torch::Tensor> channels;
+  std::vector<int64_t> shape{1, 1};
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  for (int64_t i = 0; i < n_dim; ++i) {
+    const int64_t rows = i == 0 ? band.grid_rows : spatial[i];
+    auto coords = torch::linspace(0.0, 1.0, rows + 1).narrow(0, 0, rows);
+    if (i == 0) coords = coords.narrow(0, band.row0, spatial[0]);
+    std::vector<int64_t> view(static_cast<size_t>(n_dim + 2), 1);
+    view[static_cast<size_t>(i + 2)] = spatial[i];
+    channels.push_back(coords.view(view).expand(shape));
+  }
+  auto grid = torch::cat(channels, 1).to(device, dtype);
+  if (kept.size() == kKept) kept.erase(kept.begin());
+  kept.push_back({std::move(key), grid});
+  return grid;
+}
+
+}  // namespace
+
 torch::Tensor GridEmbeddingImpl::forward(const torch::Tensor& x) {
   TORCH_CHECK(x.dim() == n_dim + 2, "GridEmbedding: expected a ", n_dim + 2,
               "-d input [B, C, *S], got shape ", x.sizes());
   const auto spatial = x.sizes().slice(2);
+  if (const Band* band = current_band()) {
+    // x: [B, C, n, *S'], rows [row0, row0 + n) of the grid -> [B, C + d, n, *S']
+    TORCH_CHECK(band->row0 + spatial[0] <= band->grid_rows, "GridEmbedding: a band of ", spatial[0],
+                " rows at row ", band->row0, " does not fit a grid of ", band->grid_rows, " rows");
+    const auto grid = band_grid(*band, spatial, x.device(), x.scalar_type());
+    auto shape = grid.sizes().vec();
+    shape[0] = x.size(0);
+    return torch::cat({x, grid.expand(shape)}, 1);
+  }
   const auto it = std::find_if(grids_.begin(), grids_.end(), [&](const torch::Tensor& g) {
     return g.sizes().slice(2) == spatial && g.device() == x.device() &&
            g.scalar_type() == x.scalar_type();

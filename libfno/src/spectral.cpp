@@ -425,4 +425,23 @@ torch::Tensor synthesis_tile(const SpectralModes& m, const torch::Tensor& y, int
   return last_dim_inverse(m, corner_dims_inverse(m, first_dim_synthesis(m, y, r0, n), 1), dtype);
 }
 
+torch::Tensor band_forward(const SpectralConvImpl& conv, const Band& band, const torch::Tensor& x,
+                           bool add_bias) {
+  TORCH_CHECK(x.dim() == 4 || x.dim() == 5,
+              "SpectralConv on a band of rows: needs a 2D or 3D input [B, C, n, *S'], got shape ",
+              x.sizes());
+  const int64_t n = x.size(2);
+  TORCH_CHECK(band.row0 >= 0 && band.row0 + n <= band.grid_rows, "SpectralConv: a band of ", n,
+              " rows at row ", band.row0, " does not fit a grid of ", band.grid_rows, " rows");
+  auto spatial = x.sizes().slice(2).vec();
+  spatial[0] = band.grid_rows;
+  const auto m = spectral_modes(conv, spatial, x.options());
+  // [B, Cin, n, *S'] -> [B, Cin, *K] complex: the band's share, then the whole grid's
+  const auto x_ft = band_sum(band, analysis_tile(m, x, band.row0));
+  // [B, Cin, *K] -> [B, Cout, *K], the bias in the zero mode
+  const auto out = mix_modes(conv, m, x_ft, add_bias);
+  // [B, Cout, *K] -> [B, Cout, n, *S']: the band's rows
+  return synthesis_tile(m, out, band.row0, n, x.scalar_type());
+}
+
 }  // namespace fno::detail

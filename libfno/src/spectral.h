@@ -13,6 +13,7 @@
 // LibTorch code, so autograd gives the adjoints.
 #pragma once
 
+#include <fno/band.h>
 #include <fno/layers.h>
 
 #include <torch/torch.h>
@@ -121,5 +122,14 @@ void analysis_tile_adjoint_add(const SpectralModes& m, const torch::Tensor& dx, 
                                torch::Tensor& g);
 /// ds: [B, C, n, *S'] in the activations' dtype -> [B, C, *K] complex64
 torch::Tensor synthesis_tile_adjoint(const SpectralModes& m, const torch::Tensor& ds, int64_t r0);
+
+/// A SpectralConv's forward on a band of rows (fno/band.h's BandGuard): the
+/// band's share of the kept spectrum of the whole grid (analysis_tile at the
+/// band's global first row), summed over the ranks (band_sum, differentiable),
+/// the channels mixed as on the whole grid (the bias in the zero mode when
+/// `add_bias`), and the band's own rows of the inverse (synthesis_tile).
+// x: [B, Cin, n, *S'] -> [B, Cout, n, *S']
+torch::Tensor band_forward(const SpectralConvImpl& conv, const Band& band, const torch::Tensor& x,
+                           bool add_bias);
 
 }  // namespace fno::detail

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # fno_train with distributed.domain_parallel (each sample's rows split over
 # ranks), several processes under torchrun (python -m torch.distributed.run):
+#   (1-4 under offload.policy none: each band's step is the whole band with
+#   its activations kept, docs/domain_parallel.md)
 #   1. 2 ranks, N=2, HDF5 training data read by hyperslab, per-channel
 #      normalization, an H1 loss, test sets at 16 and 32 rows: metrics.jsonl,
 #      summary.json's metrics, model.pt, normalizers.pt, the checkpoint and

@@ -5,8 +5,9 @@
 # there are), each rank its band of every sample, against one process on one
 # GPU, fp32 (TF32 off): metrics.jsonl, summary.json's metrics, model.pt,
 # normalizers.pt and predictions.h5 within 1e-5 relative
-# (domain_compare.py). Offload policy none (the band in one tile) and auto
-# (band 0's tiled plan on every rank), a 2D and a 3D model, Navier-Stokes
+# (domain_compare.py). Offload policy none (the whole band, activations
+# kept) and auto (the whole band where rank 0 estimates it to fit, else band
+# 0's tiled plan, on every rank), a 2D and a 3D model, Navier-Stokes
 # (space_time: the FNO-3D over x, y, t, its per-record errors summed over the
 # band on the stream); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in

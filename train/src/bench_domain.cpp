@@ -62,6 +62,13 @@ std::string status_of(F&& f) {
 // The tiled plans of a band that auto's search trial-steps (the estimate's fastest first).
 constexpr size_t kCandidates = 4;
 
+// A band's step: the whole band with activations kept (TiledRunner::step_whole), or tiled.
+struct BandPlan {
+  bool whole = false;
+  TiledChoice tiled;
+  std::string text() const { return whole ? "whole band, activations kept" : tiled.to_string(); }
+};
+
 struct DomainRunner {
   const BenchOptions& o;
   DomainMesh mesh;
@@ -207,8 +214,9 @@ struct DomainRunner {
     const auto band = make_band(mesh, res, traffic);
     const int64_t rows = mesh.n > 1 ? band_rows(res, mesh.n, band.rank).second : res;
     const auto band_shape = shape(row.batch, o.model.in_channels(), res, rows);
-    const auto found = candidates(band_shape);
-    TORCH_CHECK(!found.empty(), "no tiled plan of a band of ", rows, " rows fits rank 0's budget");
+    // The whole band first (the least compute, where it fits), then the tiled plans.
+    std::vector<BandPlan> found{BandPlan{true, {}}};
+    for (auto& c : candidates(band_shape)) found.push_back(BandPlan{false, std::move(c)});
     torch::manual_seed(1 + mesh.world->rank());
     const auto x = torch::randn(band_shape, torch::kCUDA);
     const auto y = torch::randn(shape(row.batch, o.model.out_channels(), res, rows), torch::kCUDA);
@@ -218,10 +226,12 @@ struct DomainRunner {
       return band_rel_loss(loss, band, out, yy);
     };
     // One band step of `choice` (collective: the exchanges, the gradients' all-reduce).
-    const auto step = [&](const TiledChoice& choice) {
+    const auto step = [&](const BandPlan& choice) {
       for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
       offloader->begin_step();
-      auto l = runner.step(choice, x, y, loss_fn, /*mean=*/false).detach();
+      auto l = (choice.whole ? runner.step_whole(x, y, loss_fn, /*mean=*/false)
+                             : runner.step(choice.tiled, x, y, loss_fn, /*mean=*/false))
+                   .detach();
       offloader->end_step();
       sync->pack();
       sync->reduce();
@@ -229,7 +239,7 @@ struct DomainRunner {
       optimizer->step();
       return l;
     };
-    const auto choice = search(found, band_shape, runner, step, row);
+    const auto choice = search(found, band_shape, runner, step, x, y, row);
     std::vector<at::Tensor> losses;  // read once the timed steps are done
     for (int64_t i = 0; i < o.warmup; ++i) step(choice);
     torch::cuda::synchronize();
@@ -243,19 +253,61 @@ struct DomainRunner {
     finish(row, median(ms), full);
   }
 
+  // The whole band's probe (CollectiveSteps::probe): its step's tensors on this
+  // rank alone, the band as a grid of its own rows, no exchanges; throws as a
+  // step that runs out of memory, or offload::BudgetError when its peak leaves
+  // less than 5% of this rank's room, so that no rank starts a whole band's
+  // step that another cannot finish (its exchanges would wait).
+  // x: [B, Cin, n, *S'], y: [B, Cout, n, *S']
+  void probe_whole_band(const at::Tensor& x, const at::Tensor& y) {
+    const auto device = c10::cuda::current_device();
+    torch::cuda::synchronize();
+    const auto held = [&] {
+      return static_cast<int64_t>(
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].current);
+    };
+    const int64_t base = held();
+    const int64_t limit = o.offload.gpu_memory_limit;
+    const int64_t room = limit > 0 ? limit - base : resolve_gpu_budget(0);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+    try {
+      loss(model->forward(x), y).backward();
+      torch::cuda::synchronize();
+    } catch (...) {
+      free_memory();
+      throw;
+    }
+    const auto peak = static_cast<int64_t>(
+        c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].peak);
+    free_memory();
+    if (static_cast<double>(peak - base) > 0.95 * static_cast<double>(room)) {
+      throw offload::BudgetError("the whole band's probe peaked at " +
+                                 offload::format_bytes(peak - base) + " of " +
+                                 offload::format_bytes(room));
+    }
+  }
+
   // auto's measured search among the candidates, on every rank together
   // (collective_search): each fits every rank's own budget (estimated, then
-  // as measured), is trial-stepped by all, and the fastest slowest-rank time
-  // wins. The row's plan names the choice and every candidate's time.
+  // as measured; the whole band: its probe on every rank, before its first
+  // step), is trial-stepped by all, and the fastest slowest-rank time wins.
+  // The row's plan names the choice and every candidate's time.
   template <class Step>
-  TiledChoice search(const std::vector<TiledChoice>& found, const std::vector<int64_t>& band_shape,
-                     TiledRunner& runner, const Step& step, BenchRow& row) {
+  BandPlan search(const std::vector<BandPlan>& found, const std::vector<int64_t>& band_shape,
+                  TiledRunner& runner, const Step& step, const at::Tensor& x, const at::Tensor& y,
+                  BenchRow& row) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t gpu_budget = resolve_gpu_budget(o.offload.gpu_memory_limit);
     std::vector<std::string> texts;
-    for (const auto& c : found) texts.push_back(c.to_string());
+    for (const auto& c : found) texts.push_back(c.text());
     CollectiveSteps steps;
-    steps.fits = [&](int64_t i) { return fits(found[static_cast<size_t>(i)], band_shape); };
+    steps.fits = [&](int64_t i) {
+      const auto& c = found[static_cast<size_t>(i)];
+      return c.whole || fits(c.tiled, band_shape);
+    };
+    steps.probe = [&](int64_t i) {
+      if (found[static_cast<size_t>(i)].whole) probe_whole_band(x, y);
+    };
     steps.step = [&](int64_t i) {
       const auto device = c10::cuda::current_device();
       torch::cuda::synchronize();
@@ -281,7 +333,7 @@ struct DomainRunner {
         CollectiveSearchOptions().seconds(o.offload.search_seconds));
     row.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     row.plan = c.summary();
-    TORCH_CHECK(c.chosen >= 0, "no tiled plan of the bands runs on every rank: ", row.plan);
+    TORCH_CHECK(c.chosen >= 0, "no plan of the bands runs on every rank: ", row.plan);
     return found[static_cast<size_t>(c.chosen)];
   }
 

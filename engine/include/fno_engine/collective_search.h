@@ -25,7 +25,11 @@
 // measured peak over the rank's budget) drops the candidate on every rank:
 // after each step the ranks sum who failed and how, and all stop stepping it.
 // (A failure inside a step's exchanges leaves the other ranks waiting there
-// until the group's timeout, as any failed collective step does.)
+// until the group's timeout, as any failed collective step does; so a
+// candidate that may run out of memory part way has a probe: steps.probe,
+// a rank-local try of its memory, run by every rank before the candidate's
+// first step, whose failures are summed like a step's, so that all drop it
+// before any exchange.)
 //
 // The group is a function that sums a vector over the ranks
 // (dist::Group::all_reduce_sum in fno_bench; a fake one in tests): the engine
@@ -67,6 +71,13 @@ struct CollectiveSteps {
   /// offload::BudgetError when the step's measured peak is over this rank's
   /// budget (after the step's collectives).
   std::function<double(int64_t i)> step;
+  /// Optional: before candidate i's first step, a try of its memory on this
+  /// rank alone, with no collectives (a step of the same tensors without the
+  /// exchanges); it throws as step does (out of memory; offload::BudgetError
+  /// for a measured peak over this rank's budget). Failures are summed over
+  /// the ranks, and the candidate is dropped on every rank before its first
+  /// collective step.
+  std::function<void(int64_t i)> probe;
   /// Optional: after candidate i's steps, stepped or failed (free its memory).
   std::function<void(int64_t i)> done;
   /// Optional: errors of a step that end the search, rethrown (the group's

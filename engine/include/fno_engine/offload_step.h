@@ -121,6 +121,8 @@ class OffloadedStep {
   /// loss(model, x, y).backward() for a step that calls the model several
   /// times (fno_engine/rollout.h), in one piece: policy none and one
   /// micro-batch only (std::invalid_argument naming the policy otherwise).
+  /// On a split band (set_band) each of the model's forwards runs on the
+  /// band's rows with activations kept, and `loss` must be a global one.
   /// No memory timeline is recorded for it. Returns the loss, detached.
   // x: [B, Cin, *S], y: [B, ...]
   at::Tensor forward_backward_composite(
@@ -147,19 +149,29 @@ class OffloadedStep {
   ForwardPlan forward_plan(const at::Tensor& x);
 
   /// One sample across ranks (fno/band.h): from now on each step and forward
-  /// takes this rank's band of rows of a grid of band.grid_rows rows, in
-  /// tiles (TiledRunner::set_band), and a step's loss must be a global one
-  /// (band_rel_loss) over (output, target). The tiled plan of a band: a fixed
-  /// policy's (tiled_choice_for_policy, fno_engine/tiled_plan.h: none is the
-  /// band in one tile, block 0's input remade and the others on the device;
-  /// the configured chunks and micro-batches; without CUDA nothing goes to
-  /// host memory), the same on every rank; auto on a GPU: the fastest
-  /// estimated tiled plan of band 0's rows within the budget, band 0's choice
-  /// taken by every rank of the sample (through band.sum); auto without CUDA:
-  /// none's. Rank 0 says a policy's plan on stderr (not none's). A forward off
-  /// the training grid (set the band of that grid first) runs the band in one
-  /// tile, all of x at once. A rollout and CUDA graphs refuse a split band
-  /// (std::invalid_argument). A band of one rank: whole-grid steps again.
+  /// takes this rank's band of rows of a grid of band.grid_rows rows, and a
+  /// step's loss must be a global one (band_rel_loss) over (output, target).
+  /// A band's step is one of two, the same on every rank of the sample:
+  ///   - the whole band with activations kept (TiledRunner::step_whole: the
+  ///     model's own forward under a BandGuard, the loss, backward; the
+  ///     configured micro-batches): policy none; auto without CUDA; auto on
+  ///     a GPU when rank 0 estimates it to fit the budget: the planner's
+  ///     estimate of a plain step from a profile of one batch entry of band
+  ///     0 (the largest) with everything kept, within 98% of the budget (the
+  ///     planner puts a plain step's peak over its measured one, not under);
+  ///   - a tiled plan (TiledRunner::set_band: block inputs kept, each block's
+  ///     tail remade per tile in backward): the other fixed policies
+  ///     (tiled_choice_for_policy, fno_engine/tiled_plan.h; the configured
+  ///     chunks and micro-batches; without CUDA nothing goes to host memory),
+  ///     and auto on a GPU when the whole band does not fit: the fastest
+  ///     estimated tiled plan of band 0's rows within the budget.
+  /// Rank 0's choice travels to every rank through band.sum. Rank 0 says a
+  /// policy's plan on stderr (not none's). A forward runs the training plan's
+  /// tiles at its grid, else (and after a whole-band step) the band in one
+  /// tile, all of x at once, or as many samples as a training micro-batch
+  /// holds at the training grid; a forward off the training grid needs the
+  /// band of that grid set first. CUDA graphs refuse a split
+  /// band (std::invalid_argument). A band of one rank: whole-grid steps again.
   void set_band(Band band);
   const Band& band() const;
 

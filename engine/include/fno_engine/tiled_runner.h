@@ -29,6 +29,15 @@ class TiledRunner {
   at::Tensor step(const TiledChoice& choice, const at::Tensor& x, const at::Tensor& y,
                   const Loss& loss, bool mean, const std::function<void()>& before_last = nullptr);
 
+  /// One step of the whole band (set_band; no band: the whole grid) with every
+  /// activation kept, in `micro_batches` as step's: the model's own forward
+  /// under a BandGuard (fno/band.h), `loss`, backward. A tiled step's least
+  /// compute, a plain step's memory. Returns the summed loss, detached.
+  // x: [B, Cin, n, *S'], y: [B, Cout, n, *S']
+  at::Tensor step_whole(const at::Tensor& x, const at::Tensor& y, const Loss& loss, bool mean,
+                        int64_t micro_batches = 1,
+                        const std::function<void()>& before_last = nullptr);
+
   /// model(x) in tiles of `plan`, without gradients, all of x's samples at
   /// once (forward_under_plan, fno_engine/forward_plan.h, runs micro-batches).
   // x: [B, Cin, *S] -> [B, Cout, *S]

@@ -25,6 +25,31 @@
 //
 // Parameter gradients of a band are partial sums: the caller adds them over
 // the ranks, as data parallel adds them over the batch.
+//
+// Two ways to step on a band. TiledStep::set_band (fno/tiled.h) runs it in
+// tiles of rows, keeping only block inputs and remaking each block's tail
+// per tile in backward: the least memory, about a quarter more compute. A
+// BandGuard makes the model's ordinary autograd forward act on the band:
+//
+//   fno::BandGuard on_band(band);          // this thread's forwards: the band's rows
+//   auto loss = fno::band_rel_loss(l2, band, model->forward(x_rows), y_rows);
+//   loss.backward();                       // activations kept, as a plain step
+//
+// Each block's spectral convolution adds up its band's share of the kept
+// spectrum (band_sum, differentiable), mixes the channels as on the whole
+// grid, and makes its own rows; the grid embedding's coordinates are the
+// global rows'; everything else is pointwise and unchanged.
+//
+// Why a thread-local guard and not the model's state (a set_band on FNO) or
+// a forward of its own: like torch::NoGradGuard and fno::RecomputeCheapGuard
+// it is a mode of this thread's forwards, so every caller of the model's
+// forward (FNOImpl::forward, forward_lift/forward_block, offload/'s stages,
+// micro-batches, a rollout's repeated forwards) runs on the band unchanged,
+// while the module itself stays as it is: a clone, a checkpoint, another
+// thread's forward or a whole-grid evaluation after the step never sees a
+// band left set on it. Backward needs no guard: each sum's node keeps its
+// band. A forward remade in backward (activation checkpointing) must run
+// under the guard again; the tiled step is the band's path for those.
 #pragma once
 
 #include <fno/losses.h>
@@ -62,6 +87,31 @@ struct Band {
     if (flush) flush();
   }
 };
+
+/// While alive, the FNO forwards of this thread (fno/fno.h, fno/layers.h) take
+/// their input [B, C, n, *S'] as `band`'s rows [row0, row0 + n) of a grid of
+/// band.grid_rows rows (see above). Guards nest; the innermost is current.
+/// A 1D model and domain padding are refused (std::runtime_error naming them).
+class BandGuard {
+ public:
+  explicit BandGuard(Band band);
+  ~BandGuard();
+  BandGuard(const BandGuard&) = delete;
+  BandGuard& operator=(const BandGuard&) = delete;
+
+ private:
+  Band band_;
+  const Band* previous_;
+};
+/// The band of this thread's forwards (the innermost BandGuard's), or null:
+/// the input is the whole grid.
+const Band* current_band();
+
+/// x summed over the ranks of the band's sample (band.sum on a contiguous
+/// copy), differentiable: backward sums the gradient over the ranks likewise,
+/// since each rank's rows use the same sum differently. One process: x.
+// x: [*] (complex too) -> [*], the same on every rank
+at::Tensor band_sum(const Band& band, const at::Tensor& x);
 
 /// The rows of rank r of `ranks` over a grid of `rows`: as even as can be, the
 /// first rows % ranks bands one row longer. Returns {row0, n}.
