@@ -218,7 +218,7 @@ refuse() {
 refuse "distributed.domain_parallel: 2: tiled execution does not support model.domain_padding" \
   --set 'model.domain_padding=[0.25, 0.25]'
 MASTER_PORT=$(port 9) WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 expect 2 \
-  "distributed.domain_parallel: 2: data.ns_mode recurrent: a rollout of the 2D FNO on a band of rows is not supported by the tiled band step" -- \
+  "distributed.domain_parallel: 2: data.ns_mode recurrent: fno_train trains and evaluates a rollout on whole samples only" -- \
   --config "$work/ns.yaml" --out "$work/refused" "${common[@]}" --set distributed.domain_parallel=2 \
   --set data.ns_mode=recurrent --set 'model.n_modes=[6, 6]' --set data.encode_input=false --set data.encode_output=false \
   --set 'training.eval_losses=[l2]'

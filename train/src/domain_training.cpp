@@ -43,8 +43,8 @@ void Trainer::State::check_domain_config() {
   };
   if (recurrent()) {
     refuse(
-        "data.ns_mode recurrent: a rollout of the 2D FNO on a band of rows is not supported by "
-        "the tiled band step (use data.ns_mode space_time, or train data parallel)");
+        "data.ns_mode recurrent: fno_train trains and evaluates a rollout on whole samples only "
+        "(use data.ns_mode space_time, or train data parallel)");
   }
   if (benchmark()) refuse("benchmark data (data.format) trains data parallel only");
   if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
