@@ -103,7 +103,9 @@ void OffloadedStep::Impl::make_band_plan(const StepBatch& b) {
   const int64_t layers = model->options.n_layers();
   // Band 0 is the largest: its rows give every rank of the sample one choice.
   const int64_t rows0 = band_rows(band.grid_rows, band.ranks, 0).second;
-  const bool moves = offloader && offloader->active();
+  // (Only a step on the GPU moves tensors: a CPU step on a machine with a GPU
+  // keeps everything in its own memory.)
+  const bool moves = b.x.is_cuda() && offloader && offloader->active();
   const bool searched = policy.kind == K::kAuto && moves;
   // none, and auto without CUDA: the whole band, activations kept. The other
   // fixed policies: their tiled plans.
