@@ -823,12 +823,30 @@ GridEmbeddingImpl::GridEmbeddingImpl(int64_t n_dim_) : n_dim(n_dim_) {
 
 namespace {
 
-// The coordinate channels [1, d, n, *S'] of a band's rows (BandGuard): the
-// first dim's coordinates are the whole grid's rows [row0, row0 + n), as one
-// process makes them (linspace(0, 1, grid_rows + 1) in float32 on the CPU).
-// The last few are kept (as GridEmbedding keeps a whole grid's), so that a
-// step makes no host-to-device copy; they depend on the grid alone, not on
-// the module.
+// The coordinate channels [1, d, n, *S'] of rows [row0, row0 + n) of a grid of
+// grid_rows rows (n = spatial[0]; the whole grid: row0 0, grid_rows n):
+// linspace(0, 1, res + 1)[:-1] per dim, computed in float32 on the CPU as
+// neuraloperator does.
+torch::Tensor coordinate_channels(torch::IntArrayRef spatial, int64_t row0, int64_t grid_rows) {
+  const auto n_dim = static_cast<int64_t>(spatial.size());
+  std::vector<torch::Tensor> channels;
+  std::vector<int64_t> shape{1, 1};
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  for (int64_t i = 0; i < n_dim; ++i) {
+    const int64_t rows = i == 0 ? grid_rows : spatial[i];
+    auto coords = torch::linspace(0.0, 1.0, rows + 1).narrow(0, 0, rows);
+    if (i == 0) coords = coords.narrow(0, row0, spatial[0]);
+    std::vector<int64_t> view(static_cast<size_t>(n_dim + 2), 1);
+    view[static_cast<size_t>(i + 2)] = spatial[i];
+    channels.push_back(coords.view(view).expand(shape));
+  }
+  return torch::cat(channels, 1);
+}
+
+// The coordinate channels of a band's rows (BandGuard), the first dim's the
+// whole grid's rows [row0, row0 + n). The last few are kept (as GridEmbedding
+// keeps a whole grid's), so that a step makes no host-to-device copy; they
+// depend on the grid alone, not on the module.
 torch::Tensor band_grid(const Band& band, torch::IntArrayRef spatial, const torch::Device& device,
                         c10::ScalarType dtype) {
   struct Entry {
@@ -838,25 +856,13 @@ torch::Tensor band_grid(const Band& band, torch::IntArrayRef spatial, const torc
   static std::mutex mu;
   static std::vector<Entry> kept;
   constexpr size_t kKept = 4;
-  const auto n_dim = static_cast<int64_t>(spatial.size());
   std::vector<int64_t> key{band.row0, band.grid_rows};
   key.insert(key.end(), spatial.begin(), spatial.end());
   std::lock_guard<std::mutex> lock(mu);
   for (const auto& e : kept) {
     if (e.key == key && e.grid.device() == device && e.grid.scalar_type() == dtype) return e.grid;
   }
-  std::vector<torch::Tensor> channels;
-  std::vector<int64_t> shape{1, 1};
-  shape.insert(shape.end(), spatial.begin(), spatial.end());
-  for (int64_t i = 0; i < n_dim; ++i) {
-    const int64_t rows = i == 0 ? band.grid_rows : spatial[i];
-    auto coords = torch::linspace(0.0, 1.0, rows + 1).narrow(0, 0, rows);
-    if (i == 0) coords = coords.narrow(0, band.row0, spatial[0]);
-    std::vector<int64_t> view(static_cast<size_t>(n_dim + 2), 1);
-    view[static_cast<size_t>(i + 2)] = spatial[i];
-    channels.push_back(coords.view(view).expand(shape));
-  }
-  auto grid = torch::cat(channels, 1).to(device, dtype);
+  auto grid = coordinate_channels(spatial, band.row0, band.grid_rows).to(device, dtype);
   if (kept.size() == kKept) kept.erase(kept.begin());
   kept.push_back({std::move(key), grid});
   return grid;
@@ -883,18 +889,8 @@ torch::Tensor GridEmbeddingImpl::forward(const torch::Tensor& x) {
   });
   torch::Tensor grid = it != grids_.end() ? *it : torch::Tensor();
   if (!grid.defined()) {
-    // Coordinates linspace(0, 1, res + 1)[:-1], computed in float32 on the CPU
-    // as neuraloperator does, then moved once.
-    std::vector<torch::Tensor> channels;
-    for (int64_t i = 0; i < n_dim; ++i) {
-      auto coords = torch::linspace(0.0, 1.0, spatial[i] + 1).narrow(0, 0, spatial[i]);
-      std::vector<int64_t> view(n_dim + 2, 1);
-      view[i + 2] = spatial[i];
-      std::vector<int64_t> shape{1, 1};
-      shape.insert(shape.end(), spatial.begin(), spatial.end());
-      channels.push_back(coords.view(view).expand(shape));
-    }
-    grid = torch::cat(channels, 1).to(x.device(), x.scalar_type());
+    // Made once on the CPU, then moved once.
+    grid = coordinate_channels(spatial, 0, spatial[0]).to(x.device(), x.scalar_type());
     grids_.push_back(grid);
   }
   auto shape = grid.sizes().vec();
