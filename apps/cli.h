@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -148,5 +150,26 @@ template <typename T>
 CLI::Validator non_negative_integer() {
   return integer_in<T>(0, std::numeric_limits<T>::max());
 }
+
+/// A CLI11 check for a finite number above 0 (`strict`) or at least 0: it
+/// refuses with "must be a positive number, got 'TEXT'" (or "a non-negative
+/// number"), where CLI11's PositiveNumber says "not in range 0.000000 to
+/// 1797693..." (309 digits).
+inline CLI::Validator number_from_zero(bool strict) {
+  const std::string what = strict ? "a positive number" : "a non-negative number";
+  return CLI::Validator(
+      [strict, what](std::string& text) -> std::string {
+        const char* begin = text.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(begin, &end);
+        const bool parsed = !text.empty() && end == begin + text.size() && std::isfinite(v);
+        if (!parsed || v < 0 || (strict && v == 0))
+          return "must be " + what + ", got '" + text + "'";
+        return std::string();
+      },
+      what);
+}
+inline CLI::Validator positive_number() { return number_from_zero(true); }
+inline CLI::Validator non_negative_number() { return number_from_zero(false); }
 
 }  // namespace fno::cli

@@ -126,10 +126,10 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s,
                  "under torchrun: seconds a rank waits for the others (the rendezvous, each "
                  "collective) before it stops with an error naming the rank")
-      ->check(CLI::PositiveNumber)
+      ->check(fno::cli::positive_number())
       ->default_val(300);
   app.add_option("--progress-every", o.progress_every, "seconds between plain progress lines")
-      ->check(CLI::NonNegativeNumber)
+      ->check(fno::cli::non_negative_number())
       ->default_val(10);
   try {
     app.parse(argc, argv);
