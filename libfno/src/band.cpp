@@ -69,26 +69,39 @@ std::pair<int64_t, int64_t> band_rows(int64_t rows, int64_t ranks, int64_t r) {
   return {row0, base + (r < extra ? 1 : 0)};
 }
 
-at::Tensor band_halo(const Band& band, const at::Tensor& x, int64_t k) {
+namespace {
+
+// The previous band's `last` rows and the next band's `first` rows (periodic),
+// from every rank's own `first` and `last` ([B, C, k, *S'] each), detached.
+std::pair<at::Tensor, at::Tensor> neighbour_rows(const Band& band, const at::Tensor& first,
+                                                 const at::Tensor& last) {
   torch::NoGradGuard no_grad;
-  const int64_t n = x.size(2);
-  TORCH_CHECK(n >= k, "band halo: a band of ", n, " rows is thinner than the halo of ", k, " rows");
-  if (!band.split()) {
-    // One process: the periodic wrap of its own rows.
-    return torch::cat({x.narrow(2, n - k, k), x, x.narrow(2, 0, k)}, 2);
-  }
+  if (!band.split()) return {last.detach(), first.detach()};  // one process: the wrap
   TORCH_CHECK(band.sum != nullptr, "band halo: ", band.ranks, " ranks but no sum");
-  // Every rank's first and last k rows, each in its own slot, added over ranks.
-  auto shape = x.sizes().vec();
-  shape[2] = k;
+  // Every rank's first and last rows, each in its own slot, added over ranks.
+  auto shape = first.sizes().vec();
   shape.insert(shape.begin(), {band.ranks, 2});
-  auto slots = torch::zeros(shape, x.options());
-  slots[band.rank][0].copy_(x.narrow(2, 0, k));
-  slots[band.rank][1].copy_(x.narrow(2, n - k, k));
+  auto slots = torch::zeros(shape, first.options());
+  slots[band.rank][0].copy_(first);
+  slots[band.rank][1].copy_(last);
   band.sum(slots);
   const int64_t prev = (band.rank + band.ranks - 1) % band.ranks;
   const int64_t next = (band.rank + 1) % band.ranks;
-  return torch::cat({slots[prev][1], x.detach(), slots[next][0]}, 2);
+  return {slots[prev][1], slots[next][0]};
+}
+
+void check_halo(int64_t n, int64_t k) {
+  TORCH_CHECK(n >= k, "band halo: a band of ", n, " rows is thinner than the halo of ", k, " rows");
+}
+
+}  // namespace
+
+at::Tensor band_halo(const Band& band, const at::Tensor& x, int64_t k) {
+  const int64_t n = x.size(2);
+  check_halo(n, k);
+  const auto [before, after] = neighbour_rows(band, x.narrow(2, 0, k), x.narrow(2, n - k, k));
+  torch::NoGradGuard no_grad;
+  return torch::cat({before, x.detach(), after}, 2);
 }
 
 namespace {
@@ -174,26 +187,52 @@ at::Tensor band_rel_loss(const H1Loss& loss, const Band& band, const at::Tensor&
     h[static_cast<size_t>(j)] = mj / static_cast<double>(j == 0 ? band.grid_rows : x.size(2 + j));
   }
   const auto sq = [](const at::Tensor& t) { return t.flatten(2).pow(2).sum(-1); };  // [B, C]
-  // Halos of two rows: x's for the gradient of the differences at the
-  // neighbours' edge rows (detached: they are the neighbours' to train), y's
-  // for the norm.
-  at::Tensor xh, yh;
+  // The neighbours' two edge rows of x (detached: they are the neighbours' to
+  // train) and of y; only these rows travel, and no full-band copy is made.
+  at::Tensor x_before, x_after, y_before, y_after;
+  check_halo(n, 2);
   {
-    const auto both = band_halo(band, torch::cat({x.detach(), y}, 1), 2);
-    xh = both.narrow(1, 0, x.size(1));
-    yh = both.narrow(1, x.size(1), y.size(1));
+    const int64_t c = x.size(1);
+    const auto mine = [&](int64_t row0) {  // [B, 2C, 2, *S']
+      return torch::cat({x.detach().narrow(2, row0, 2), y.detach().narrow(2, row0, 2)}, 1);
+    };
+    const auto [before, after] = neighbour_rows(band, mine(0), mine(n - 2));
+    x_before = before.narrow(1, 0, c);  // the previous band's last two rows
+    y_before = before.narrow(1, c, c);
+    x_after = after.narrow(1, 0, c);  // the next band's first two rows
+    y_after = after.narrow(1, c, c);
   }
-  // x with its halo, gradients flowing to its own rows only.
-  const auto xe = torch::cat({xh.narrow(2, 0, 2), x, xh.narrow(2, n + 2, 2)}, 2);
-  const auto de = xe - yh;  // [B, C, n + 4, *S']
-  // Central differences along dim 0 at rows -1 .. n (of the band): rows 0 .. n-1
-  // are this rank's share of the global sum, rows -1 and n depend on its edge rows.
-  const auto d0 = (de.narrow(2, 2, n + 2) - de.narrow(2, 0, n + 2)) / (2.0 * h[0]);
-  const auto y0 = (yh.narrow(2, 3, n) - yh.narrow(2, 1, n)) / (2.0 * h[0]);
+  // Central differences along dim 0 of t at rows -1 .. n of the band, with
+  // `before`/`after` the two rows either side: the rows 1 .. n-2 from the
+  // band alone, and four thin edge pieces, rows {-1, 0} and {n-1, n}.
+  struct Rows0 {
+    at::Tensor inner, top, bottom;  // rows 1 .. n-2; rows -1, 0; rows n-1, n
+  };
+  const double h2 = 2.0 * h[0];
+  const auto d0 = [&](const at::Tensor& t, const at::Tensor& before, const at::Tensor& after) {
+    Rows0 r;
+    r.inner = (t.narrow(2, 2, n - 2) - t.narrow(2, 0, n - 2)) / h2;
+    const auto top = torch::cat({before, t.narrow(2, 0, 2)}, 2);        // rows -2 .. 1
+    const auto bottom = torch::cat({t.narrow(2, n - 2, 2), after}, 2);  // rows n-2 .. n+1
+    r.top = (top.narrow(2, 2, 2) - top.narrow(2, 0, 2)) / h2;
+    r.bottom = (bottom.narrow(2, 2, 2) - bottom.narrow(2, 0, 2)) / h2;
+    return r;
+  };
   const auto diff = x - y;
-  auto num_grad = sq(diff) + sq(d0);
-  auto num_own = sq(diff.detach()) + sq(d0.detach().narrow(2, 1, n));
-  auto den = sq(y) + sq(y0);
+  const auto dd0 = d0(diff, x_before - y_before, x_after - y_after);
+  // This rank's share of the global sums: rows 0 .. n-1. The differences at
+  // rows -1 and n are the neighbours' to count, but depend on this rank's
+  // edge rows: they join the terms that carry the gradient.
+  const auto num_mine =
+      sq(diff) + sq(dd0.inner) + sq(dd0.top.narrow(2, 1, 1)) + sq(dd0.bottom.narrow(2, 0, 1));
+  auto num_grad = num_mine + sq(dd0.top.narrow(2, 0, 1)) + sq(dd0.bottom.narrow(2, 1, 1));
+  auto num_own = num_mine.detach();
+  at::Tensor den;
+  {
+    torch::NoGradGuard no_grad;
+    const auto y0 = d0(y, y_before, y_after);
+    den = sq(y) + sq(y0.inner) + sq(y0.top.narrow(2, 1, 1)) + sq(y0.bottom.narrow(2, 0, 1));
+  }
   for (int64_t j = 1; j < d; ++j) {
     const int64_t dim = 2 + j;
     const auto dd = finite_diff_first(diff, dim, h[static_cast<size_t>(j)], periodic[j]);

@@ -420,7 +420,7 @@ std::string describe_bench(const BenchOptions& o) {
   s << "auto search at most " << o.offload.search_seconds << " s\n";
   s << "memory cap " << (o.memory_cap > 0 ? offload::format_bytes(o.memory_cap) : "none") << "\n";
   if (o.domain_parallel > 1) {
-    s << "domain parallel " << o.domain_parallel << " ranks per sample (tiled bands); one GPU "
+    s << "domain parallel " << o.domain_parallel << " ranks per sample (the whole band or tiled, measured); one GPU "
       << (o.domain_baseline ? "baseline on rank 0" : "baseline not run") << "\n";
   }
   if (o.find_largest) {

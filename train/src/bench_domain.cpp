@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <fno_engine/tiled_runner.h>
 
@@ -108,7 +109,7 @@ struct DomainRunner {
   }
 
   // Rank 0 alone: one GPU's step on the whole sample, auto's fastest plan.
-  void one_gpu(BenchRow& row, int64_t res) {
+  void one_gpu(BenchRow& row, Precision precision, int64_t res) {
     if (mesh.world->is_main()) {
       row.one_gpu_status = status_of([&] {
         auto settings = offload_settings(o.offload, PlanCacheText::kDirectory);
@@ -117,7 +118,10 @@ struct DomainRunner {
         const auto loss_fn = [this](const at::Tensor& out, const at::Tensor& y) {
           return loss(out, y);
         };
-        TrainStep train(step, *optimizer, loss_fn);
+        // fp16 as fno_train's step: scaled loss, unscale and check, update.
+        std::optional<GradScaler> scaler;
+        if (needs_loss_scaling(precision)) scaler.emplace(GradScalerOptions(), torch::kCUDA);
+        TrainStep train(step, *optimizer, loss_fn, scaler ? &*scaler : nullptr);
         torch::manual_seed(1);
         const auto x =
             torch::randn(shape(row.batch, o.model.in_channels(), res, res), torch::kCUDA);
@@ -197,7 +201,7 @@ struct DomainRunner {
     if (o.model.n_modes().size() == 3) row.time_length = o.time_length;
     const MatmulPrecisionGuard matmul(precision);
     model->options.compute_dtype(compute_dtype(precision));
-    if (o.domain_baseline) one_gpu(row, res);
+    if (o.domain_baseline) one_gpu(row, precision, res);
     row.status = status_of([&] { measure(row, precision, res); });
     free_memory();
     model->options.compute_dtype(torch::kFloat);
@@ -205,8 +209,6 @@ struct DomainRunner {
   }
 
   void measure(BenchRow& row, Precision precision, int64_t res) {
-    TORCH_CHECK(!needs_loss_scaling(precision),
-                "--domain-parallel runs fp32 and bf16 (fp16 needs the loss scaler)");
     const auto full = shape(row.batch, o.model.in_channels(), res, res);
     const std::vector<int64_t> grid(full.begin() + 2, full.end());
     const auto why = domain_unsupported(model, grid, mesh.n);
@@ -222,8 +224,21 @@ struct DomainRunner {
     const auto y = torch::randn(shape(row.batch, o.model.out_channels(), res, rows), torch::kCUDA);
     TiledRunner runner(model, offloader.get());
     runner.set_band(band);
+    // fp16 as fno_train's band step: the loss scaled before backward; the
+    // gradients (each rank's band's share until added up) unscaled and
+    // checked, and the skip decided alike on every rank.
+    std::optional<GradScaler> scaler;
+    if (needs_loss_scaling(precision)) {
+      scaler.emplace(GradScalerOptions(), torch::kCUDA);
+      scaler->set_found_inf_sum([world = mesh.world](torch::Tensor& found) {
+        auto on = found.to(world->device());
+        world->all_reduce_sum(on);
+        found.copy_(on);
+      });
+    }
     const auto loss_fn = [&](const at::Tensor& out, const at::Tensor& yy) {
-      return band_rel_loss(loss, band, out, yy);
+      const auto l = band_rel_loss(loss, band, out, yy);
+      return scaler ? scaler->scale(l) : l;
     };
     // One band step of `choice` (collective: the exchanges, the gradients' all-reduce).
     const auto step = [&](const BandPlan& choice) {
@@ -236,8 +251,13 @@ struct DomainRunner {
       sync->pack();
       sync->reduce();
       sync->unpack();
-      optimizer->step();
-      return l;
+      if (!scaler) {
+        optimizer->step();
+        return l;
+      }
+      if (scaler->unscale(model->parameters())) optimizer->step();
+      scaler->update();
+      return scaler->unscaled(l);
     };
     const auto choice = search(found, band_shape, runner, step, x, y, row);
     std::vector<at::Tensor> losses;  // read once the timed steps are done
