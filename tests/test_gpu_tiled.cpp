@@ -257,7 +257,11 @@ TEST_CASE("GPU: offload auto under a search cap of 0 takes the plan estimated be
   const Loss loss = [&](const at::Tensor& out, const at::Tensor& yy) { return h1(out, yy); };
   const auto ref = whole_grid(model, x, y, loss);
   const int64_t held = held_after_empty_cache();
-  const int64_t budget = held + (int64_t{128} << 20);  // tiles only, as above
+  // Tiles only (the whole grid's step needs over 600 MiB more), with room
+  // for the estimates: no trial checks them, and the search's 2% margin is of
+  // the whole budget, which grows with what earlier cases left held (1.2 GiB
+  // where the whole suite runs in one process).
+  const int64_t budget = held + (int64_t{192} << 20);
   fno::OffloadSettings settings;
   settings.policy = fno::offload::parse_policy("auto");
   settings.gpu_memory_limit = budget;
