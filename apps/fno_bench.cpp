@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeline-dir", o.timeline_dir,
                  "write one step's memory timeline per configuration here");
   app.add_option("--trace", o.trace_path,
-                 "write a Chrome trace of one step of the first configuration here");
+                 "write a Chrome trace of one step of the first configuration here (under torchrun: rank 0's)");
   std::vector<std::string> precisions;
   app.add_option("--precision", precisions,
                  "compute precisions, each row in each: fp32, tf32, bf16, fp16 (default: fp32, or "

@@ -14,7 +14,6 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -27,6 +26,7 @@
 #include <sstream>
 
 #include "bench_domain.h"
+#include "bench_trace.h"
 #include "json.h"
 
 namespace fno {
@@ -268,17 +268,9 @@ struct Runner {
         group->all_reduce_sum(std::vector<double>{row.ms_per_step_one_gpu})[0];
   }
 
-  // One more step under the Kineto profiler: CPU ops and CUDA kernels.
+  // One more step under the Kineto profiler: CPU ops and CUDA kernels (rank 0's).
   void trace_step(TrainStep& train, const at::Tensor& x, const at::Tensor& y) {
-    namespace prof = torch::autograd::profiler;
-    const torch::profiler::impl::ProfilerConfig cfg(torch::profiler::impl::ProfilerState::KINETO);
-    const std::set<torch::profiler::impl::ActivityType> acts{
-        torch::profiler::impl::ActivityType::CPU, torch::profiler::impl::ActivityType::CUDA};
-    prof::prepareProfiler(cfg, acts);
-    prof::enableProfiler(cfg, acts);
-    train.run(x, y);
-    torch::cuda::synchronize();
-    prof::disableProfiler()->save(o.trace_path);
+    traced_step(o.trace_path, !group || group->is_main(), [&] { train.run(x, y); });
     traced = true;
   }
 
@@ -420,7 +412,8 @@ std::string describe_bench(const BenchOptions& o) {
   s << "auto search at most " << o.offload.search_seconds << " s\n";
   s << "memory cap " << (o.memory_cap > 0 ? offload::format_bytes(o.memory_cap) : "none") << "\n";
   if (o.domain_parallel > 1) {
-    s << "domain parallel " << o.domain_parallel << " ranks per sample (the whole band or tiled, measured); one GPU "
+    s << "domain parallel " << o.domain_parallel
+      << " ranks per sample (the whole band or tiled, measured); one GPU "
       << (o.domain_baseline ? "baseline on rank 0" : "baseline not run") << "\n";
   }
   if (o.find_largest) {

@@ -1,4 +1,5 @@
 #include "bench_domain.h"
+#include "bench_trace.h"
 
 #include <fno/band.h>
 #include <fno/losses.h>
@@ -78,6 +79,7 @@ struct DomainRunner {
   std::unique_ptr<dist::GradientSync> sync;  // over every rank
   std::unique_ptr<offload::Offloader> offloader;
   std::shared_ptr<BandTraffic> traffic = std::make_shared<BandTraffic>();
+  bool traced = false;  // --trace: the first row's
   H1Loss loss{H1LossOptions().d(static_cast<int64_t>(o.model.n_modes().size()))};
 
   DomainRunner(const BenchOptions& opts, std::shared_ptr<dist::Group> world)
@@ -271,6 +273,11 @@ struct DomainRunner {
     }
     for (const auto& l : losses) row.losses.push_back(l.item<double>());
     finish(row, median(ms), full);
+    if (!o.trace_path.empty() && !traced) {
+      // One more step, rank 0's traced (the figures above are untraced).
+      traced_step(o.trace_path, mesh.world->is_main(), [&] { step(choice); });
+      traced = true;
+    }
   }
 
   // The whole band's probe (CollectiveSteps::probe): its step's tensors on this
