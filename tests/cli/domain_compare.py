@@ -1,11 +1,12 @@
 # Whether run directory A's outputs equal B's within 1e-5 relative (--tol T:
 # within T; each tensor's or number's difference against its norm): every number of each
 # metrics.jsonl line (but seconds and peak memory), summary.json's metrics,
-# model.pt, normalizers.pt and checkpoint_latest.pt (same keys; all but the
-# checkpoint's digest), predictions.h5's datasets. Prints
+# model.pt, normalizers.pt (or neither run has one: no normalization) and
+# checkpoint_latest.pt (same keys; all but the checkpoint's digest),
+# predictions.h5's datasets. Prints
 # per pair "ok A B" or "differ A B: what differs"; exit 1 when anything does.
 #   python domain_compare.py [--tol T] A B [A2 B2 ...]
-import json, sys, torch, h5py
+import json, os, sys, torch, h5py
 bad = []
 args = sys.argv[1:]
 TOL = 1e-5
@@ -33,6 +34,9 @@ def compare(a, b):
     if sorted(sa["metrics"]) != sorted(sb["metrics"]): bad.append("summary.json metrics keys differ")
     for k, v in sb["metrics"].items(): close(f"summary {k}", sa["metrics"].get(k, float("nan")), v)
     for f in ("model.pt", "normalizers.pt", "checkpoint_latest.pt"):
+        if f == "normalizers.pt" and not os.path.exists(f"{b}/{f}"):
+            if os.path.exists(f"{a}/{f}"): bad.append(f"{f}: only in {a}")
+            continue
         da, db = torch.load(f"{a}/{f}"), torch.load(f"{b}/{f}")
         if sorted(da) != sorted(db): bad.append(f"{f}: keys differ"); continue
         # (Not the digest of the file's bytes, nor the data-parallel shards it

@@ -19,7 +19,11 @@
 #      normalization, an H1 loss) and 3 ranks (read by hyperslab, 16 rows in
 #      bands of 6, 5, 5; pointwise normalization, the loss decoded), test
 #      sets by `first` and n_samples: equal to one process, the per-record
-#      errors (_l2_per_step, _l2_upto) too; the recurrent mode refused;
+#      errors (_l2_per_step, _l2_upto) too;
+#   4c. Navier-Stokes, recurrent (the FNO-2D rolled out t_out steps, the loss
+#      of every step): 2 ranks on 8 rows (loaded whole and cut; an H1 loss)
+#      and 3 ranks on 16 rows (6, 5, 5, by hyperslab; an L2 loss): equal to one
+#      process, the trajectory's L2 and the per-record errors too;
 #   5. fixed offload policies: recompute in batch chunks runs each band as
 #      its tiled plan (every block input remade, tiles of half the band) and
 #      equals one process's recompute; blocks:2 runs as none on the CPU (one
@@ -28,8 +32,7 @@
 #      2e-3 and 2e-2 of one process in the same precision, the same loss
 #      scales, and test metrics within 1% of one process's in fp32;
 #   7. refusals, one line and a non-zero exit on every rank: a model that
-#      cannot run tiled, a band thinner than the halo, modes past the grid,
-#      Navier-Stokes in the recurrent mode;
+#      cannot run tiled, a band thinner than the halo, modes past the grid;
 #   8. a rank killed mid-run stops the other, naming it.
 #   test_domain.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON [cpu|cuda]
 set -u
@@ -92,6 +95,25 @@ data:
     - {file: $work/ns16.h5, name: head, n_samples: 4}
 optimizer: {lr: 8.0e-3}
 training: {epochs: 2, loss: h1, eval_losses: [l2, h1]}
+EOF
+cat > "$work/nsr.yaml" << EOF
+model: {n_modes: [6, 6], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: recurrent
+  t_in: 4
+  t_out: 4
+  train_file: $work/ns16.h5
+  n_train: 12
+  batch_size: 4
+  encode_input: false
+  encode_output: false
+  n_predictions: 2
+  test:
+    - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
+    - {file: $work/ns16.h5, name: head, n_samples: 4}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: h1, eval_losses: [l2]}
 EOF
 
 # one NAME CONFIG ARGS...: one process.
@@ -175,6 +197,19 @@ grep -q "domain parallel 3: rows \[0, 6) of 16" "$work/ns3.err" && ok || bad "ns
 grep -q '"ns_l2_per_step": \[' "$work/ns3/metrics.jsonl" && grep -q '"head_l2_upto": \[' "$work/ns3/metrics.jsonl" &&
   ok || bad "ns3: metrics.jsonl lacks the per-record errors"
 
+# 4c. Navier-Stokes, recurrent: 2 ranks on 8 rows (loaded whole and cut), and
+#     3 ranks on 16 rows (6, 5, 5) by hyperslab.
+one one_nsr "$work/nsr.yaml" --set data.subsample=2
+ranks nsr2 2 14 "$work/nsr.yaml" --set data.subsample=2 --set distributed.domain_parallel=2
+check nsr2 one_nsr $?
+one one_nsr_l2 "$work/nsr.yaml" --set training.loss=l2
+ranks nsr3 3 15 "$work/nsr.yaml" --set training.loss=l2 --set distributed.domain_parallel=3
+check nsr3 one_nsr_l2 $?
+grep -q "domain parallel 3: rows \[0, 6) of 16" "$work/nsr3.err" && ok || bad "nsr3: rank 0's band not described: $(grep rank "$work/nsr3.err" | head -3)"
+grep -q '"ns_l2": ' "$work/nsr3/metrics.jsonl" && grep -q '"ns_l2_per_step": \[' "$work/nsr3/metrics.jsonl" &&
+  grep -q '"head_l2_upto": \[' "$work/nsr3/metrics.jsonl" &&
+  ok || bad "nsr3: metrics.jsonl lacks the trajectory's or the per-record errors"
+
 # 5. Fixed offload policies: each rank's band runs the policy's tiled plan.
 one one_rc "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2
 ranks rc 2 7 "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2 \
@@ -217,11 +252,6 @@ refuse() {
 }
 refuse "distributed.domain_parallel: 2: tiled execution does not support model.domain_padding" \
   --set 'model.domain_padding=[0.25, 0.25]'
-MASTER_PORT=$(port 9) WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 expect 2 \
-  "distributed.domain_parallel: 2: data.ns_mode recurrent: fno_train trains and evaluates a rollout on whole samples only" -- \
-  --config "$work/ns.yaml" --out "$work/refused" "${common[@]}" --set distributed.domain_parallel=2 \
-  --set data.ns_mode=recurrent --set 'model.n_modes=[6, 6]' --set data.encode_input=false --set data.encode_output=false \
-  --set 'training.eval_losses=[l2]'
 both_refuse() {
   local name=$1 pattern=$2 rc; shift 2
   ranks "$name" 2 5 "$work/tiny.yaml" --set distributed.domain_parallel=2 --set distributed.timeout_s=20 "$@"

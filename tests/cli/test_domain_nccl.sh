@@ -9,7 +9,8 @@
 # kept) and auto (the whole band where rank 0 estimates it to fit, else band
 # 0's tiled plan, on every rank), a 2D and a 3D model, Navier-Stokes
 # (space_time: the FNO-3D over x, y, t, its per-record errors summed over the
-# band on the stream); on 2 GPUs each
+# band on the stream; recurrent: the FNO-2D rolled out, every step's forward
+# on the band, the trajectory's errors summed likewise); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
 # fp16). Then a band rank killed mid-training (SIGKILL to rank 1, then to
 # rank 0, which hosts the store) while the band sums are in flight on the
@@ -83,6 +84,25 @@ data:
     - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
 optimizer: {lr: 8.0e-3}
 training: {epochs: 2, loss: l2, loss_on: decoded, eval_losses: [l2, h1]}
+EOF
+cat > "$work/nsr.yaml" << EOF
+model: {n_modes: [6, 6], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: recurrent
+  t_in: 4
+  t_out: 4
+  train_file: $work/ns16.h5
+  n_train: 12
+  batch_size: 4
+  encode_input: false
+  encode_output: false
+  n_predictions: 2
+  test:
+    - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
+    - {file: $work/ns16.h5, name: head, n_samples: 4}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: h1, eval_losses: [l2]}
 EOF
 
 # one NAME CONFIG ARGS...: one process on GPU 0.
@@ -176,9 +196,11 @@ if part cube; then
   one one_cube_recompute "$work/cube.yaml" --set offload.policy=recompute+offload
   near_run cube_recompute_2 one_cube_recompute 1e-5 "$work/cube.yaml" --set offload.policy=recompute+offload
 fi
-if part ns; then  # Navier-Stokes, space_time, N = the world
+if part ns; then  # Navier-Stokes, space_time and recurrent, N = the world
   one one_ns "$work/ns.yaml"
   for n in "${counts[@]}"; do split_run "ns_$n" "$n" one_ns "$work/ns.yaml"; done
+  one one_nsr "$work/nsr.yaml"
+  for n in "${counts[@]}"; do split_run "nsr_$n" "$n" one_nsr "$work/nsr.yaml"; done
 fi
 
 # A rank lost mid-training: the survivor exits 5 within 60 s (timeout 30 s and

@@ -2,10 +2,12 @@
 // sample, each holding a band of rows of the first spatial dim
 // (fno_train/domain.h); the W / N groups of them are data parallel. Each rank
 // reads its rows alone (HDF5 by hyperslab; Navier-Stokes records too, for the
-// space-time FNO-3D), the normalizers are fitted over whole samples (their
-// sums added over the band's ranks), and the step is the engine's on the band
-// (OffloadedStep::set_band) with a global loss (band_rel_loss); gradients are
-// added over every rank after backward.
+// space-time FNO-3D and the recurrent FNO-2D), the normalizers are fitted over
+// whole samples (their sums added over the band's ranks), and the step is the
+// engine's on the band (OffloadedStep::set_band; a recurrent rollout's every
+// forward under the band, forward_backward_composite) with a global loss
+// (band_rel_loss, each step's of a rollout); gradients are added over every
+// rank after backward.
 #include <fno/band.h>
 #include <fno/losses.h>
 #include <fno/tiled.h>
@@ -41,11 +43,6 @@ void Trainer::State::check_domain_config() {
   const auto refuse = [&](const std::string& why) {
     throw ConfigError(domain_key(n) + ": " + why);
   };
-  if (recurrent()) {
-    refuse(
-        "data.ns_mode recurrent: fno_train trains and evaluates a rollout on whole samples only "
-        "(use data.ns_mode space_time, or train data parallel)");
-  }
   if (benchmark()) refuse("benchmark data (data.format) trains data parallel only");
   if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
     refuse(
@@ -100,8 +97,9 @@ data::FieldPairs Trainer::State::load_rows(const std::string& file, const data::
   return pairs;
 }
 
-// Navier-Stokes (space_time): this rank's rows of a file's records, as
-// pairs (ns_pairs) of the grid (R, R, t_out) the model runs on. HDF5 (or .mat
+// Navier-Stokes: this rank's rows of a file's records, as pairs (ns_pairs)
+// of the grid the model runs on: (R, R, t_out) for space_time, (R, R) for
+// recurrent (each step of its rollout on the band's rows). HDF5 (or .mat
 // v7.3) at subsample 1 is read by hyperslab; otherwise, or when the records
 // are not (N, R, R, T) with enough of them (load_ns_records says why), the
 // file is loaded whole and cut.
@@ -110,7 +108,8 @@ data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n
   const auto& d = cfg.data;
   const int64_t n = domain->mesh.n;
   const auto place = [&](int64_t rows, int64_t cols, int64_t records) {
-    const std::vector<int64_t> grid{rows, cols, t_out > 0 ? t_out : records - d.t_in};
+    std::vector<int64_t> grid{rows, cols};
+    if (!recurrent()) grid.push_back(t_out > 0 ? t_out : records - d.t_in);
     if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
       throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
     }

@@ -157,14 +157,16 @@ std::map<std::string, double> TrainingRun::evaluate() {
       }
       const auto out = predict(e.x.narrow(0, start, len).to(s_.device, /*non_blocking=*/true));
       const auto y = e.y.narrow(0, start, len).to(s_.device, true);
+      // Navier-Stokes: the batch's errors per record and up to each, [2, T]
+      const auto records = s_.ns() ? record_errors(out, y, e.band) : torch::Tensor();
+      if (records.defined()) step_sums = step_sums.defined() ? step_sums + records : records;
       for (const auto& [name, fn] : losses) {
-        // summed over the batch; a rollout's L2 over its whole trajectory
-        auto v = s_.recurrent() ? trajectory_rel_l2(out, y) : fn(out, y);
+        // summed over the batch; a rollout's L2 over its whole trajectory (on
+        // a split band: the error up to its last record, of the whole grid)
+        auto v = !s_.recurrent()  ? fn(out, y)
+                 : e.band.split() ? records[1][-1]
+                                  : trajectory_rel_l2(out, y);
         sums[name] = sums.count(name) ? sums[name] + v : v;
-      }
-      if (s_.ns()) {
-        const auto v = record_errors(out, y, e.band);
-        step_sums = step_sums.defined() ? step_sums + v : v;
       }
     }
     // The set's sums in one read: each metric in losses_' order, then the
