@@ -253,13 +253,11 @@ struct DomainRunner {
       sync->pack();
       sync->reduce();
       sync->unpack();
-      if (!scaler) {
-        optimizer->step();
-        return l;
-      }
-      if (scaler->unscale(model->parameters())) optimizer->step();
-      scaler->update();
-      return scaler->unscaled(l);
+      if (scaler && scaler->unscale(model->parameters())) optimizer->step();
+      if (!scaler) optimizer->step();
+      if (scaler) scaler->update();
+      sync->drain();  // (the sums were ordered on the stream, behind them the update)
+      return scaler ? scaler->unscaled(l) : l;
     };
     const auto choice = search(found, band_shape, runner, step, x, y, row);
     std::vector<at::Tensor> losses;  // read once the timed steps are done

@@ -237,22 +237,29 @@ void Group::all_reduce_sum(torch::Tensor& t) {
 }
 
 int64_t Group::all_reduce_sum_ordered(torch::Tensor& t) {
+  std::vector<torch::Tensor> one{t};
+  return all_reduce_sum_ordered(one);
+}
+
+int64_t Group::all_reduce_sum_ordered(std::vector<torch::Tensor>& ts) {
   if (p_->backend_name != "nccl") {
     // Gloo's work completes on its own threads; synchronize() would not wait.
-    all_reduce_sum(t);
-    return 1;
+    for (auto& t : ts) all_reduce_sum(t);
+    return static_cast<int64_t>(ts.size());
   }
   std::lock_guard<std::mutex> lock(p_->inflight->mu);
   // Lag 1: the host waits for every sum in flight but the latest before it
-  // starts this one, so it never runs more than one sum ahead of the device.
+  // starts these, so it never runs more than one sum ahead of the device.
   const int64_t blocked = Impl::settle_locked(p_->inflight->works, 1);
-  std::vector<at::Tensor> one{real_view(t)};
-  auto work = p_->guarded("all-reduce", [&] {
-    auto w = p_->backend->allreduce(one);
-    w->synchronize();  // the current stream waits for NCCL's; the host does not
-    return w;
-  });
-  p_->inflight->works.push_back({std::move(work), p_.get()});
+  for (auto& t : ts) {
+    std::vector<at::Tensor> one{real_view(t)};
+    auto work = p_->guarded("all-reduce", [&] {
+      auto w = p_->backend->allreduce(one);
+      w->synchronize();  // the current stream waits for NCCL's; the host does not
+      return w;
+    });
+    p_->inflight->works.push_back({std::move(work), p_.get()});
+  }
   return blocked;
 }
 

@@ -258,6 +258,12 @@ void GradientSync::pack() {
 
 void GradientSync::reduce() {
   auto& p = *p_;
+  if (p.group->backend_name() == "nccl") {
+    std::vector<at::Tensor> flats;
+    for (auto& bk : p.buckets) flats.push_back(bk.flat);
+    p.group->all_reduce_sum_ordered(flats);
+    return;
+  }
   p.group->drain();
   for (size_t b = 0; b < p.buckets.size(); ++b) p.start(b);
   for (auto& bk : p.buckets) {
@@ -270,6 +276,8 @@ void GradientSync::unpack() {
   auto& p = *p_;
   for (size_t b = 0; b < p.buckets.size(); ++b) p.write_back(b);
 }
+
+void GradientSync::drain() { p_->group->drain(); }
 
 int64_t GradientSync::buckets() const { return static_cast<int64_t>(p_->buckets.size()); }
 int64_t GradientSync::overlapped_last_step() const { return p_->overlapped; }

@@ -181,6 +181,8 @@ at::Tensor TrainStep::forward_backward(const at::Tensor& x, const at::Tensor& y)
   // and take the sums over ranks.
   if (sync_ != nullptr && overlap_) sync_->finish();
   if (sync_ != nullptr && !overlap_) {
+    // (NCCL: ordered on the stream; update() drains them once it has queued
+    // the optimizer's step behind them.)
     sync_->pack();
     sync_->reduce();
     sync_->unpack();
@@ -201,6 +203,8 @@ StepResult TrainStep::update(const at::Tensor& loss) {
     r.loss = scaler_->unscaled(loss);
     scaler_->update();
   }
+  // No sum left in flight: the host may read what the step made.
+  if (sync_ != nullptr) sync_->drain();
   return r;
 }
 
@@ -235,6 +239,7 @@ StepResult TrainStep::run(const at::Tensor& x, const at::Tensor& y) {
       return update(loss);
     }
   }
+  if (sync_ != nullptr) sync_->drain();
   StepResult r;
   size_t k = 0;
   r.loss = out.at(k++);

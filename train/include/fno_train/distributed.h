@@ -114,6 +114,9 @@ class Group {
   /// Returns how many earlier sums the host waited for that had not completed
   /// on the device yet (other backends: 1, this one).
   int64_t all_reduce_sum_ordered(torch::Tensor& t);
+  /// Several such sums, started one after another after one wait as above:
+  /// the host does not wait for one of them before starting the next.
+  int64_t all_reduce_sum_ordered(std::vector<torch::Tensor>& ts);
   /// Waits (each bounded by the timeout) for every ordered sum in flight, of
   /// this group and of the groups it shares its rendezvous with (its parent,
   /// its subgroups); every other collective here does this first. Returns how
@@ -163,14 +166,20 @@ class GradientSync {
   void finish();
 
   /// The same sums without backward hooks, for a step taken as CUDA graphs
-  /// (TrainStep), where no collective is captured: pack() copies every
-  /// gradient into its bucket (zeros where a parameter has none) at the end
-  /// of the first graph; reduce() all-reduces the buckets and waits, between
-  /// the graphs (on the host, as finish(): a lost peer shows within the
-  /// timeout); unpack() writes the sums back into the gradients in the second.
+  /// (TrainStep), where no collective is captured, or split across ranks:
+  /// pack() copies every gradient into its bucket (zeros where a parameter
+  /// has none) at the end of the first graph; reduce() all-reduces the
+  /// buckets between the graphs; unpack() writes the sums back into the
+  /// gradients in the second. With NCCL reduce() orders the sums on the
+  /// current stream (Group::all_reduce_sum_ordered), so that the host goes on
+  /// queueing the unpack and the update behind them; drain() then waits for
+  /// them, bounded (a lost peer shows within the timeout), and must come
+  /// before the host reads a gradient or anything made from one. Other
+  /// backends: reduce() waits for the sums itself.
   void pack();
   void reduce();
   void unpack();
+  void drain();
 
   /// The backward hooks on (the default) or off. Off, they leave each
   /// parameter's AccumulateGrad node, so that the next forward makes it on its

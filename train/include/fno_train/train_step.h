@@ -108,8 +108,10 @@ class TrainStep {
   StepResult run(const at::Tensor& x, const at::Tensor& y);
 
   /// The first half: zero the gradients; forward, loss (scaled in fp16) and
-  /// backward under the offload plan; with several ranks, wait for the
-  /// gradient all-reduce. Returns the loss backward saw, detached. Throws what
+  /// backward under the offload plan; with several ranks, the gradient
+  /// all-reduce (with NCCL and no overlap, ordered on the stream: update()
+  /// waits for it once the optimizer's step is queued behind it, and the
+  /// host reads no gradient before). Returns the loss backward saw, detached. Throws what
   /// OffloadedStep throws (offload::BudgetError, c10::OutOfMemoryError).
   /// Not under CUDA graphs (run() takes the step).
   at::Tensor forward_backward(const at::Tensor& x, const at::Tensor& y);
