@@ -16,8 +16,9 @@
 #      6, 5, 5) against one process with the truth (pred, l2, h1,
 #      l2_per_record, the summary's means and l2_per_record: equal); 4 ranks
 #      as two sample groups; without the truth; a copy of the space-time run
-#      at data.subsample 2 (the records loaded whole and cut); a band thinner
-#      than a tile refused on both ranks;
+#      at data.subsample 2 (the records loaded whole and cut); refused on
+#      both ranks in one line: a band thinner than a tile, samples past the
+#      file's, records of the wrong rank;
 #   5. refusals, one line and exit 2: N that does not divide the world,
 #      torchrun without --domain-parallel, CUDA graphs on, --rollout (one
 #      rank, before the rendezvous); a band thinner than a tile (both ranks);
@@ -193,9 +194,10 @@ alone "--rollout: --domain-parallel 2 predicts" "${in32[@]}" --out "$work/x.h5" 
 # Not under torchrun.
 expect 2 "--domain-parallel 2 does not divide the world size 1" -- \
   "${common[@]}" "${in32[@]}" --out "$work/alone.h5" --domain-parallel 2
-# pair NAME PORT PATTERN ARGS...: ranks 0 and 1 each exit 2 with one line matching PATTERN.
+# pair NAME PORT PATTERN ARGS...: ranks 0 and 1 each exit 2 (PAIR_CODE) with one
+# line matching PATTERN.
 pair() {
-  local name=$1 p=$2 pattern=$3 r rc; shift 3
+  local name=$1 p=$2 pattern=$3 want=${PAIR_CODE:-2} r rc; shift 3
   for r in 0 1; do
     MASTER_PORT=$(port "$p") WORLD_SIZE=2 RANK=$r LOCAL_RANK=$r "$bin" "${common[@]}" \
       --out "$work/$name.h5" "$@" > "$work/$name.$r.out" 2> "$work/$name.$r.err" &
@@ -203,7 +205,7 @@ pair() {
   for r in 0 1; do
     wait -n
     rc=$?
-    [ "$rc" -eq 2 ] || bad "$name: a rank exited $rc, expected 2"
+    [ "$rc" -eq "$want" ] || bad "$name: a rank exited $rc, expected $want"
   done
   for r in 0 1; do
     if [ "$(wc -l < "$work/$name.$r.err")" -eq 1 ] && grep -q -- "$pattern" "$work/$name.$r.err"; then ok; else
@@ -217,6 +219,10 @@ pair thinband 8 "bands of 8 rows, thinner than a tile of 12 rows" \
 pair nsthin 21 "bands of 8 rows, thinner than a tile of 12 rows" \
   --model "$work/runst" "${ns_in[@]}" --domain-parallel 2 --tile-rows 12
 [ ! -e "$work/nsthin.h5" ] && ok || bad "nsthin left its output"
+pair nsrange 22 "ns16.h5: --samples 14:5 asks past the 16 samples it holds" \
+  --model "$work/runrec" --input "$work/ns16.h5" --samples 14:5 --domain-parallel 2
+PAIR_CODE=3 pair nsrank 23 "train16.h5: dataset 'coeff' has rank 3, expected (N, R, R, T) records" \
+  --model "$work/runst" --input "$work/train16.h5" --x-key coeff --domain-parallel 2
 
 # 6. An existing --out is left as it was (every rank refuses it); --overwrite
 #    replaces fno_predict's own.
