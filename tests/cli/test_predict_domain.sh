@@ -12,11 +12,11 @@
 #   4. a 3D model, 2 ranks, N=2: equal;
 #   4b. Navier-Stokes runs (data.problem ns) on 16 x 16 records: space_time
 #      (FNO-3D over x, y, t, with normalizers) and recurrent (FNO-2D rolled
-#      out on raw records), each by 2 ranks and by 3 (bands of
-#      6, 5, 5) against one process with the truth (pred, l2, h1,
-#      l2_per_record, the summary's means and l2_per_record: equal); 4 ranks
-#      as two sample groups; without the truth; a copy of the space-time run
-#      at data.subsample 2 (the records loaded whole and cut); refused on
+#      out on raw records), each by 2 ranks and by 3 (bands of 6, 5, 5)
+#      against one process with the truth (pred, l2, h1, l2_per_record, the
+#      summary's means and l2_per_record: equal); 4 ranks as two sample
+#      groups; without the truth; two input files; a copy of the space-time
+#      run at data.subsample 2 (the records loaded whole and cut); refused on
 #      both ranks in one line: a band thinner than a tile, samples past the
 #      file's, records of the wrong rank;
 #   5. refusals, one line and exit 2: N that does not divide the world,
@@ -168,6 +168,11 @@ check runrec_four runrec_one $?
 one runst_onex --model "$work/runst" --input "$work/ns16.h5" --samples 0:5
 ranks runst_twox 2 19 --model "$work/runst" --input "$work/ns16.h5" --samples 0:5 --domain-parallel 2
 check runst_twox runst_onex $?
+# Two --input files as one set of samples (12 .. 19 over both).
+two_in=(--input "$work/ns16.h5" --input "$work/ns16.h5" --y-key u --samples 12:8 --batch-size 4)
+one runrec_onef --model "$work/runrec" "${two_in[@]}"
+ranks runrec_threef 3 24 --model "$work/runrec" "${two_in[@]}" --domain-parallel 3
+check runrec_threef runrec_onef $?
 # data.subsample 2 (8 x 8, per-channel normalizers): the records loaded whole,
 # each rank's rows cut from them.
 cp -r "$work/runst" "$work/runst_sub"
