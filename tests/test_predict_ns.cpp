@@ -3,7 +3,8 @@
 // FNO-3D), then predict() on its test file. Each sample's relative L2 is the
 // evaluation's: their mean is the run's ns_l2, the per-record means its
 // ns/l2_per_step, the first samples' errors those of the run's own
-// predictions.h5 (its pred and y), and the prediction equals that pred.
+// predictions.h5 (its pred and y), and the prediction equals that pred. The
+// errors from a band's squared norms (fno_predict --domain-parallel) equal them.
 #include <fno_data/darcy.h>
 #include <fno_data/navier_stokes_gen.h>
 #include <fno_engine/rollout.h>
@@ -24,6 +25,7 @@
 
 #include <unistd.h>
 
+#include "../train/src/predict_ns.h"
 #include "golden.h"
 
 using fno::test::out_path;
@@ -201,4 +203,29 @@ TEST_CASE(
   CHECK_THROWS_WITH(fno::predict(o),
                     doctest::Contains("dataset 'a' has rank 3, expected (N, R, R, T) records"));
   CHECK(!std::filesystem::exists(o.out));
+}
+
+// NsPrediction::band_errors from one band of the whole grid (the sums that a
+// sample's ranks add up under fno_predict --domain-parallel) gives errors()'s
+// values in both modes: the trajectory's L2 (recurrent) or the L2 over
+// (x, y, t), the H1, and each record's L2.
+TEST_CASE("predict on a Navier-Stokes run: errors from a band's squared norms equal the losses'") {
+  for (const bool recurrent : {true, false}) {
+    CAPTURE(recurrent);
+    const fno::detail::NsPrediction ns(fno::parse_config(ns_config(recurrent), "ns"));
+    torch::manual_seed(3);
+    // [b, t_out, R, R'] (recurrent) or [b, 1, R, R', t_out]
+    const std::vector<int64_t> shape =
+        recurrent ? std::vector<int64_t>{4, 3, 12, 10} : std::vector<int64_t>{4, 1, 12, 10, 3};
+    const auto y = torch::randn(shape);
+    const auto out = y + 0.3 * torch::randn(shape);
+    fno::Band band;  // (one rank: the whole grid, its halo the periodic wrap)
+    band.grid_rows = 12;
+    const auto whole = ns.errors(out, y);
+    const auto banded = ns.band_errors(band, 12, out, y);
+    REQUIRE(banded.per_record.sizes() == whole.per_record.sizes());
+    CHECK(torch::allclose(banded.l2, whole.l2, 1e-5, 0.0));
+    CHECK(torch::allclose(banded.h1, whole.h1, 1e-5, 0.0));
+    CHECK(torch::allclose(banded.per_record, whole.per_record, 1e-5, 0.0));
+  }
 }

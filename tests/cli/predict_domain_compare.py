@@ -1,6 +1,7 @@
 # The outputs of fno_predict --domain-parallel against one process's: the
-# datasets pred, l2 and h1 (those present in either) and the summary's
-# mean_l2 and mean_h1, within 1e-5 relative (of the largest magnitude).
+# datasets pred, l2, h1 and (Navier-Stokes) l2_per_record (those present in
+# either) and the summary's mean_l2, mean_h1 and l2_per_record, within 1e-5
+# relative (of the largest magnitude).
 # Prints "ok A B" or "differ A B: what" per pair; exits 1 when any differs.
 #   python predict_domain_compare.py A.h5 B.h5 [A2.h5 B2.h5 ...]
 import json, os, sys
@@ -22,7 +23,7 @@ def summary(path):
 def compare(a, b):
     with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
         names = sorted(set(fa.keys()) | set(fb.keys()))
-        for name in ("pred", "l2", "h1"):
+        for name in ("pred", "l2", "h1", "l2_per_record"):
             if name not in names:
                 continue
             if name not in fa or name not in fb:
@@ -44,6 +45,12 @@ def compare(a, b):
             va, vb = float(sa[key]), float(sb[key])
             if abs(va - vb) > TOL * max(abs(vb), 1e-30):
                 return f"summary {key} {va} vs {vb}"
+        if ("l2_per_record" in sa) != ("l2_per_record" in sb):
+            return "l2_per_record in one summary only"
+        if "l2_per_record" in sa:
+            va, vb = np.array(sa["l2_per_record"]), np.array(sb["l2_per_record"])
+            if va.shape != vb.shape or np.abs(va - vb).max() > TOL * max(np.abs(vb).max(), 1e-30):
+                return f"summary l2_per_record {va.tolist()} vs {vb.tolist()}"
     return None
 
 

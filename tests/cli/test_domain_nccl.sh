@@ -196,8 +196,10 @@ if part cube; then
   one one_cube_recompute "$work/cube.yaml" --set offload.policy=recompute+offload
   near_run cube_recompute_2 one_cube_recompute 1e-5 "$work/cube.yaml" --set offload.policy=recompute+offload
 fi
-if part ns; then  # Navier-Stokes, space_time and recurrent, N = the world
+if part ns || part predict; then  # Navier-Stokes, space_time and recurrent, N = the world
   one one_ns "$work/ns.yaml"
+fi
+if part ns; then
   for n in "${counts[@]}"; do split_run "ns_$n" "$n" one_ns "$work/ns.yaml"; done
   one one_nsr "$work/nsr.yaml"
   for n in "${counts[@]}"; do split_run "nsr_$n" "$n" one_nsr "$work/nsr.yaml"; done
@@ -244,7 +246,9 @@ done
 # fno_predict --domain-parallel over NCCL: the runs above applied to an HDF5
 # input (32 x 32 zero-shot, and the 3D set) by RANKS processes against one
 # GPU, fp32: pred, l2, h1 and the summary's means within 1e-5 relative
-# (predict_domain_compare.py).
+# (predict_domain_compare.py); likewise the Navier-Stokes space_time run and
+# a recurrent one (the FNO-2D rolled out on each band) on ns16.h5's records,
+# with l2_per_record.
 predict=$(dirname "$bin")/fno_predict
 if ! part predict; then
   :
@@ -274,13 +278,23 @@ EOF
   }
   p2=(--model "$work/one" --input "$work/test32.h5" --y-key sol)
   p3=(--model "$work/one_cube" --input "$work/cube.h5" --y-key sol --samples 0:8)
+  one one_nsrec "$work/ns.yaml" --set data.ns_mode=recurrent --set 'model.n_modes=[6, 6]' \
+    --set data.encode_input=false --set data.encode_output=false --set 'training.eval_losses=[l2]'
+  pns=(--model "$work/one_ns" --input "$work/ns16.h5" --y-key u --samples 9:7)
+  pnr=(--model "$work/one_nsrec" --input "$work/ns16.h5" --y-key u --samples 9:7)
   "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one.h5" "${p2[@]}" > /dev/null 2>&1 ||
     bad "one GPU fno_predict failed"
   "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one_cube.h5" "${p3[@]}" > /dev/null 2>&1 ||
     bad "one GPU fno_predict (3D) failed"
+  "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one_ns.h5" "${pns[@]}" > /dev/null 2>&1 ||
+    bad "one GPU fno_predict (Navier-Stokes space_time) failed"
+  "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one_nsrec.h5" "${pnr[@]}" > /dev/null 2>&1 ||
+    bad "one GPU fno_predict (Navier-Stokes recurrent) failed"
   for n in "${counts[@]}"; do
     predict_run "pred_two_d_$n" "$n" pred_one "${p2[@]}"
     predict_run "pred_cube_$n" "$n" pred_one_cube "${p3[@]}"
+    predict_run "pred_ns_$n" "$n" pred_one_ns "${pns[@]}"
+    predict_run "pred_nsrec_$n" "$n" pred_one_nsrec "${pnr[@]}"
   done
 else
   echo "test_domain_nccl: no fno_predict beside $bin; its part skipped"

@@ -10,6 +10,15 @@
 #      equal; 2 ranks, N=1 (data parallel alone): equal; without the truth
 #      (no errors, no summary): equal;
 #   4. a 3D model, 2 ranks, N=2: equal;
+#   4b. Navier-Stokes runs (data.problem ns) on 16 x 16 records: space_time
+#      (FNO-3D over x, y, t, with normalizers) and recurrent (FNO-2D rolled
+#      out on raw records), each by 2 ranks and by 3 (bands of 6, 5, 5)
+#      against one process with the truth (pred, l2, h1, l2_per_record, the
+#      summary's means and l2_per_record: equal); 4 ranks as two sample
+#      groups; without the truth; two input files; a copy of the space-time
+#      run at data.subsample 2 (the records loaded whole and cut); refused on
+#      both ranks in one line: a band thinner than a tile, samples past the
+#      file's, records of the wrong rank;
 #   5. refusals, one line and exit 2: N that does not divide the world,
 #      torchrun without --domain-parallel, CUDA graphs on, --rollout (one
 #      rank, before the rendezvous); a band thinner than a tile (both ranks);
@@ -119,6 +128,61 @@ one one3d "${in3[@]}"
 ranks two3d 2 6 "${in3[@]}" --domain-parallel 2
 check two3d one3d $?
 
+# 4b. Navier-Stokes: a space-time run and a recurrent one on ns16.h5's records
+#    (16 x 16, 8 records: 4 in, 4 out), 7 samples with the truth.
+cat > "$work/ns.yaml" << EOF
+model: {n_modes: [6, 6, 4], in_channels: 4, out_channels: 1, hidden_channels: 6, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: space_time
+  t_in: 4
+  t_out: 4
+  train_file: $work/ns16.h5
+  n_train: 8
+  batch_size: 4
+  encode_input: true
+  encode_output: true
+  test: []
+optimizer: {lr: 8.0e-3}
+training: {epochs: 1}
+EOF
+trained runst --config "$work/ns.yaml"
+trained runrec --config "$work/ns.yaml" --set data.ns_mode=recurrent --set 'model.n_modes=[6, 6]' \
+  --set data.encode_input=false --set data.encode_output=false --set 'training.eval_losses=[l2]'
+ns_in=(--input "$work/ns16.h5" --y-key u --samples 9:7 --batch-size 2)
+one runst_one --model "$work/runst" "${ns_in[@]}"
+ranks runst_two 2 14 --model "$work/runst" "${ns_in[@]}" --domain-parallel 2
+check runst_two runst_one $?
+ranks runst_three 3 15 --model "$work/runst" "${ns_in[@]}" --domain-parallel 3
+check runst_three runst_one $?
+one runrec_one --model "$work/runrec" "${ns_in[@]}"
+ranks runrec_two 2 16 --model "$work/runrec" "${ns_in[@]}" --domain-parallel 2
+check runrec_two runrec_one $?
+ranks runrec_three 3 17 --model "$work/runrec" "${ns_in[@]}" --domain-parallel 3
+check runrec_three runrec_one $?
+grep -q "domain parallel 3 (bands of 5-6 rows, 1 sample group(s))" "$work/runrec_three.err" && ok ||
+  bad "runrec_three: no domain plan line: $(grep plan "$work/runrec_three.err")"
+# Two sample groups of two bands (7 samples: 4 and 3); without the truth.
+ranks runrec_four 4 18 --model "$work/runrec" "${ns_in[@]}" --domain-parallel 2
+check runrec_four runrec_one $?
+one runst_onex --model "$work/runst" --input "$work/ns16.h5" --samples 0:5
+ranks runst_twox 2 19 --model "$work/runst" --input "$work/ns16.h5" --samples 0:5 --domain-parallel 2
+check runst_twox runst_onex $?
+# Two --input files as one set of samples (12 .. 19 over both).
+two_in=(--input "$work/ns16.h5" --input "$work/ns16.h5" --y-key u --samples 12:8 --batch-size 4)
+one runrec_onef --model "$work/runrec" "${two_in[@]}"
+ranks runrec_threef 3 24 --model "$work/runrec" "${two_in[@]}" --domain-parallel 3
+check runrec_threef runrec_onef $?
+# data.subsample 2 (8 x 8, per-channel normalizers): the records loaded whole,
+# each rank's rows cut from them.
+cp -r "$work/runst" "$work/runst_sub"
+sed -i 's/^\( *subsample:\).*/\1 2/' "$work/runst_sub/config.yaml"
+one runsub_one --model "$work/runst_sub" "${ns_in[@]}"
+ranks runsub_two 2 20 --model "$work/runst_sub" "${ns_in[@]}" --domain-parallel 2
+check runsub_two runsub_one $?
+grep -q "sample(s) at 8x8x4: domain parallel 2" "$work/runsub_two.err" && ok ||
+  bad "runsub_two: not at 8x8x4: $(grep plan "$work/runsub_two.err")"
+
 # 5. Refusals: one line, exit 2. Those before the rendezvous, of one rank
 #    alone; those after it, of both ranks (started by hand: torchrun stops the
 #    other ranks as soon as one exits).
@@ -135,9 +199,10 @@ alone "--rollout: --domain-parallel 2 predicts" "${in32[@]}" --out "$work/x.h5" 
 # Not under torchrun.
 expect 2 "--domain-parallel 2 does not divide the world size 1" -- \
   "${common[@]}" "${in32[@]}" --out "$work/alone.h5" --domain-parallel 2
-# pair NAME PORT PATTERN ARGS...: ranks 0 and 1 each exit 2 with one line matching PATTERN.
+# pair NAME PORT PATTERN ARGS...: ranks 0 and 1 each exit 2 (PAIR_CODE) with one
+# line matching PATTERN.
 pair() {
-  local name=$1 p=$2 pattern=$3 r rc; shift 3
+  local name=$1 p=$2 pattern=$3 want=${PAIR_CODE:-2} r rc; shift 3
   for r in 0 1; do
     MASTER_PORT=$(port "$p") WORLD_SIZE=2 RANK=$r LOCAL_RANK=$r "$bin" "${common[@]}" \
       --out "$work/$name.h5" "$@" > "$work/$name.$r.out" 2> "$work/$name.$r.err" &
@@ -145,7 +210,7 @@ pair() {
   for r in 0 1; do
     wait -n
     rc=$?
-    [ "$rc" -eq 2 ] || bad "$name: a rank exited $rc, expected 2"
+    [ "$rc" -eq "$want" ] || bad "$name: a rank exited $rc, expected $want"
   done
   for r in 0 1; do
     if [ "$(wc -l < "$work/$name.$r.err")" -eq 1 ] && grep -q -- "$pattern" "$work/$name.$r.err"; then ok; else
@@ -156,6 +221,13 @@ pair() {
 pair thinband 8 "bands of 8 rows, thinner than a tile of 12 rows" \
   --model "$work/run2d" --input "$work/train16.h5" --domain-parallel 2 --tile-rows 12
 [ ! -e "$work/thinband.h5" ] && ok || bad "thinband left its output"
+pair nsthin 21 "bands of 8 rows, thinner than a tile of 12 rows" \
+  --model "$work/runst" "${ns_in[@]}" --domain-parallel 2 --tile-rows 12
+[ ! -e "$work/nsthin.h5" ] && ok || bad "nsthin left its output"
+pair nsrange 22 "ns16.h5: --samples 14:5 asks past the 16 samples it holds" \
+  --model "$work/runrec" --input "$work/ns16.h5" --samples 14:5 --domain-parallel 2
+PAIR_CODE=3 pair nsrank 23 "train16.h5: dataset 'coeff' has rank 3, expected (N, R, R, T) records" \
+  --model "$work/runst" --input "$work/train16.h5" --x-key coeff --domain-parallel 2
 
 # 6. An existing --out is left as it was (every rank refuses it); --overwrite
 #    replaces fno_predict's own.

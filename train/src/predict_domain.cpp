@@ -14,6 +14,11 @@
 // fail on one rank is agreed with an all-reduce before the next, so that a
 // failure stops every rank with one line, and no rank waits for ever.
 //
+// A Navier-Stokes run (data.problem ns) reads each rank's rows of the
+// records (NsRecordRows), rolls the recurrent model out on its band, or runs
+// the space-time model over its rows of (x, y, t), and sums the errors per
+// record as well (NsPrediction::band_errors).
+//
 // Samples go in rounds of as many as the host budget holds (256 MiB of a
 // band's input, truth and output without one): each round is read, predicted
 // and written in turn, so that the output's rows are never all in memory.
@@ -95,35 +100,14 @@ std::string from_main(dist::Group& world, const std::string& text) {
   return out;
 }
 
-// The sums of one batch's relative L2 and H1 errors over this rank's rows,
-// added over the band's ranks: per sample and channel, sum e^2, sum y^2 and
-// the sums of the squared first differences of e and of y (H1Loss's:
-// periodic central differences, step 1 / size; along the rows with one
-// halo row from each neighbouring band), in float64. Returns {l2, h1}, each
-// [B] float64 on the CPU, the whole grid's, as relative_loss gives per
-// sample (summed over the channels).
+// One batch's relative L2 and H1 errors of the whole grid from this rank's
+// rows (band_error_sums), each [B] float64 on the CPU, as relative_loss gives
+// per sample (summed over the channels).
 // out, y: [B, C, n, *S'] (this rank's rows, decoded) -> ([B], [B])
 std::pair<torch::Tensor, torch::Tensor> band_errors(const Band& band, int64_t grid_rows,
                                                     const torch::Tensor& out,
                                                     const torch::Tensor& y) {
-  const auto sq = [](const torch::Tensor& t) { return t.pow(2).flatten(2).sum(-1); };  // [B, C]
-  const auto yd = y.to(torch::kDouble);
-  const auto e = out.to(torch::kDouble) - yd;
-  const int64_t c = e.size(1), n = e.size(2);
-  // both: [B, 2C, n + 2, *S'] (e, then y, with a halo row each side)
-  const auto both = band_halo(band, torch::cat({e, yd}, 1), 1);
-  const auto d0 = sq((both.narrow(2, 2, n) - both.narrow(2, 0, n)) *
-                     (static_cast<double>(grid_rows) / 2.0));  // [B, 2C]
-  auto de2 = d0.narrow(1, 0, c), dy2 = d0.narrow(1, c, c);
-  for (int64_t dim = 3; dim < e.dim(); ++dim) {
-    const double h = 1.0 / static_cast<double>(e.size(dim));
-    de2 = de2 + sq(finite_diff_first(e, dim, h, /*periodic=*/true));
-    dy2 = dy2 + sq(finite_diff_first(yd, dim, h, /*periodic=*/true));
-  }
-  // sums: [4, B, C]
-  auto sums = torch::stack({sq(e), sq(yd), de2, dy2}).contiguous();
-  if (band.split()) band.sum(sums);
-  sums = sums.cpu();
+  const auto sums = band_error_sums(band, grid_rows, out, y);  // [4, B, C]
   const double l2_eps = LpLossOptions().eps(), h1_eps = H1LossOptions().eps();
   const auto l2 = (sums[0].sqrt() / (sums[1].sqrt() + l2_eps)).sum(1);
   const auto h1 = ((sums[0] + sums[2]).sqrt() / ((sums[1] + sums[3]).sqrt() + h1_eps)).sum(1);
@@ -242,7 +226,8 @@ class DomainPrediction {
       plan_.tiled = c;
       plan_.text = "the band as one tile, batches of " + std::to_string(plan_.micro);
     }
-    if (p_.truth) l2_all_.assign(static_cast<size_t>(2 * p_.n), 0.0);
+    records_ = p_.ns ? p_.ns->t_out() : 0;
+    if (p_.truth) l2_all_.assign(static_cast<size_t>((2 + records_) * p_.n), 0.0);
     tiles_ = std::make_unique<TiledRunner>(p_.model, nullptr);
     tiles_->set_band(band_);
     p_.in_norm.to(p_.device);
@@ -250,8 +235,10 @@ class DomainPrediction {
     // Rounds of samples whose band rows (input, output, truth) fit the budget.
     int64_t row_points = 1;
     for (size_t i = 1; i < grid.size(); ++i) row_points *= grid[i];
+    // (a recurrent rollout's output and truth: t_out records)
+    const int64_t out_c = p_.ns && p_.ns->recurrent() ? p_.ns->t_out() : mo.out_channels();
     const int64_t per_sample =
-        widest * row_points * (mo.in_channels() + mo.out_channels() * (p_.truth ? 2 : 1)) * 4;
+        widest * row_points * (mo.in_channels() + out_c * (p_.truth ? 2 : 1)) * 4;
     const int64_t budget =
         o_.host_memory_limit > 0 ? o_.host_memory_limit / 2 : (int64_t{256} << 20);
     round_ = std::max<int64_t>(1, budget / per_sample);
@@ -270,13 +257,20 @@ class DomainPrediction {
   void create_output() {
     if (!world_->is_main()) return;
     const auto& mo = p_.cfg.model;
+    // (Navier-Stokes: the predicted records, (N, t_out, R, R'), as one process's)
     std::vector<int64_t> pred_shape{p_.n};
-    if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
-    pred_shape.insert(pred_shape.end(), p_.grid_v.begin(), p_.grid_v.end());
+    if (p_.ns) {
+      pred_shape.push_back(records_);
+      pred_shape.insert(pred_shape.end(), p_.grid_v.begin(), p_.grid_v.begin() + 2);
+    } else {
+      if (mo.out_channels() > 1) pred_shape.push_back(mo.out_channels());
+      pred_shape.insert(pred_shape.end(), p_.grid_v.begin(), p_.grid_v.end());
+    }
     std::vector<std::pair<std::string, std::vector<int64_t>>> sets{{"pred", pred_shape}};
     if (p_.truth) {
       sets.push_back({"l2", {p_.n, 1}});
       sets.push_back({"h1", {p_.n, 1}});
+      if (p_.ns) sets.push_back({"l2_per_record", {p_.n, records_}});
     }
     // (--overwrite: made whole beside the old one, then renamed over it)
     p_.replacing = o_.overwrite && std::filesystem::exists(o_.out);
@@ -298,6 +292,12 @@ class DomainPrediction {
     std::vector<torch::Tensor> xs, ys;
     for (int64_t i = 0; i < m; ++i) {
       const int64_t s = o_.first + first_ + s0 + i;
+      if (p_.ns) {
+        auto [x, y] = p_.ns_rows->read(s, row0_, row0_ + rows_);
+        xs.push_back(x);
+        if (p_.truth) ys.push_back(y);
+        continue;
+      }
       xs.push_back(p_.files->read_x(s, row0_, row0_ + rows_));
       if (p_.truth) ys.push_back(p_.files->read_y(s, row0_, row0_ + rows_));
     }
@@ -312,18 +312,30 @@ class DomainPrediction {
     pred_ = torch::Tensor();
     l2_ = torch::empty({m}, torch::kDouble);
     h1_ = torch::empty({m}, torch::kDouble);
+    per_record_ = torch::empty({m, records_}, torch::kDouble);
     if (m == 0) return;
     auto shape = x_.sizes().vec();
-    shape[1] = p_.cfg.model.out_channels();
+    shape[1] = p_.ns ? records_ : p_.cfg.model.out_channels();
     pred_ = torch::empty(shape, torch::kFloat);
+    // in: [b, Cin, rows, *S'] -> [b, Cout, rows, *S']
+    const StepModel band_forward = [this](const torch::Tensor& in) {
+      return forward_under_plan(p_.model, plan_, in, tiles_.get());
+    };
     for (int64_t b0 = 0; b0 < m; b0 += p_.batch) {
       const int64_t b = std::min(p_.batch, m - b0);
-      // xb: [b, Cin, rows, *S'] -> out: [b, Cout, rows, *S']
+      // xb: [b, Cin, rows, *S'] -> out: [b, Cout, rows, *S'] (Navier-Stokes:
+      // [b, t_in, rows, R'] -> the model's output layout, as NsPrediction::forward)
       const auto xb = normalize_rows(p_.in_norm, x_.narrow(0, b0, b).to(p_.device), row0_, false);
-      auto out = forward_under_plan(p_.model, plan_, xb, tiles_.get()).to(torch::kFloat);
+      auto out = (p_.ns ? p_.ns->forward(band_forward, xb) : band_forward(xb)).to(torch::kFloat);
       out = normalize_rows(p_.out_norm, out, row0_, /*inverse=*/true);
-      pred_.narrow(0, b0, b).copy_(out);
-      if (p_.truth) {
+      pred_.narrow(0, b0, b).copy_(p_.ns ? p_.ns->trajectory(out) : out);
+      if (p_.truth && p_.ns) {
+        const auto e =
+            p_.ns->band_errors(band_, p_.grid_v[0], out, y_.narrow(0, b0, b).to(p_.device));
+        l2_.narrow(0, b0, b).copy_(e.l2);
+        h1_.narrow(0, b0, b).copy_(e.h1);
+        per_record_.narrow(0, b0, b).copy_(e.per_record);
+      } else if (p_.truth) {
         const auto [l2, h1] =
             band_errors(band_, p_.grid_v[0], out, y_.narrow(0, b0, b).to(p_.device));
         l2_.narrow(0, b0, b).copy_(l2);
@@ -338,9 +350,10 @@ class DomainPrediction {
     if (m == 0) return;
     std::vector<std::string> names{"pred"};
     if (p_.truth) names.insert(names.end(), {"l2", "h1"});
+    if (p_.truth && p_.ns) names.push_back("l2_per_record");
     auto out = data::Hdf5SampleWriter::join(temp_, names);
     const int64_t first = first_ + s0;
-    if (pred_.size(1) > 1) {
+    if (pred_.size(1) > 1 || p_.ns) {
       out->write_rows("pred", first, 2, row0_, pred_);
     } else {
       out->write_rows("pred", first, 1, row0_, pred_.squeeze(1));
@@ -348,12 +361,17 @@ class DomainPrediction {
     if (p_.truth && band_index_ == 0) {
       out->write("l2", first, l2_.view({m, 1}));
       out->write("h1", first, h1_.view({m, 1}));
+      if (p_.ns) out->write("l2_per_record", first, per_record_);
     }
     out->release();
     if (p_.truth && band_index_ == 0) {
       for (int64_t i = 0; i < m; ++i) {
         l2_all_[static_cast<size_t>(first + i)] = l2_[i].item<double>();
         l2_all_[static_cast<size_t>(p_.n + first + i)] = h1_[i].item<double>();
+        for (int64_t t = 0; t < records_; ++t) {
+          l2_all_[static_cast<size_t>(2 * p_.n + (first + i) * records_ + t)] =
+              per_record_[i][t].item<double>();
+        }
       }
     }
   }
@@ -363,10 +381,19 @@ class DomainPrediction {
     if (!p_.truth) return;
     const auto all = world_->all_reduce_sum(l2_all_);
     p_.r.l2.assign(all.begin(), all.begin() + p_.n);
-    p_.r.h1.assign(all.begin() + p_.n, all.end());
+    p_.r.h1.assign(all.begin() + p_.n, all.begin() + 2 * p_.n);
+    if (p_.ns) {  // (Navier-Stokes: each record's, summed over the samples for finish())
+      const auto per_record =
+          torch::tensor(std::vector<double>(all.begin() + 2 * p_.n, all.end()), torch::kDouble);
+      p_.per_record_sum = per_record.view({p_.n, records_}).sum(0);
+    }
     if (!world_->is_main()) {  // (rank 0's finish() adds its own)
       for (const double v : p_.r.l2) p_.r.mean_l2 += v / static_cast<double>(p_.n);
       for (const double v : p_.r.h1) p_.r.mean_h1 += v / static_cast<double>(p_.n);
+      for (int64_t t = 0; p_.ns && t < records_; ++t) {
+        p_.r.l2_per_record.push_back(p_.per_record_sum[t].item<double>() /
+                                     static_cast<double>(p_.n));
+      }
     }
   }
 
@@ -384,7 +411,10 @@ class DomainPrediction {
   std::string temp_;            // the output's temporary file
   torch::Tensor x_, y_, pred_;  // the round's band rows: [m, C, rows, *S']
   torch::Tensor l2_, h1_;       // the round's errors: [m] float64
-  std::vector<double> l2_all_;  // every sample's l2, then h1 (band 0's own)
+  torch::Tensor per_record_;    // Navier-Stokes: the round's [m, records_] float64
+  int64_t records_ = 0;         // Navier-Stokes: the records predicted (t_out)
+  // every sample's l2, then h1, then (Navier-Stokes) l2 per record (band 0's own)
+  std::vector<double> l2_all_;
 };
 
 PredictResult predict_domain(const PredictOptions& options) {
@@ -421,10 +451,10 @@ PredictResult predict_domain(const PredictOptions& options) {
                               flag(n) + ")");
     }
     if (run.ns) {
-      throw PredictUsageError(o.run_dir + ": a Navier-Stokes run (data.problem ns) predicts in " +
-                              "one process (not " + flag(n) + ")");
+      run.open_ns_rows();
+    } else {
+      run.open_inputs();
     }
-    run.open_inputs();
   });
   return DomainPrediction(run, world).run();
 }

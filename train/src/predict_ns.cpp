@@ -1,5 +1,7 @@
 #include "predict_ns.h"
 
+#include "predict_support.h"
+
 #include <fno_data/darcy.h>
 #include <fno_data/navier_stokes.h>
 #include <fno_train/train_step.h>
@@ -96,10 +98,10 @@ void NsPrediction::load(const PredictOptions& o, const std::string& x_key,
     }
   }
   if (truth) {
-    auto pairs = data::ns_recurrent_pairs(u, t_in_, t_out_);
-    y = recurrent_ ? pairs.y : pairs.y.permute({0, 2, 3, 1}).unsqueeze(1).contiguous();
+    auto p = pairs(u);
+    y = p.y;
     if (x_key == y_key) {
-      x = pairs.x;
+      x = p.x;
       return;
     }
     // The inputs from another dataset than the truth's.
@@ -115,9 +117,21 @@ void NsPrediction::load(const PredictOptions& o, const std::string& x_key,
 }
 
 std::vector<int64_t> NsPrediction::model_input_shape() const {
-  auto shape = x.sizes().vec();
+  return model_input_shape(x.size(0), x.sizes().slice(2));
+}
+
+std::vector<int64_t> NsPrediction::model_input_shape(int64_t n, at::IntArrayRef grid) const {
+  std::vector<int64_t> shape{n, t_in_};
+  shape.insert(shape.end(), grid.begin(), grid.end());
   if (!recurrent_) shape.push_back(t_out_);
   return shape;
+}
+
+data::FieldPairs NsPrediction::pairs(const torch::Tensor& u) const {
+  auto p = data::ns_recurrent_pairs(u, t_in_, t_out_);
+  // [n, t_out, R, R'] -> [n, 1, R, R', t_out], as the trainer's ns_pairs
+  if (!recurrent_) p.y = p.y.permute({0, 2, 3, 1}).unsqueeze(1).contiguous();
+  return p;
 }
 
 torch::Tensor NsPrediction::forward(const StepModel& model, const torch::Tensor& x) const {
@@ -148,6 +162,38 @@ NsPrediction::Errors NsPrediction::errors(const torch::Tensor& out, const torch:
   e.l2 = torch::cat(e2).to(torch::kDouble).cpu();
   e.h1 = torch::cat(e1).to(torch::kDouble).cpu();
   e.per_record = torch::cat(per).to(torch::kDouble).cpu();
+  return e;
+}
+
+NsPrediction::Errors NsPrediction::band_errors(const Band& band, int64_t grid_rows,
+                                               const torch::Tensor& out,
+                                               const torch::Tensor& y) const {
+  // sums: [4, b, C] (C: the records, recurrent; 1, space-time) summed e^2,
+  // y^2 and their squared differences, over the band's ranks
+  const auto sums = band_error_sums(band, grid_rows, out, y);
+  const double l2_eps = LpLossOptions().eps(), h1_eps = H1LossOptions().eps();
+  const auto ratio = [](const torch::Tensor& e2, const torch::Tensor& y2, double eps) {
+    return e2.sqrt() / (y2.sqrt() + eps);
+  };
+  Errors e;
+  // H1 over each channel's grid, summed over the channels (as relative_loss)
+  e.h1 = ratio(sums[0] + sums[2], sums[1] + sums[3], h1_eps).sum(1);
+  if (recurrent_) {
+    // the whole trajectory's (trajectory_rel_l2), and each record's
+    e.l2 = ratio(sums[0].sum(1), sums[1].sum(1), l2_eps);
+    e.per_record = ratio(sums[0], sums[1], l2_eps);
+    return e;
+  }
+  e.l2 = ratio(sums[0], sums[1], l2_eps).sum(1);
+  // each record's: the squared norms over (x, y) of each time t
+  // out, y: [b, 1, n, R', t_out] -> records: [2, b, t_out]
+  const auto yd = y.to(torch::kDouble);
+  auto records =
+      torch::stack({(out.to(torch::kDouble) - yd).pow(2).sum({1, 2, 3}), yd.pow(2).sum({1, 2, 3})})
+          .contiguous();
+  if (band.split()) band.sum(records);
+  records = records.cpu();
+  e.per_record = ratio(records[0], records[1], l2_eps);
   return e;
 }
 

@@ -45,6 +45,9 @@ class PredictRun {
   // The inputs (read whole, or opened for streaming) and the truth, checked
   // against the model.
   void open_inputs();
+  // A Navier-Stokes run's records opened to be read by rows (ns_rows), for
+  // domain parallel (predict_ns_rows.cpp); checked as open_inputs checks them.
+  void open_ns_rows();
   // The plan: whole grid in batches or micro-batches, tiles, or streamed.
   void choose();
   // The forward of every sample into the output file, and the errors.
@@ -76,7 +79,8 @@ class PredictRun {
   FNO model{nullptr};
   data::UnitGaussianNormalizer in_norm, out_norm;
   Progress progress_mode = Progress::kAuto;
-  std::optional<NsPrediction> ns;  // a Navier-Stokes run
+  std::optional<NsPrediction> ns;         // a Navier-Stokes run
+  std::unique_ptr<NsRecordRows> ns_rows;  // its records by rows (open_ns_rows)
   // open_inputs
   bool truth = false;
   data::LoadOptions lo;

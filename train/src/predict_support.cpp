@@ -1,5 +1,6 @@
 #include "predict_support.h"
 
+#include <fno/losses.h>
 #include <fno_train/predict.h>
 
 #include <torch/cuda.h>
@@ -115,6 +116,28 @@ void reword_budget(const ForwardBudgetError& e) {
   if (e.limit() == L::kTileRows) throw PredictUsageError("--tile-rows: " + e.detail());
   throw std::runtime_error(
       (e.limit() == L::kGpuMemory ? "--gpu-memory-limit " : "--host-memory-limit ") + e.detail());
+}
+
+torch::Tensor band_error_sums(const Band& band, int64_t grid_rows, const torch::Tensor& out,
+                              const torch::Tensor& y) {
+  const auto sq = [](const torch::Tensor& t) { return t.pow(2).flatten(2).sum(-1); };  // [B, C]
+  const auto yd = y.to(torch::kDouble);
+  const auto e = out.to(torch::kDouble) - yd;
+  const int64_t c = e.size(1), n = e.size(2);
+  // both: [B, 2C, n + 2, *S'] (e, then y, with a halo row each side)
+  const auto both = band_halo(band, torch::cat({e, yd}, 1), 1);
+  const auto d0 = sq((both.narrow(2, 2, n) - both.narrow(2, 0, n)) *
+                     (static_cast<double>(grid_rows) / 2.0));  // [B, 2C]
+  auto de2 = d0.narrow(1, 0, c), dy2 = d0.narrow(1, c, c);
+  for (int64_t dim = 3; dim < e.dim(); ++dim) {
+    const double h = 1.0 / static_cast<double>(e.size(dim));
+    de2 = de2 + sq(finite_diff_first(e, dim, h, /*periodic=*/true));
+    dy2 = dy2 + sq(finite_diff_first(yd, dim, h, /*periodic=*/true));
+  }
+  // sums: [4, B, C]
+  auto sums = torch::stack({sq(e), sq(yd), de2, dy2}).contiguous();
+  if (band.split()) band.sum(sums);
+  return sums.cpu();
 }
 
 std::string json_array(const std::vector<double>& v) {

@@ -3,6 +3,7 @@
 // the output's attributes and JSON arrays.
 #pragma once
 
+#include <fno/band.h>
 #include <fno/fno.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
@@ -58,6 +59,16 @@ torch::Device pick_device(const std::string& name);
 /// The engine's refusal of a budget, in fno_predict's flags (--tile-rows: a
 /// PredictUsageError; the memory limits: std::runtime_error).
 [[noreturn]] void reword_budget(const ForwardBudgetError& e);
+
+/// The squared norms of a batch's errors over this rank's rows of `band` (of
+/// `grid_rows` rows), added over the band's ranks, in float64: per sample and
+/// channel, sum e^2, sum y^2 and the sums of the squared first differences of
+/// e and of y (H1Loss's: periodic central differences, step 1 / size; along
+/// the rows with one halo row from each neighbouring band). Called alike on
+/// every rank of the band.
+// out, y: [B, C, n, *S'] (this rank's rows, decoded) -> [4, B, C] float64 on the CPU
+torch::Tensor band_error_sums(const Band& band, int64_t grid_rows, const torch::Tensor& out,
+                              const torch::Tensor& y);
 
 /// "[v0, v1, ...]" with JSON numbers.
 std::string json_array(const std::vector<double>& v);
