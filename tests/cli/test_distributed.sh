@@ -90,12 +90,15 @@ grep -q '"world_size": 2' "$work/two/summary.json" && ok || bad "summary.json la
 #     node agents on one machine over loopback, one rank each: the metrics of 1.
 if [ -n "$torchrun" ]; then
   for node in 0 1; do
+    # Each host's one rank is its LOCAL_RANK 0: on GPUs, each "host" its own GPU.
+    [ "$device" = cuda ] && export CUDA_VISIBLE_DEVICES=$node
     "$torchrun" --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \
       --rdzv-endpoint "127.0.0.1:$(port 10)" --rdzv-id "fno-two-hosts-$$" --no-python "$bin" \
       --config "$seed" --out "$work/nodes" "${common[@]}" --set training.epochs=2 \
       --set data.batch_size=16 > "$work/node$node.out" 2> "$work/node$node.err" &
     pids[node]=$!
   done
+  [ "$device" = cuda ] && unset CUDA_VISIBLE_DEVICES
   rc=0
   for node in 0 1; do wait "${pids[node]}" || rc=$?; done
   if [ "$rc" -eq 0 ] && cat "$work"/node?.err | grep -q "rank 0 of 2"; then ok; else bad "two node agents exited $rc: $(tail -n 3 "$work/node0.err")"; fi
