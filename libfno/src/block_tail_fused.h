@@ -1,5 +1,5 @@
 // The fused CUDA block_tail (the kernels behind cuda/block_tail.h) on torch
-// tensors; internal to libfno, called from BlockTailFn in layers.cpp.
+// tensors; internal to libfno, called from BlockTailFn in pointwise_autograd.cpp.
 #pragma once
 
 #include <torch/types.h>

@@ -1,5 +1,5 @@
 // The fused CUDA channel MLP (the kernels behind cuda/channel_mlp.h) on torch
-// tensors; internal to libfno, called from ChannelMLP2Fn in layers.cpp.
+// tensors; internal to libfno, called from ChannelMLP2Fn in pointwise_autograd.cpp.
 #pragma once
 
 #include <fno/layers.h>

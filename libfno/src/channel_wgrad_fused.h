@@ -1,5 +1,5 @@
 // The weight-gradient kernel of the LibTorch channel layers (cuda/channel_wgrad.h)
-// on torch tensors; internal to libfno, called from add_wgrad in layers.cpp.
+// on torch tensors; internal to libfno, called from add_wgrad in pointwise_autograd.cpp.
 #pragma once
 
 #include <torch/types.h>

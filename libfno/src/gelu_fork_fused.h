@@ -1,5 +1,5 @@
 // The GELU fork's backward kernel (cuda/gelu_backward_sum.h) on torch tensors;
-// internal to libfno, called from GeluForkFn in layers.cpp.
+// internal to libfno, called from GeluForkFn in pointwise_autograd.cpp.
 #pragma once
 
 #include <torch/types.h>

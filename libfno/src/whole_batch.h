@@ -1,4 +1,4 @@
-// Internal: how the LibTorch channel layers (layers.cpp) bound their backward
+// Internal: how the LibTorch channel layers (pointwise_autograd.cpp) bound their backward
 // transients on long grids.
 #pragma once
 

@@ -2,7 +2,7 @@
 // libfno; see fno::block_tail in fno/layers.h for the maths). Torch-free, so
 // that nvcc compiles the kernels without the torch headers:
 // block_tail_fused.cpp calls them with raw pointers from torch tensors, for
-// BlockTailFn in layers.cpp (and bench/fused_block_tail_bench.cpp directly).
+// BlockTailFn in pointwise_autograd.cpp (and bench/fused_block_tail_bench.cpp directly).
 //
 // Files: block_tail_forward.cu, block_tail_backward.cu and (the tiled step's
 // backward) block_tail_backward_recompute.cu hold the kernels and their

@@ -1,6 +1,6 @@
 // Fused CUDA kernels for a two-layer channel MLP, y = W2 GELU(W1 act(x) + b1)
 // + b2 at every grid point (act = GELU when gelu_input): the FNO's lifting and
-// projection (internal to libfno; fno::channel_mlp2 in layers.cpp calls them
+// projection (internal to libfno; fno::channel_mlp2 in pointwise_autograd.cpp calls them
 // through channel_mlp_fused.cpp). Torch-free, as block_tail.h.
 //
 // The LibTorch path makes the hidden layer [B, Cmid, N] (Cmid = 2x the FNO's

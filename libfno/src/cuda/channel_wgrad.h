@@ -1,6 +1,6 @@
 // The weight gradient of a pointwise channel map, gw[Cout, Cin] += sum over
 // batch entries b and grid points n of gy[b, :, n] h[b, :, n]^T (internal to
-// libfno; layers.cpp's add_wgrad calls it through channel_wgrad_fused.cpp for
+// libfno; pointwise_autograd.cpp's add_wgrad calls it through channel_wgrad_fused.cpp for
 // the LibTorch channel layers: the block tail and the channel MLPs of widths
 // without a fused kernel, and the single pointwise layers). Torch-free, as
 // block_tail.h.

@@ -1,5 +1,5 @@
 // The backward of GELU applied once and read twice (fno::gelu_fork in
-// layers.cpp): dx = GELU'(x) * (g1 + g2) in one pass over memory, where
+// pointwise_autograd.cpp): dx = GELU'(x) * (g1 + g2) in one pass over memory, where
 // autograd would add the two gradients (three passes) and then run
 // GeluBackward (three more). Internal to libfno, torch-free, as block_tail.h.
 //
