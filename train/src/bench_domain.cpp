@@ -253,11 +253,15 @@ struct DomainRunner {
       sync->pack();
       sync->reduce();
       sync->unpack();
-      if (scaler && scaler->unscale(model->parameters())) optimizer->step();
-      if (!scaler) optimizer->step();
-      if (scaler) scaler->update();
-      sync->drain();  // (the sums were ordered on the stream, behind them the update)
-      return scaler ? scaler->unscaled(l) : l;
+      if (!scaler) {
+        optimizer->step();
+      } else {
+        if (scaler->unscale(model->parameters())) optimizer->step();
+        scaler->update();
+        l = scaler->unscaled(l);
+      }
+      sync->drain();  // (the sums were ordered on the stream, the update queued behind them)
+      return l;
     };
     const auto choice = search(found, band_shape, runner, step, x, y, row);
     std::vector<at::Tensor> losses;  // read once the timed steps are done
