@@ -36,3 +36,28 @@ verdicts() {
     esac
   done < "$1"
 }
+
+# write_nsr_config FILE DATA: a tiny recurrent Navier-Stokes run (FNO-2D, 4
+# records in, 4 out) on DATA's records, its first 12 samples trained on, as
+# the domain-parallel tests (Gloo and NCCL) compare it against one process.
+write_nsr_config() {
+  cat > "$1" << EOF
+model: {n_modes: [6, 6], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
+data:
+  problem: ns
+  ns_mode: recurrent
+  t_in: 4
+  t_out: 4
+  train_file: $2
+  n_train: 12
+  batch_size: 4
+  encode_input: false
+  encode_output: false
+  n_predictions: 2
+  test:
+    - {file: $2, name: ns, first: 12, n_samples: 4, batch_size: 2}
+    - {file: $2, name: head, n_samples: 4}
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: h1, eval_losses: [l2]}
+EOF
+}

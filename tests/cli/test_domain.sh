@@ -96,25 +96,7 @@ data:
 optimizer: {lr: 8.0e-3}
 training: {epochs: 2, loss: h1, eval_losses: [l2, h1]}
 EOF
-cat > "$work/nsr.yaml" << EOF
-model: {n_modes: [6, 6], in_channels: 4, out_channels: 1, hidden_channels: 8, n_layers: 2}
-data:
-  problem: ns
-  ns_mode: recurrent
-  t_in: 4
-  t_out: 4
-  train_file: $work/ns16.h5
-  n_train: 12
-  batch_size: 4
-  encode_input: false
-  encode_output: false
-  n_predictions: 2
-  test:
-    - {file: $work/ns16.h5, name: ns, first: 12, n_samples: 4, batch_size: 2}
-    - {file: $work/ns16.h5, name: head, n_samples: 4}
-optimizer: {lr: 8.0e-3}
-training: {epochs: 2, loss: h1, eval_losses: [l2]}
-EOF
+write_nsr_config "$work/nsr.yaml" "$work/ns16.h5"
 
 # one NAME CONFIG ARGS...: one process.
 one() {

@@ -257,6 +257,12 @@ void PredictRun::open_ns_inputs() {
   }
   n = x.size(0);
   x_shape = ns->model_input_shape();
+  accept_ns_inputs(x.sizes().slice(2));
+}
+
+// Navier-Stokes inputs of the model's input shape x_shape (n samples), their
+// records' grid `records`: checked against the model and the normalizers.
+void PredictRun::accept_ns_inputs(torch::IntArrayRef records) {
   n_dim = static_cast<int64_t>(cfg.model.n_modes().size());
   if (static_cast<int64_t>(x_shape.size()) - 2 != n_dim || x_shape[1] != cfg.model.in_channels()) {
     throw std::runtime_error(inputs_text + ": '" + xk + "' gives inputs of shape " +
@@ -267,7 +273,7 @@ void PredictRun::open_ns_inputs() {
   }
   grid_v.assign(x_shape.begin() + 2, x_shape.end());
   check_grid();
-  check_normalizer_grid(in_norm, "input", x.sizes().slice(2), inputs_text);
+  check_normalizer_grid(in_norm, "input", records, inputs_text);
   check_normalizer_grid(out_norm, "output", grid_v, inputs_text);
   r.n_samples = n;
   r.grid = grid_v;

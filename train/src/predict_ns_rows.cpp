@@ -131,20 +131,7 @@ void PredictRun::open_ns_rows() {
   ns_rows = std::make_unique<NsRecordRows>(input_paths, xk, o.y_key, *ns);
   n = ns_rows->check_range(o.first, o.count);
   x_shape = ns->model_input_shape(n, ns_rows->grid());
-  n_dim = static_cast<int64_t>(cfg.model.n_modes().size());
-  if (static_cast<int64_t>(x_shape.size()) - 2 != n_dim || x_shape[1] != cfg.model.in_channels()) {
-    throw std::runtime_error(inputs_text + ": '" + xk + "' gives inputs of shape " +
-                             grid_text(x_shape) + " (t_in " + std::to_string(ns->t_in()) +
-                             " records); the model (" + cfg_text + ") takes " +
-                             std::to_string(cfg.model.in_channels()) + " channels over " +
-                             std::to_string(n_dim) + " dims");
-  }
-  grid_v.assign(x_shape.begin() + 2, x_shape.end());
-  check_grid();
-  check_normalizer_grid(in_norm, "input", ns_rows->grid(), inputs_text);
-  check_normalizer_grid(out_norm, "output", grid_v, inputs_text);
-  r.n_samples = n;
-  r.grid = grid_v;
+  accept_ns_inputs(ns_rows->grid());
 }
 
 }  // namespace fno::detail

@@ -58,6 +58,7 @@ class PredictRun {
  private:
   void load_config_of_model();
   void open_ns_inputs();
+  void accept_ns_inputs(torch::IntArrayRef records);
   void check_grid() const;
   void run_streamed(PredictProgress& progress, offload::Offloader& offloader);
   void write_errors(int64_t first, const torch::Tensor& out, const torch::Tensor& yb);
