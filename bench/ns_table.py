@@ -10,7 +10,9 @@ training.max_grad_norm N below 1e30: "clip N"), the seed, the epochs trained of 
 config's, our test relative L2 (the last evaluation's `<set>_l2`), the paper's cell, whether
 ours is at or under it, the error of the first 10 predicted records alone (`<set>_l2_upto`'s
 tenth entry, where the run has it: a 10-record rollout's reading), and the training time (the
-epochs' seconds, and the fno_train calls' wall time from segments.tsv).
+epochs' seconds, and the fno_train calls' wall time from segments.tsv), and the validation
+samples' relative L2 where the run evaluated a test set named `val` (its last `val_l2`: a
+choice between configs is made on it, never on the test error).
 
     bench/ns_table.py DIR [DIR ...] [--tsv OUT]
 
@@ -74,12 +76,13 @@ def run_row(d):
     lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
     if not lines:
         raise ValueError(f"{d}: metrics.jsonl holds no epoch")
-    evals = [l for l in lines if any(k.endswith("_l2") for k in l)]
-    ours = first10 = None
+    evals = [l for l in lines if any(k.endswith("_l2") and k != "val_l2" for k in l)]
+    ours = first10 = val = None
     if evals:
-        key = next(k for k in evals[-1] if k.endswith("_l2"))
+        key = next(k for k in evals[-1] if k.endswith("_l2") and k != "val_l2")
         ours = evals[-1][key]
         upto = evals[-1].get(key + "_upto")
+        val = evals[-1].get("val_l2")  # a data.test set named val: the validation samples
         if upto and len(upto) > 10:
             first10 = upto[9]
     wall = None
@@ -96,7 +99,7 @@ def run_row(d):
         "variant": ", ".join(variant), "seed": training.get("seed", ""), "first10": first10,
         "train_min": sum(l.get("seconds", 0.0) for l in lines) / 60.0,
         "wall_min": None if wall is None else wall / 60.0,
-        "run": d,
+        "run": d, "val": val,
     }
 
 
@@ -116,15 +119,15 @@ def main():
         return 1
     rows.sort(key=lambda r: (r["nu"], r["T"], r["N"], r["model"], r["variant"], str(r["seed"])))
     print("| ν | T | N | model | seed | epochs | test rel. L2, ours | paper | at or under | "
-          "first 10 records | training (min) | fno_train wall (min) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "first 10 records | training (min) | fno_train wall (min) | validation rel. L2 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         verdict = {None: "", True: "yes", False: "no"}[r["at_or_under"]]
         model = r["model"] + (f" ({r['variant']})" if r["variant"] else "")
         print(f"| {r['nu']} | {r['T']} | {r['N']} | {model} | {r['seed']} | {r['epochs']} | "
               f"{fmt(r['ours'], '.4f')} | {fmt(r['paper'], '.4f')} | {verdict} | "
               f"{fmt(r['first10'], '.4f')} | {fmt(r['train_min'], '.1f')} | "
-              f"{fmt(r['wall_min'], '.1f')} |")
+              f"{fmt(r['wall_min'], '.1f')} | {fmt(r['val'], '.5f')} |")
     if args.tsv:
         keys = list(rows[0].keys())
         with open(args.tsv, "w") as f:
