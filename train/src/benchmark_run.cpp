@@ -29,7 +29,26 @@ data::BenchmarkOptions benchmark_options(const DataConfig& d, const std::string&
 
 torch::Tensor BenchmarkMetric::operator()(const torch::Tensor& pred,
                                           const torch::Tensor& target) const {
-  return pdebench ? data::nrmse(pred, target) : data::vrmse(pred, target);
+  if (!band.split()) return pdebench ? data::nrmse(pred, target) : data::vrmse(pred, target);
+  // [B, C, n, *S'] -> per sample and channel, the band's sums [4, B, C] in
+  // float64: squared error, target, target squared, points; then the grid's.
+  const auto p = pred.flatten(2).to(torch::kDouble), t = target.flatten(2).to(torch::kDouble);
+  auto sums = torch::stack({(p - t).pow(2).sum(2), t.sum(2), t.pow(2).sum(2),
+                            torch::full_like(t.select(2, 0), static_cast<double>(t.size(2)))});
+  band.sum(sums);
+  band.drain();
+  const auto err = sums[0], sum = sums[1], squares = sums[2], points = sums[3];
+  const auto mse = err / points;
+  if (pdebench) return (mse.sqrt() / (squares / points).sqrt()).to(pred.scalar_type());
+  // data::vrmse's unbiased variance, from the sums
+  const auto var = (squares - sum * sum / points) / (points - 1);
+  return (mse / (var + 1e-7)).sqrt().to(pred.scalar_type());
+}
+
+torch::Tensor band_rows_of(const Band& band, const torch::Tensor& t, int64_t dim) {
+  if (!band.split()) return t;
+  const int64_t rows = band_rows(band.grid_rows, band.ranks, band.rank).second;
+  return t.narrow(dim, band.row0, rows).contiguous();
 }
 
 BenchmarkMetric benchmark_metric(DataFormat format) {
@@ -56,11 +75,13 @@ bool can_roll_out(const data::BenchmarkSet& set) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, int64_t n,
-                                                 const WindowStep& step) {
+                                                 const WindowStep& step, const Band& band) {
   const int64_t h = set.options().history(), f = set.options().horizon();
   const auto n_out = static_cast<int64_t>(set.target_field_channels().size());
-  const auto truth = set.read_steps(n, 0, set.n_steps(), false);  // [T, F, *S]
-  const auto constant = set.read_constant(n);                     // [F_const + scalars, *S]
+  // (Under domain parallel each rank reads the trajectory whole and keeps its rows.)
+  const auto truth =
+      band_rows_of(band, set.read_steps(n, 0, set.n_steps(), false), 2);  // [T, F, *S]
+  const auto constant = band_rows_of(band, set.read_constant(n), 1);      // [F_const + scalars, *S]
   std::vector<torch::Tensor> steps;
   for (int64_t t = 0; t < h; ++t) steps.push_back(truth[t]);
   while (static_cast<int64_t>(steps.size()) < truth.size(0)) {
@@ -83,7 +104,7 @@ std::pair<torch::Tensor, double> rollout_error_sums(
   auto sums = torch::zeros({n_out}, torch::kDouble);
   double count = 0;
   for (int64_t n = 0; n < set.n_trajectories(); ++n) {
-    const auto [pred, truth] = roll_out(set, n, step);
+    const auto [pred, truth] = roll_out(set, n, step, metric.band);
     sums += metric(pred, truth).to(torch::kDouble).sum(0);
     count += static_cast<double>(pred.size(0));
     if (each) each(n, pred);

@@ -5,6 +5,7 @@
 // model.domain_padding_auto's padding from the files' boundary conditions.
 #pragma once
 
+#include <fno/band.h>
 #include <fno_data/benchmark.h>
 #include <fno_train/config.h>
 
@@ -28,6 +29,12 @@ data::BenchmarkOptions benchmark_options(const DataConfig& d, const std::string&
 /// PDEArena).
 struct BenchmarkMetric {
   bool pdebench = false;
+  /// distributed.domain_parallel: this rank's rows of the grid (fno/band.h).
+  /// On a split band, pred and target hold the band's rows alone and the
+  /// metric is the whole grid's: each sample's grid sums (squared error,
+  /// target, target squared, points) added over the band's ranks before the
+  /// ratios. The default: one process, the whole grid.
+  Band band;
   /// "nrmse" or "vrmse".
   std::string name() const { return pdebench ? "nrmse" : "vrmse"; }
   /// pred, target: [B, C, *S] -> [B, C]
@@ -50,11 +57,16 @@ using WindowStep = std::function<torch::Tensor(const torch::Tensor&)>;
 
 /// Trajectory n rolled out from its first `history` steps, the predictions
 /// fed back as inputs to the trajectory's end: the predicted steps and the
-/// truth's, [T - history, F, *S] each.
+/// truth's, [T - history, F, *S] each. On a split `band` (domain parallel),
+/// its rows alone: a band's predicted rows are its next input rows.
 std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, int64_t n,
-                                                 const WindowStep& step);
+                                                 const WindowStep& step, const Band& band = {});
 
-/// The rollout of every trajectory of `set`: per target channel, the metric
+/// t's rows of `band` along `dim` (the first spatial dim); t itself when the
+/// band is the whole grid.
+torch::Tensor band_rows_of(const Band& band, const torch::Tensor& t, int64_t dim);
+
+/// The rollout of every trajectory of `set` (on metric.band's rows): per target channel, the metric
 /// summed over every predicted step ([F] float64), and the number of steps.
 /// `each` (if set) sees trajectory n's prediction [T - history, F, *S].
 std::pair<torch::Tensor, double> rollout_error_sums(

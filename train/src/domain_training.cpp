@@ -43,7 +43,11 @@ void Trainer::State::check_domain_config() {
   const auto refuse = [&](const std::string& why) {
     throw ConfigError(domain_key(n) + ": " + why);
   };
-  if (benchmark()) refuse("benchmark data (data.format) trains data parallel only");
+  if (benchmark() && cfg.data.stream == DataStream::kOn) {
+    refuse(
+        "data.stream on: benchmark windows are held in memory under domain parallel (set "
+        "data.stream off)");
+  }
   if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
     refuse(
         "training.cuda_graphs on: a step split across ranks runs eagerly (set it to auto or off)");
@@ -60,19 +64,24 @@ void Trainer::State::join_domain() {
   domain->mesh = make_domain_mesh(group, cfg.distributed.domain_parallel);
 }
 
+std::pair<int64_t, int64_t> Trainer::State::place_band(const std::string& file,
+                                                       const std::vector<int64_t>& grid,
+                                                       Band& band) const {
+  const int64_t n = domain->mesh.n;
+  if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
+    throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
+  }
+  band = make_band(domain->mesh, grid[0], nullptr);
+  return band_rows(grid[0], n, band.rank);
+}
+
 // This rank's rows of a data file: for HDF5 (subsample 1) read by hyperslab,
 // else loaded whole and sliced. `band` becomes this rank's band of the file's
 // grid; a grid the ranks cannot split is refused, alike on every rank.
 data::FieldPairs Trainer::State::load_rows(const std::string& file, const data::LoadOptions& lo,
                                            Band& band) const {
-  const int64_t n = domain->mesh.n;
   const auto place = [&](const std::vector<int64_t>& shape) {  // [N, C, *S]
-    const std::vector<int64_t> grid(shape.begin() + 2, shape.end());
-    if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
-      throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
-    }
-    band = make_band(domain->mesh, grid[0], nullptr);
-    return band_rows(grid[0], n, band.rank);
+    return place_band(file, std::vector<int64_t>(shape.begin() + 2, shape.end()), band);
   };
   data::FieldPairs pairs;
   if (lo.subsample() == 1 && data::detect_format(file) == data::FileFormat::kHdf5) {
@@ -106,15 +115,10 @@ data::FieldPairs Trainer::State::load_rows(const std::string& file, const data::
 data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n_samples,
                                               int64_t t_out, Band& band) const {
   const auto& d = cfg.data;
-  const int64_t n = domain->mesh.n;
   const auto place = [&](int64_t rows, int64_t cols, int64_t records) {
     std::vector<int64_t> grid{rows, cols};
     if (!recurrent()) grid.push_back(t_out > 0 ? t_out : records - d.t_in);
-    if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
-      throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
-    }
-    band = make_band(domain->mesh, rows, nullptr);
-    return band_rows(rows, n, band.rank);
+    return place_band(file, grid, band);
   };
   const auto options = ns_load_options(d, n_samples, t_out);
   std::optional<data::Hdf5SlabReader> reader;
@@ -133,6 +137,32 @@ data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n
     u = whole.narrow(1, r0, rows).contiguous();
   }
   return ns_pairs(u, d, t_out);
+}
+
+// Benchmark data: the set's windows are read whole on every rank (the
+// loader reads a trajectory's steps by hyperslab, not its rows), then cut to
+// this rank's rows; the normalizers' field statistics are the whole files',
+// as one process reads them.
+void Trainer::State::band_pairs(const std::string& file, data::FieldPairs& pairs,
+                                Band& band) const {
+  const auto shape = pairs.x.sizes().vec();  // [N, C, *S]
+  const auto [r0, rows] =
+      place_band(file, std::vector<int64_t>(shape.begin() + 2, shape.end()), band);
+  pairs.x = pairs.x.narrow(2, r0, rows).contiguous();
+  pairs.y = pairs.y.narrow(2, r0, rows).contiguous();
+}
+
+// model.domain_padding_auto has set model.domain_padding from the files'
+// boundary conditions: the band step takes none (tiled_unsupported), so a
+// non-periodic dim is refused here, alike on every rank.
+void Trainer::State::check_domain_padding(const std::string& file) {
+  if (!domain) return;
+  domain->proxy = FNO(FNOOptions(cfg.model).hidden_channels(2));
+  if (const auto why = tiled_unsupported(domain->proxy); !why.empty()) {
+    throw ConfigError(file + ": model.domain_padding_auto pads a non-periodic dim, and " +
+                      domain_key(cfg.distributed.domain_parallel) + " cannot: " + why +
+                      " (set model.domain_padding_auto: 0)");
+  }
 }
 
 // The normalizers as one process fits them on whole samples: pointwise

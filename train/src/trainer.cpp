@@ -180,6 +180,7 @@ data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const s
     if (cfg.domain_padding_auto > 0) {
       const auto line = apply_boundary_padding(cfg, *set);
       if (main()) std::fprintf(stderr, "fno_train: %s\n", line.c_str());
+      check_domain_padding(file);
     }
   }
   if (keep != nullptr) *keep = set;
@@ -228,6 +229,7 @@ void Trainer::State::load_data() {
     check_ns_model();
   } else if (benchmark()) {
     train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true);
+    if (domain) band_pairs(c.data.train_file, train, domain->band);  // (domain_training.cpp)
   } else if (domain) {  // this rank's rows alone (domain_training.cpp)
     train = load_rows(c.data.train_file, load_options(c.data, c.data.n_train), domain->band);
   } else {
@@ -278,6 +280,10 @@ void Trainer::State::load_data() {
       out_norm.set_state(per_channel(mo, outs, c.data.horizon, n_dim),
                          per_channel(so, outs, c.data.horizon, n_dim));
     }
+    if (domain) {  // per channel: a band's rows take the whole grid's
+      domain->in_rows = in_norm;
+      domain->out_rows = out_norm;
+    }
   }
   if (!stream) {
     train_x = c.data.encode_input ? in_rows().transform(train.x) : train.x;
@@ -325,6 +331,7 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
                           ": a benchmark set is chosen by its split, not by sample");
       }
       pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set);
+      if (domain) band_pairs(t.file, pairs, band);
     } else if (domain) {
       pairs = load_rows(t.file, load_options(d, n), band);
     } else {
@@ -583,7 +590,10 @@ std::map<std::string, double> Trainer::train() {
   }
   if (run.last_metrics.empty() && !s.tests.empty()) run.last_metrics = run.evaluate();
   // Rank 0 alone writes the outputs (and, for benchmark data, the benchmark's metric).
-  if (s.main() && s.benchmark()) run.last_metrics.merge(run.benchmark_metrics());
+  // (Under domain parallel every rank of the first shard computes them on its rows.)
+  if (s.benchmark() && (s.main() || (s.domain && s.shard() == 0))) {
+    run.last_metrics.merge(run.benchmark_metrics());
+  }
   if (s.main() || (s.domain && s.shard() == 0)) run.write_outputs(run.last_metrics, wall0);
   return run.last_metrics;
 }

@@ -199,6 +199,15 @@ struct Trainer::State {
   // Navier-Stokes (space_time): this rank's rows of a file's pairs (ns_pairs).
   data::FieldPairs load_ns_rows(const std::string& file, int64_t n_samples, int64_t t_out,
                                 Band& band) const;
+  // This rank's rows {row0, n} of a file's `grid` ([rows, *S]), and its band
+  // of it; a grid the ranks cannot split is refused naming the file.
+  std::pair<int64_t, int64_t> place_band(const std::string& file, const std::vector<int64_t>& grid,
+                                         Band& band) const;
+  // Benchmark data: this rank's rows of a set's windows, loaded whole
+  // (band_pairs); model.domain_padding_auto's padding refused where the band
+  // step cannot take it (check_domain_padding).
+  void band_pairs(const std::string& file, data::FieldPairs& pairs, Band& band) const;
+  void check_domain_padding(const std::string& file);
   void fit_domain_normalizers(const data::FieldPairs& train);
   void build_domain_step();
   // data.stream (trainer_stream.cpp): whether the training split streams (then

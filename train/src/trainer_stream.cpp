@@ -37,6 +37,11 @@ bool Trainer::State::start_stream(const std::shared_ptr<const data::BenchmarkSet
     const int64_t available = detail::host_available_bytes();
     const int64_t budget = d.host_memory_limit > 0 ? d.host_memory_limit : available / 2;
     if (budget <= 0 || bytes <= budget) return false;
+    if (domain) {
+      throw ConfigError(set->files().front() + ": data.stream auto: the training split's " +
+                        bytes_text(bytes) + " of windows would stream, and distributed." +
+                        "domain_parallel holds them in memory (raise data.host_memory_limit)");
+    }
     if (main()) {
       std::fprintf(
           stderr,
