@@ -7,7 +7,11 @@
 #      training loss per epoch), summary.json's metrics (the VRMSE per field,
 #      one step and rolled out), model.pt, normalizers.pt, the checkpoint
 #      and predictions.h5 equal one process's within 1e-5 relative;
-#   2. PDEBench (2D_CFD_tiny, nRMSE) on 2 ranks: equal to one process;
+#   1b. 4 ranks as two sample groups of two bands: equal to one process with
+#      their global batch;
+#   2. PDEBench (2D_CFD_tiny, nRMSE) on 2 ranks, and PDEArena on 3 (8 rows:
+#      3, 3, 2) with a scalar input (buo_y) and a horizon of 2: equal to one
+#      process;
 #   3. refusals, one line on every rank and a non-zero exit: data.stream on, and
 #      model.domain_padding_auto on a file with a wall.
 #   test_domain_benchmark.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON
@@ -76,11 +80,24 @@ one one_well_pw --config "$work/well.yaml" "${pw[@]}"
 ranks well3_pw 3 3 --config "$work/well.yaml" "${pw[@]}" --set distributed.domain_parallel=3
 check well3_pw one_well_pw $?
 
-# 2. PDEBench (nRMSE), 6 rows on 2 ranks.
+# 1b. Two sample groups of two bands, against one process with their global batch.
+one one_well_b8 --config "$work/well.yaml" --set data.batch_size=8
+ranks well4 4 6 --config "$work/well.yaml" --set distributed.domain_parallel=2
+check well4 one_well_b8 $?
+
+# 2. PDEBench (nRMSE), 6 rows on 2 ranks; PDEArena, 8 rows on 3.
 one one_pde "${pde[@]}"
 ranks pde2 2 4 "${pde[@]}" --set distributed.domain_parallel=2
 check pde2 one_pde $?
 grep -q '"test_rollout_nrmse_Vx": [0-9]' "$work/pde2/summary.json" && ok || bad "pde2: no rollout nRMSE"
+arena=(--config "$src/configs/pdearena_tiny.yaml" --set training.epochs=2 --set data.n_predictions=2
+  --set "data.train_file=$src/tests/golden/benchmarks/pdearena"
+  --set 'data.test=[{file: '"$src"'/tests/golden/benchmarks/pdearena, split: valid, name: valid}]'
+  --set 'data.scalars=[buo_y]' --set model.in_channels=7 --set data.horizon=2 --set model.out_channels=6)
+one one_arena "${arena[@]}"
+ranks arena3 3 7 "${arena[@]}" --set distributed.domain_parallel=3
+check arena3 one_arena $?
+grep -q '"valid_rollout_vrmse_vy": [0-9]' "$work/arena3/summary.json" && ok || bad "arena3: no rollout VRMSE"
 
 # 3. Refusals on both ranks.
 both_refuse() {
