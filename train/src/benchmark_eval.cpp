@@ -29,6 +29,7 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
     if (!e.benchmark) continue;
     const SetBand on_band(s_, e);
     metric.band = e.band;
+    metric.device = s_.device;
     const auto& set = *e.benchmark;
     const auto& channels = set.target_field_channels();
     auto sums = torch::zeros({static_cast<int64_t>(channels.size())}, torch::kDouble);

@@ -35,6 +35,9 @@ struct BenchmarkMetric {
   /// target, target squared, points) added over the band's ranks before the
   /// ratios. The default: one process, the whole grid.
   Band band;
+  /// Where the band's sums run: the device of its ranks' group (NCCL's are
+  /// on the GPU).
+  torch::Device device = torch::kCPU;
   /// "nrmse" or "vrmse".
   std::string name() const { return pdebench ? "nrmse" : "vrmse"; }
   /// pred, target: [B, C, *S] -> [B, C]

@@ -109,6 +109,7 @@ class BenchmarkPrediction {
     }
     mesh = make_domain_mesh(world, n);
     metric.band = make_band(mesh, grid[0], nullptr);
+    metric.device = device;
     row0 = metric.band.row0;
     widest = band_rows(grid[0], n, 0).second;
     tiles = std::make_unique<TiledRunner>(model, nullptr);
@@ -232,11 +233,11 @@ class BenchmarkPrediction {
       const int64_t dim = name == "pred" ? 2 : 3;  // [n, C, rows, *S'], [N_traj, T', F, rows, *S']
       auto shape = t.sizes().vec();
       shape[static_cast<size_t>(dim)] = metric.band.grid_rows;
-      auto whole = torch::zeros(shape, t.options());
+      auto whole = torch::zeros(shape, t.options().device(device));  // (NCCL: on the GPU)
       whole.narrow(dim, row0, t.size(dim)).copy_(t);
       metric.band.sum(whole);
       metric.band.drain();
-      t = whole;
+      t = whole.cpu();
     }
   }
 
