@@ -9,9 +9,10 @@
 #      and predictions.h5 equal one process's within 1e-5 relative;
 #   1b. 4 ranks as two sample groups of two bands: equal to one process with
 #      their global batch;
-#   2. PDEBench (2D_CFD_tiny, nRMSE) on 2 ranks, and PDEArena on 3 (8 rows:
-#      3, 3, 2) with a scalar input (buo_y) and a horizon of 2: equal to one
-#      process;
+#   2. PDEBench (2D_CFD_tiny, nRMSE) on 2 ranks, PDEArena on 3 (8 rows:
+#      3, 3, 2) with a scalar input (buo_y) and a horizon of 2, and the
+#      shipped Well files (a constant field, a vector field, a scalar) on 2:
+#      equal to one process;
 #   3. refusals, one line on every rank and a non-zero exit: data.stream on, and
 #      model.domain_padding_auto on a file with a wall.
 #   test_domain_benchmark.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON
@@ -98,6 +99,15 @@ one one_arena "${arena[@]}"
 ranks arena3 3 7 "${arena[@]}" --set distributed.domain_parallel=3
 check arena3 one_arena $?
 grep -q '"valid_rollout_vrmse_vy": [0-9]' "$work/arena3/summary.json" && ok || bad "arena3: no rollout VRMSE"
+# The shipped Well files (6 x 8): a field constant in time (viscosity), a
+# vector field and a scalar input (reynolds), each read by rows, on 2 ranks.
+gw=(--config "$src/configs/well_tiny.yaml" --set training.epochs=2 --set data.n_predictions=2
+  --set "data.train_file=$src/tests/golden/benchmarks/well"
+  --set 'data.test=[{file: '"$src"'/tests/golden/benchmarks/well, split: valid, name: valid}]'
+  --set 'data.scalars=[reynolds]' --set model.in_channels=10)
+one one_gw "${gw[@]}"
+ranks gw2 2 8 "${gw[@]}" --set distributed.domain_parallel=2
+check gw2 one_gw $?
 
 # 3. Refusals on both ranks.
 both_refuse() {

@@ -47,12 +47,6 @@ torch::Tensor BenchmarkMetric::operator()(const torch::Tensor& pred,
   return (mse / (var + 1e-7)).sqrt().to(pred.scalar_type());
 }
 
-torch::Tensor band_rows_of(const Band& band, const torch::Tensor& t, int64_t dim) {
-  if (!band.split()) return t;
-  const int64_t rows = band_rows(band.grid_rows, band.ranks, band.rank).second;
-  return t.narrow(dim, band.row0, rows).contiguous();
-}
-
 BenchmarkMetric benchmark_metric(DataFormat format) {
   BenchmarkMetric m;
   m.pdebench = format == DataFormat::kPdeBench;
@@ -77,13 +71,11 @@ bool can_roll_out(const data::BenchmarkSet& set) {
 }
 
 std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, int64_t n,
-                                                 const WindowStep& step, const Band& band) {
+                                                 const WindowStep& step) {
   const int64_t h = set.options().history(), f = set.options().horizon();
   const auto n_out = static_cast<int64_t>(set.target_field_channels().size());
-  // (Under domain parallel each rank reads the trajectory whole and keeps its rows.)
-  const auto truth =
-      band_rows_of(band, set.read_steps(n, 0, set.n_steps(), false), 2);  // [T, F, *S]
-  const auto constant = band_rows_of(band, set.read_constant(n), 1);      // [F_const + scalars, *S]
+  const auto truth = set.read_steps(n, 0, set.n_steps(), false);  // [T, F, *S]
+  const auto constant = set.read_constant(n);                     // [F_const + scalars, *S]
   std::vector<torch::Tensor> steps;
   for (int64_t t = 0; t < h; ++t) steps.push_back(truth[t]);
   while (static_cast<int64_t>(steps.size()) < truth.size(0)) {
@@ -106,7 +98,7 @@ std::pair<torch::Tensor, double> rollout_error_sums(
   auto sums = torch::zeros({n_out}, torch::kDouble);
   double count = 0;
   for (int64_t n = 0; n < set.n_trajectories(); ++n) {
-    const auto [pred, truth] = roll_out(set, n, step, metric.band);
+    const auto [pred, truth] = roll_out(set, n, step);
     sums += metric(pred, truth).to(torch::kDouble).sum(0);
     count += static_cast<double>(pred.size(0));
     if (each) each(n, pred);

@@ -60,16 +60,12 @@ using WindowStep = std::function<torch::Tensor(const torch::Tensor&)>;
 
 /// Trajectory n rolled out from its first `history` steps, the predictions
 /// fed back as inputs to the trajectory's end: the predicted steps and the
-/// truth's, [T - history, F, *S] each. On a split `band` (domain parallel),
-/// its rows alone: a band's predicted rows are its next input rows.
+/// truth's, [T - history, F, *S] each. Of the set's rows (select_rows: under
+/// domain parallel a band's predicted rows are its next input rows).
 std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, int64_t n,
-                                                 const WindowStep& step, const Band& band = {});
+                                                 const WindowStep& step);
 
-/// t's rows of `band` along `dim` (the first spatial dim); t itself when the
-/// band is the whole grid.
-torch::Tensor band_rows_of(const Band& band, const torch::Tensor& t, int64_t dim);
-
-/// The rollout of every trajectory of `set` (on metric.band's rows): per target channel, the metric
+/// The rollout of every trajectory of `set`: per target channel, the metric
 /// summed over every predicted step ([F] float64), and the number of steps.
 /// `each` (if set) sees trajectory n's prediction [T - history, F, *S].
 std::pair<torch::Tensor, double> rollout_error_sums(

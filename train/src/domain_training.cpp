@@ -139,19 +139,6 @@ data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n
   return ns_pairs(u, d, t_out);
 }
 
-// Benchmark data: the set's windows are read whole on every rank (the
-// loader reads a trajectory's steps by hyperslab, not its rows), then cut to
-// this rank's rows; the normalizers' field statistics are the whole files',
-// as one process reads them.
-void Trainer::State::band_pairs(const std::string& file, data::FieldPairs& pairs,
-                                Band& band) const {
-  const auto shape = pairs.x.sizes().vec();  // [N, C, *S]
-  const auto [r0, rows] =
-      place_band(file, std::vector<int64_t>(shape.begin() + 2, shape.end()), band);
-  pairs.x = pairs.x.narrow(2, r0, rows).contiguous();
-  pairs.y = pairs.y.narrow(2, r0, rows).contiguous();
-}
-
 // model.domain_padding_auto has set model.domain_padding from the files'
 // boundary conditions: the band step takes none (tiled_unsupported), so a
 // non-periodic dim is refused here, alike on every rank.

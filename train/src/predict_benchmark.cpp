@@ -112,6 +112,7 @@ class BenchmarkPrediction {
     metric.device = device;
     row0 = metric.band.row0;
     widest = band_rows(grid[0], n, 0).second;
+    set->select_rows(row0, band_rows(grid[0], n, metric.band.rank).second);
     tiles = std::make_unique<TiledRunner>(model, nullptr);
     tiles->set_band(metric.band);
   }
@@ -142,8 +143,7 @@ class BenchmarkPrediction {
     split = !o.split.empty()                                 ? o.split
             : (tests.empty() || tests.front().split.empty()) ? std::string("test")
                                                              : tests.front().split;
-    set =
-        std::make_unique<const data::BenchmarkSet>(o.input, benchmark_options(cfg.data, split, -1));
+    set = std::make_unique<data::BenchmarkSet>(o.input, benchmark_options(cfg.data, split, -1));
     in_ch = set->input_channels();
     out_ch = set->output_channels();
     const auto& mo = cfg.model;
@@ -174,9 +174,8 @@ class BenchmarkPrediction {
 
   // The next steps of every window, in batches, and their metric per field.
   void predict_windows() {
-    auto w = set->windows(o.first, o.first + n);  // x: [n, C_in, *S], y: [n, C_out, *S]
-    w.x = band_rows_of(metric.band, w.x, 2);      // (domain parallel: this rank's rows)
-    w.y = band_rows_of(metric.band, w.y, 2);
+    // (domain parallel: this rank's rows of the grid alone, place_band)
+    const auto w = set->windows(o.first, o.first + n);  // x: [n, C_in, *S], y: [n, C_out, *S]
     const auto& tests = cfg.data.tests;
     const int64_t batch = std::min<int64_t>(
         n, o.batch_size > 0 ? o.batch_size
@@ -333,7 +332,7 @@ class BenchmarkPrediction {
   data::UnitGaussianNormalizer in_norm, out_norm;
   // open_set
   std::string split;
-  std::unique_ptr<const data::BenchmarkSet> set;
+  std::unique_ptr<data::BenchmarkSet> set;
   std::vector<std::string> in_ch, out_ch;
   int64_t n = 0;
   // predict_windows, roll_out

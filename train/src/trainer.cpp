@@ -168,8 +168,9 @@ using namespace detail;
 // the per-field statistics of the training split for the normalizers.
 data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const std::string& split,
                                                 int64_t n_trajectories, bool train,
-                                                std::shared_ptr<const data::BenchmarkSet>* keep) {
-  auto set = std::make_shared<const data::BenchmarkSet>(
+                                                std::shared_ptr<const data::BenchmarkSet>* keep,
+                                                Band* band) {
+  auto set = std::make_shared<data::BenchmarkSet>(
       file, benchmark_options(cfg.data, split, n_trajectories));
   if (train) {
     // data.normalization benchmark: the statistics the benchmark ships.
@@ -182,6 +183,10 @@ data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const s
       if (main()) std::fprintf(stderr, "fno_train: %s\n", line.c_str());
       check_domain_padding(file);
     }
+  }
+  if (band != nullptr) {  // this rank's rows alone, read by hyperslab (domain_training.cpp)
+    const auto [r0, rows] = place_band(file, set->grid(), *band);
+    set->select_rows(r0, rows);
   }
   if (keep != nullptr) *keep = set;
   // data.stream: the windows are read batch by batch; one window gives the shapes checked.
@@ -228,8 +233,8 @@ void Trainer::State::load_data() {
     ns_t_out = recurrent() ? train.y.size(1) : train.y.size(4);
     check_ns_model();
   } else if (benchmark()) {
-    train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true);
-    if (domain) band_pairs(c.data.train_file, train, domain->band);  // (domain_training.cpp)
+    train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true, nullptr,
+                           domain ? &domain->band : nullptr);
   } else if (domain) {  // this rank's rows alone (domain_training.cpp)
     train = load_rows(c.data.train_file, load_options(c.data, c.data.n_train), domain->band);
   } else {
@@ -330,8 +335,8 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
         throw ConfigError(t.file + ": data.test first " + std::to_string(t.first) +
                           ": a benchmark set is chosen by its split, not by sample");
       }
-      pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set);
-      if (domain) band_pairs(t.file, pairs, band);
+      pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set,
+                             domain ? &band : nullptr);
     } else if (domain) {
       pairs = load_rows(t.file, load_options(d, n), band);
     } else {

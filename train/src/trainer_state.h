@@ -185,9 +185,12 @@ struct Trainer::State {
   void load_data();
   void check_ns_model() const;
   void load_test_sets(const data::FieldPairs& train);
+  // (Under domain parallel, `band` becomes this rank's band, and the set
+  // reads its rows alone.)
   data::FieldPairs load_benchmark(const std::string& file, const std::string& split,
                                   int64_t n_trajectories, bool train,
-                                  std::shared_ptr<const data::BenchmarkSet>* keep = nullptr);
+                                  std::shared_ptr<const data::BenchmarkSet>* keep = nullptr,
+                                  Band* band = nullptr);
   void place_data();
   // distributed.domain_parallel (domain_training.cpp): the refusals that need
   // no data, the mesh, a file's rows of this rank, the normalizers fitted over
@@ -203,10 +206,8 @@ struct Trainer::State {
   // of it; a grid the ranks cannot split is refused naming the file.
   std::pair<int64_t, int64_t> place_band(const std::string& file, const std::vector<int64_t>& grid,
                                          Band& band) const;
-  // Benchmark data: this rank's rows of a set's windows, loaded whole
-  // (band_pairs); model.domain_padding_auto's padding refused where the band
-  // step cannot take it (check_domain_padding).
-  void band_pairs(const std::string& file, data::FieldPairs& pairs, Band& band) const;
+  // Benchmark data: model.domain_padding_auto's padding refused where the
+  // band step cannot take it.
   void check_domain_padding(const std::string& file);
   void fit_domain_normalizers(const data::FieldPairs& train);
   void build_domain_step();
