@@ -2,8 +2,11 @@
 // sample, each holding a band of rows of the first spatial dim
 // (fno_train/domain.h); the W / N groups of them are data parallel. Each rank
 // reads its rows alone (HDF5 by hyperslab; Navier-Stokes records too, for the
-// space-time FNO-3D and the recurrent FNO-2D), the normalizers are fitted over
-// whole samples (their sums added over the band's ranks), and the step is the
+// space-time FNO-3D and the recurrent FNO-2D; benchmark sets by
+// BenchmarkSet::select_rows, trainer.cpp's load_benchmark, their per-field
+// statistics read from the whole files as one process does), the
+// normalizers are fitted over whole samples (their sums added over the
+// band's ranks), and the step is the
 // engine's on the band (OffloadedStep::set_band; a recurrent rollout's every
 // forward under the band, forward_backward_composite) with a global loss
 // (band_rel_loss, each step's of a rollout); gradients are added over every

@@ -4,7 +4,7 @@
 // (benchmark_run.h's rollout, as fno_train's benchmark_eval.cpp), the
 // benchmark's metric per field in the summary. Under --domain-parallel N
 // (predict_benchmark_domain) each rank keeps its band of rows of the split's
-// windows (read whole: the loader reads a trajectory's steps, not its rows),
+// windows (BenchmarkSet::select_rows: read by hyperslab),
 // runs the tiled forward on it, and rolls out on its rows; the metric adds
 // the band's grid sums over the ranks, and rank 0 writes the gathered output.
 #include "predict_benchmark.h"

@@ -26,8 +26,8 @@ std::optional<PredictResult> predict_benchmark(const PredictOptions& o);
 std::optional<RunConfig> benchmark_run_config(const PredictOptions& o);
 
 /// predict_benchmark under --domain-parallel N over `world` (N ranks, one
-/// sample group): each rank reads the split whole and keeps its band of rows
-/// of each window, runs the tiled forward on its band, and rolls out on its
+/// sample group): each rank reads its band of rows of each window
+/// (BenchmarkSet::select_rows), runs the tiled forward on its band, and rolls out on its
 /// rows; the metric per field is the whole grid's (the band's sums added over
 /// its ranks); the predictions are gathered to rank 0, which writes the
 /// output and the summary, as one process's.
