@@ -60,18 +60,14 @@ ranks() {
   "$python" -m torch.distributed.run --no-python --nproc-per-node "$n" --master-port "$(port "$p")" \
     "$bin" --out "$work/$name" "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err"
 }
-pairs=()
-check() {
-  if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
-  pairs+=("$work/$1" "$work/$2")
-}
+pairs=()  # (check_run, compare_pairs: lib.sh)
 
 # 1. The Well's layout, 8 rows: 2 and 3 ranks.
 one one_well --config "$work/well.yaml"
 ranks well2 2 1 --config "$work/well.yaml" --set distributed.domain_parallel=2
-check well2 one_well $?
+check_run well2 one_well $?
 ranks well3 3 2 --config "$work/well.yaml" --set distributed.domain_parallel=3
-check well3 one_well $?
+check_run well3 one_well $?
 grep -q "domain parallel 3: rows \[0, 3) of 8" "$work/well3.err" && ok || bad "well3: rank 0's band not described"
 for key in valid_vrmse_field0 valid_rollout_vrmse_field1 valid_rollout_vrmse; do
   grep -q "\"$key\": [0-9]" "$work/well3/summary.json" && ok || bad "well3: summary.json lacks $key"
@@ -79,17 +75,17 @@ done
 pw=(--set data.normalization=pointwise --set data.encode_output=true --set training.loss_on=decoded)
 one one_well_pw --config "$work/well.yaml" "${pw[@]}"
 ranks well3_pw 3 3 --config "$work/well.yaml" "${pw[@]}" --set distributed.domain_parallel=3
-check well3_pw one_well_pw $?
+check_run well3_pw one_well_pw $?
 
 # 1b. Two sample groups of two bands, against one process with their global batch.
 one one_well_b8 --config "$work/well.yaml" --set data.batch_size=8
 ranks well4 4 6 --config "$work/well.yaml" --set distributed.domain_parallel=2
-check well4 one_well_b8 $?
+check_run well4 one_well_b8 $?
 
 # 2. PDEBench (nRMSE), 6 rows on 2 ranks; PDEArena, 8 rows on 3.
 one one_pde "${pde[@]}"
 ranks pde2 2 4 "${pde[@]}" --set distributed.domain_parallel=2
-check pde2 one_pde $?
+check_run pde2 one_pde $?
 grep -q '"test_rollout_nrmse_Vx": [0-9]' "$work/pde2/summary.json" && ok || bad "pde2: no rollout nRMSE"
 arena=(--config "$src/configs/pdearena_tiny.yaml" --set training.epochs=2 --set data.n_predictions=2
   --set "data.train_file=$src/tests/golden/benchmarks/pdearena"
@@ -97,7 +93,7 @@ arena=(--config "$src/configs/pdearena_tiny.yaml" --set training.epochs=2 --set 
   --set 'data.scalars=[buo_y]' --set model.in_channels=7 --set data.horizon=2 --set model.out_channels=6)
 one one_arena "${arena[@]}"
 ranks arena3 3 7 "${arena[@]}" --set distributed.domain_parallel=3
-check arena3 one_arena $?
+check_run arena3 one_arena $?
 grep -q '"valid_rollout_vrmse_vy": [0-9]' "$work/arena3/summary.json" && ok || bad "arena3: no rollout VRMSE"
 # The shipped Well files (6 x 8): a field constant in time (viscosity), a
 # vector field and a scalar input (reynolds), each read by rows, on 2 ranks.
@@ -107,7 +103,7 @@ gw=(--config "$src/configs/well_tiny.yaml" --set training.epochs=2 --set data.n_
   --set 'data.scalars=[reynolds]' --set model.in_channels=10)
 one one_gw "${gw[@]}"
 ranks gw2 2 8 "${gw[@]}" --set distributed.domain_parallel=2
-check gw2 one_gw $?
+check_run gw2 one_gw $?
 
 # 3. Refusals on both ranks.
 both_refuse() {
@@ -125,13 +121,7 @@ both_refuse padding "model.domain_padding_auto pads a non-periodic dim" \
   --config "$src/configs/well_tiny.yaml" --set "data.train_file=$src/tests/golden/benchmarks/well" \
   --set 'data.test=[]' --set model.domain_padding_auto=0.25
 
-compare() {
-  local out=$1; shift
-  "$python" "$(dirname "${BASH_SOURCE[0]}")/domain_compare.py" "$@" > "$out" 2>&1
-  verdicts "$out"
-  grep -qE '^(ok|differ) ' "$out" || bad "domain_compare.py: $(tail -3 "$out")"
-}
-compare "$work/compare.txt" "${pairs[@]}"
+compare_pairs "$work/compare.txt" domain_compare.py "${pairs[@]}"
 [ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
   bad "domain_compare.py: $(tail -3 "$work/compare.txt")"
 

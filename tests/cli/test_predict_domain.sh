@@ -93,10 +93,7 @@ ranks() {
 }
 # check NAME BASELINE RC: the run exited 0; compared with the baseline at the end.
 pairs=()
-check() {
-  if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
-  pairs+=("$work/$1.h5" "$work/$2.h5")
-}
+check() { check_run "$1" "$2" "$3" .h5; }
 
 # 1. Two ranks, HDF5 at 32 x 32 with the truth; and tiles of 4 rows in each band.
 in32=(--model "$work/run2d" --input "$work/test32.h5" --y-key sol --batch-size 4)
@@ -296,8 +293,7 @@ if [ "$rc" -ne 0 ] && [ "$secs" -lt 30 ] && [ "$(wc -l < "$work/lone.err")" -eq 
 fi
 
 # The equalities.
-"$python" "$here/predict_domain_compare.py" "${pairs[@]}" > "$work/compare.txt" 2>&1
-verdicts "$work/compare.txt"
+compare_pairs "$work/compare.txt" predict_domain_compare.py "${pairs[@]}"
 [ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
   bad "predict_domain_compare.py: $(tail -3 "$work/compare.txt")"
 cat "$work/compare.txt"
