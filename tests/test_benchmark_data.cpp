@@ -209,6 +209,8 @@ TEST_CASE("benchmark data: select_rows reads a band of rows; grid and statistics
     const int64_t r0 = 1, n = whole.grid()[0] - 2;
     band.select_rows(r0, n);
     CHECK(band.grid() == whole.grid());
+    CHECK(band.read_grid() == std::vector<int64_t>{n, whole.grid()[1]});
+    CHECK(whole.read_grid() == whole.grid());
     const auto a = whole.all_windows(), b = band.all_windows();
     CHECK(torch::equal(b.x, a.x.narrow(2, r0, n)));
     CHECK(torch::equal(b.y, a.y.narrow(2, r0, n)));

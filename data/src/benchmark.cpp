@@ -408,6 +408,8 @@ int64_t BenchmarkSet::n_steps() const { return p_->min_steps; }
 int64_t BenchmarkSet::n_windows() const { return p_->window_offsets.back(); }
 const std::vector<int64_t>& BenchmarkSet::grid() const { return p_->grid; }
 
+std::vector<int64_t> BenchmarkSet::read_grid() const { return p_->read_grid(true); }
+
 void BenchmarkSet::select_rows(int64_t row0, int64_t rows) {
   const int64_t r = p_->grid[0];
   if (row0 < 0 || rows < 1 || row0 + rows > r) {

@@ -13,7 +13,8 @@
 #      3, 3, 2) with a scalar input (buo_y) and a horizon of 2, and the
 #      shipped Well files (a constant field, a vector field, a scalar) on 2:
 #      equal to one process;
-#   3. refusals, one line on every rank and a non-zero exit: data.stream on, and
+#   3. refusals, one line on every rank and a non-zero exit: data.stream on
+#      (and auto past data.host_memory_limit: a band's rows of the windows), and
 #      model.domain_padding_auto on a file with a wall.
 #   test_domain_benchmark.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON
 set -u
@@ -117,6 +118,8 @@ both_refuse() {
 }
 both_refuse stream "data.stream on: benchmark windows are held in memory" \
   --config "$work/well.yaml" --set data.stream=on
+both_refuse stream_auto "data.stream auto: a band's rows of the training split's windows take" \
+  --config "$work/well.yaml" --set data.host_memory_limit=4000
 both_refuse padding "model.domain_padding_auto pads a non-periodic dim" \
   --config "$src/configs/well_tiny.yaml" --set "data.train_file=$src/tests/golden/benchmarks/well" \
   --set 'data.test=[]' --set model.domain_padding_auto=0.25

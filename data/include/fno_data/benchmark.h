@@ -101,6 +101,8 @@ class BenchmarkSet {
   /// statistics stay the whole grid's. Throws naming the file for rows past
   /// the grid.
   void select_rows(int64_t row0, int64_t rows);
+  /// The grid of what windows() gives: grid(), or after select_rows its rows.
+  std::vector<int64_t> read_grid() const;
   /// The channels' names ("density", "velocity_x", ...; per step "t0:density"
   /// ...), in the order of x's and y's channels.
   std::vector<std::string> input_channels() const;
