@@ -187,6 +187,46 @@ TEST_CASE("benchmark data: per-field statistics over the training split") {
   CHECK(set.target_field_stats().first.size(0) == 4);
 }
 
+TEST_CASE("benchmark data: select_rows reads a band of rows; grid and statistics stay whole") {
+  const std::string well_dir = golden_path("benchmarks/well");
+  struct Case {
+    std::string path;
+    BenchmarkOptions options;
+  };
+  const std::vector<Case> cases{
+      // a constant field, a vector field and a scalar; subsampled
+      {well_dir, well("train").scalars({"reynolds"})},
+      {well_dir, well("train").subsample(2)},
+      // PDEBench's per-sample groups (T, X, Y, V), PDEArena with its scalar
+      {golden_path("benchmarks/pdebench/2D_diff-react_tiny.h5"),
+       BenchmarkOptions().format(BenchmarkFormat::kPdeBench).history(2)},
+      {golden_path("benchmarks/pdearena"),
+       BenchmarkOptions().format(BenchmarkFormat::kPdeArena).history(2).scalars({"buo_y"})}};
+  for (const auto& c : cases) {
+    INFO(c.path, " subsample ", c.options.subsample());
+    const BenchmarkSet whole(c.path, c.options);
+    BenchmarkSet band(c.path, c.options);
+    const int64_t r0 = 1, n = whole.grid()[0] - 2;
+    band.select_rows(r0, n);
+    CHECK(band.grid() == whole.grid());
+    CHECK(band.read_grid() == std::vector<int64_t>{n, whole.grid()[1]});
+    CHECK(whole.read_grid() == whole.grid());
+    const auto a = whole.all_windows(), b = band.all_windows();
+    CHECK(torch::equal(b.x, a.x.narrow(2, r0, n)));
+    CHECK(torch::equal(b.y, a.y.narrow(2, r0, n)));
+    CHECK(torch::equal(band.read_steps(1, 0, 3, true),
+                       whole.read_steps(1, 0, 3, true).narrow(2, r0, n)));
+    CHECK(torch::equal(band.read_constant(1), whole.read_constant(1).narrow(1, r0, n)));
+    CHECK(torch::equal(band.input_field_stats().first, whole.input_field_stats().first));
+    CHECK(torch::equal(band.input_field_stats().second, whole.input_field_stats().second));
+    CHECK(torch::equal(band.target_field_stats().second, whole.target_field_stats().second));
+  }
+  BenchmarkSet set(well_dir, well("train"));
+  check_one_line_error([&] { set.select_rows(4, 3); },
+                       well_dir + "/data/train/tiny_shear_train_0.hdf5",
+                       "rows [4, 7) are not within the grid's 6");
+}
+
 TEST_CASE("benchmark data: bad input is one line naming the file and the field") {
   const std::string well_dir = golden_path("benchmarks/well");
   const std::string shard = well_dir + "/data/train/tiny_shear_train_0.hdf5";

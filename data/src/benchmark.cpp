@@ -84,6 +84,7 @@ struct BenchmarkSet::Impl {
   std::vector<size_t> in_tv, in_const, out;  // indices into cat.fields
   std::vector<std::string> in_channels, out_channels;
   std::vector<int64_t> grid;               // after subsampling
+  int64_t row0 = 0, rows = -1;             // select_rows (-1: every row)
   std::vector<int64_t> window_offsets{0};  // per trajectory, prefix sums
   int64_t min_steps = 0;
 
@@ -92,9 +93,16 @@ struct BenchmarkSet::Impl {
   }
   void choose_fields(const std::string& path);
   void check_windows();
-  // Field f of trajectory n, steps [t0, t1): [t1 - t0, C_f, *S].
-  torch::Tensor read_field(int64_t n, size_t f, int64_t t0, int64_t t1) const;
-  torch::Tensor read(int64_t n, const std::vector<size_t>& fields, int64_t t0, int64_t t1) const;
+  // The grid read: the whole one, or (band, after select_rows) its rows.
+  std::vector<int64_t> read_grid(bool band) const {
+    auto g = grid;
+    if (band && rows >= 0) g[0] = rows;
+    return g;
+  }
+  // Field f of trajectory n, steps [t0, t1), of read_grid(band): [t1 - t0, C_f, *S].
+  torch::Tensor read_field(int64_t n, size_t f, int64_t t0, int64_t t1, bool band) const;
+  torch::Tensor read(int64_t n, const std::vector<size_t>& fields, int64_t t0, int64_t t1,
+                     bool band = true) const;
   // Trajectory n's chosen scalars, each broadcast over the grid: [n_scalars, *S].
   torch::Tensor read_scalars(int64_t n) const;
   std::pair<torch::Tensor, torch::Tensor> stats(const std::vector<size_t>& fields) const;
@@ -174,7 +182,8 @@ void BenchmarkSet::Impl::check_windows() {
   }
 }
 
-torch::Tensor BenchmarkSet::Impl::read_field(int64_t n, size_t f, int64_t t0, int64_t t1) const {
+torch::Tensor BenchmarkSet::Impl::read_field(int64_t n, size_t f, int64_t t0, int64_t t1,
+                                             bool band) const {
   const auto& [u, sample] = cat.trajectories[static_cast<size_t>(n)];
   const auto& a = *cat.units[u].arrays[f];
   const auto& shape = a.reader->shape();
@@ -197,6 +206,11 @@ torch::Tensor BenchmarkSet::Impl::read_field(int64_t n, size_t f, int64_t t0, in
       case Axis::kSpace:
         stride[d] = k;
         count[d] = (shape[d] + k - 1) / k;
+        // (select_rows: the first grid dim's rows alone, where the array varies along it)
+        if (band && rows >= 0 && space_dims.empty() && a.space_varying[0]) {
+          start[d] = row0 * k;
+          count[d] = rows;
+        }
         space_dims.push_back(static_cast<int64_t>(d));
         break;
       case Axis::kComponent:
@@ -224,8 +238,9 @@ torch::Tensor BenchmarkSet::Impl::read_field(int64_t n, size_t f, int64_t t0, in
   for (int64_t g = 0; g < n_space; ++g) {
     if (!a.space_varying[static_cast<size_t>(g)]) v = v.unsqueeze(1 + g);
   }
+  const auto g_read = read_grid(band);
   std::vector<int64_t> full{t1 - t0};
-  full.insert(full.end(), grid.begin(), grid.end());
+  full.insert(full.end(), g_read.begin(), g_read.end());
   int64_t channels = 1;
   for (int64_t d = 1 + n_space; d < v.dim(); ++d) {
     full.push_back(v.size(d));
@@ -241,12 +256,13 @@ torch::Tensor BenchmarkSet::Impl::read_field(int64_t n, size_t f, int64_t t0, in
 }
 
 torch::Tensor BenchmarkSet::Impl::read(int64_t n, const std::vector<size_t>& fields, int64_t t0,
-                                       int64_t t1) const {
+                                       int64_t t1, bool band) const {
   std::vector<torch::Tensor> parts;
-  for (size_t f : fields) parts.push_back(read_field(n, f, t0, t1));
+  for (size_t f : fields) parts.push_back(read_field(n, f, t0, t1, band));
   if (parts.empty()) {
+    const auto g_read = read_grid(band);
     std::vector<int64_t> empty{t1 - t0, 0};
-    empty.insert(empty.end(), grid.begin(), grid.end());
+    empty.insert(empty.end(), g_read.begin(), g_read.end());
     return torch::zeros(empty);
   }
   return torch::cat(parts, 1);
@@ -255,8 +271,9 @@ torch::Tensor BenchmarkSet::Impl::read(int64_t n, const std::vector<size_t>& fie
 torch::Tensor BenchmarkSet::Impl::read_scalars(int64_t n) const {
   const auto& [u, sample] = cat.trajectories[static_cast<size_t>(n)];
   const auto& values = cat.units[u].scalars;
+  const auto g_read = read_grid(true);
   std::vector<int64_t> shape{static_cast<int64_t>(values.size())};
-  shape.insert(shape.end(), grid.begin(), grid.end());
+  shape.insert(shape.end(), g_read.begin(), g_read.end());
   auto out = torch::empty(shape);
   for (size_t k = 0; k < values.size(); ++k) {
     const auto& v = values[k];
@@ -294,7 +311,8 @@ std::pair<torch::Tensor, torch::Tensor> BenchmarkSet::Impl::stats(
     // A field constant in time is broadcast over the T steps, so that every
     // channel counts T * |S| values per trajectory.
     // read: [T, C, *S] -> [C, T * |S|]
-    const auto v = read(n, fields, 0, unit.n_steps).to(torch::kDouble).transpose(0, 1).flatten(1);
+    const auto v =
+        read(n, fields, 0, unit.n_steps, false).to(torch::kDouble).transpose(0, 1).flatten(1);
     if (!sum.defined()) {
       sum = v.sum(1);
       sq = (v * v).sum(1);
@@ -389,6 +407,20 @@ int64_t BenchmarkSet::n_trajectories() const {
 int64_t BenchmarkSet::n_steps() const { return p_->min_steps; }
 int64_t BenchmarkSet::n_windows() const { return p_->window_offsets.back(); }
 const std::vector<int64_t>& BenchmarkSet::grid() const { return p_->grid; }
+
+std::vector<int64_t> BenchmarkSet::read_grid() const { return p_->read_grid(true); }
+
+void BenchmarkSet::select_rows(int64_t row0, int64_t rows) {
+  const int64_t r = p_->grid[0];
+  if (row0 < 0 || rows < 1 || row0 + rows > r) {
+    throw std::runtime_error(
+        (p_->cat.files.empty() ? std::string("benchmark set") : p_->cat.files.front()) +
+        ": rows [" + std::to_string(row0) + ", " + std::to_string(row0 + rows) +
+        ") are not within the grid's " + std::to_string(r));
+  }
+  p_->row0 = row0;
+  p_->rows = rows;
+}
 const std::vector<std::string>& BenchmarkSet::input_field_channels() const {
   return p_->in_channels;
 }

@@ -15,8 +15,9 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> window_shapes(const Benchm
   const auto n_in = static_cast<int64_t>(set.input_field_channels().size());
   const auto n_out = static_cast<int64_t>(set.target_field_channels().size());
   std::vector<int64_t> x{n, o.history() * tv + (n_in - tv)}, y{n, o.horizon() * n_out};
-  x.insert(x.end(), set.grid().begin(), set.grid().end());
-  y.insert(y.end(), set.grid().begin(), set.grid().end());
+  const auto grid = set.read_grid();  // (select_rows: its rows alone)
+  x.insert(x.end(), grid.begin(), grid.end());
+  y.insert(y.end(), grid.begin(), grid.end());
   return {x, y};
 }
 

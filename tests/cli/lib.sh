@@ -37,6 +37,24 @@ verdicts() {
   done < "$1"
 }
 
+# The domain tests' runs against one process's (test_domain.sh,
+# test_domain_benchmark.sh, test_predict_domain.sh; each sets pairs=()).
+# check_run NAME BASELINE RC [EXT]: the run exited 0 (else a bad with its last
+# lines); $work/NAME$EXT and $work/BASELINE$EXT join `pairs`, compared at the end.
+check_run() {
+  if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
+  pairs+=("$work/$1${4:-}" "$work/$2${4:-}")
+}
+# compare_pairs OUT SCRIPT ARGS...: SCRIPT's verdicts (domain_compare.py,
+# predict_domain_compare.py, beside this file) on ARGS, written to OUT, one ok
+# or bad a pair; a bad when it gave none.
+compare_pairs() {
+  local out=$1 script=$2; shift 2
+  "$python" "$(dirname "${BASH_SOURCE[0]}")/$script" "$@" > "$out" 2>&1
+  verdicts "$out"
+  grep -qE '^(ok|differ) ' "$out" || bad "$script: $(tail -3 "$out")"
+}
+
 # write_nsr_config FILE DATA: a tiny recurrent Navier-Stokes run (FNO-2D, 4
 # records in, 4 out) on DATA's records, its first 12 samples trained on, as
 # the domain-parallel tests (Gloo and NCCL) compare it against one process.

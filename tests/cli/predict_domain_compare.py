@@ -1,7 +1,8 @@
 # The outputs of fno_predict --domain-parallel against one process's: the
-# datasets pred, l2, h1 and (Navier-Stokes) l2_per_record (those present in
-# either) and the summary's mean_l2, mean_h1 and l2_per_record, within 1e-5
-# relative (of the largest magnitude).
+# datasets pred, l2, h1, (Navier-Stokes) l2_per_record and (benchmark runs)
+# rollout, vrmse, nrmse (those present in either) and the summary's mean_l2,
+# mean_h1, l2_per_record and (benchmark runs) n_windows and every metric per
+# field (*rmse*), within 1e-5 relative (of the largest magnitude).
 # Prints "ok A B" or "differ A B: what" per pair; exits 1 when any differs.
 #   python predict_domain_compare.py A.h5 B.h5 [A2.h5 B2.h5 ...]
 import json, os, sys
@@ -23,7 +24,7 @@ def summary(path):
 def compare(a, b):
     with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
         names = sorted(set(fa.keys()) | set(fb.keys()))
-        for name in ("pred", "l2", "h1", "l2_per_record"):
+        for name in ("pred", "l2", "h1", "l2_per_record", "rollout", "vrmse", "nrmse"):
             if name not in names:
                 continue
             if name not in fa or name not in fb:
@@ -41,7 +42,11 @@ def compare(a, b):
     if (sa is None) != (sb is None):
         return "a summary beside one file only"
     if sa is not None:
-        for key in ("mean_l2", "mean_h1", "n_samples"):
+        keys = [k for k in ("mean_l2", "mean_h1", "n_samples", "n_windows") if k in sb]
+        keys += [k for k in sb if "rmse" in k]
+        for key in keys:
+            if key not in sa:
+                return f"summary: no {key}"
             va, vb = float(sa[key]), float(sb[key])
             if abs(va - vb) > TOL * max(abs(vb), 1e-30):
                 return f"summary {key} {va} vs {vb}"

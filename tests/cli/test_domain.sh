@@ -110,27 +110,15 @@ ranks() {
   "$python" -m torch.distributed.run --no-python --nproc-per-node "$n" --master-port "$(port "$p")" \
     "$bin" --config "$cfg" --out "$work/$name" "${common[@]}" "$@" > "$work/$name.out" 2> "$work/$name.err"
 }
-
-# check NAME BASELINE RC: the run exited 0; its outputs are compared with the
-# baseline's at the end (domain_compare.py: metrics.jsonl, summary.json,
+# Each check_run's outputs are compared with the baseline's at the end
+# (compare_pairs, lib.sh; domain_compare.py: metrics.jsonl, summary.json,
 # model.pt, normalizers.pt, predictions.h5 within 1e-5), all pairs at once.
 pairs=()
-check() {
-  if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
-  pairs+=("$work/$1" "$work/$2")
-}
-# compare OUT [--tol T] A B ...: domain_compare.py's verdicts, one ok or bad a pair.
-compare() {
-  local out=$1; shift
-  "$python" "$(dirname "${BASH_SOURCE[0]}")/domain_compare.py" "$@" > "$out" 2>&1
-  verdicts "$out"
-  grep -qE '^(ok|differ) ' "$out" || bad "domain_compare.py: $(tail -3 "$out")"
-}
 
 # 1. Two ranks share each sample; HDF5 read by hyperslab.
 one one "$work/tiny.yaml"
 ranks two 2 1 "$work/tiny.yaml" --set distributed.domain_parallel=2
-check two one $?
+check_run two one $?
 grep -q "domain parallel 2: rows \[0, 8) of 16" "$work/two.err" && ok || bad "rank 0's band not described: $(grep rank "$work/two.err" | head -2)"
 grep -q '"domain_parallel": 2' "$work/two/summary.json" && ok || bad "summary.json lacks domain_parallel 2"
 
@@ -147,34 +135,34 @@ done
 rc=0
 for node in 0 1; do wait "${node_pid[node]}" || rc=$?; done
 cp "$work/node0.err" "$work/nodes.err" 2> /dev/null
-check nodes one "$rc"
+check_run nodes one "$rc"
 
 # 2. Three ranks on 16 rows, .pt data loaded and sliced, pointwise statistics.
 pt=(--set "data.train_file=$src/data/darcy/darcy_train_16.pt" --set data.normalization=pointwise
   --set 'data.test=[{file: '"$src"'/data/darcy/darcy_test_16.pt, n_samples: 8}]')
 one one_pt "$work/tiny.yaml" "${pt[@]}"
 ranks three 3 2 "$work/tiny.yaml" "${pt[@]}" --set distributed.domain_parallel=3
-check three one_pt $?
+check_run three one_pt $?
 
 # 3. Four ranks: two shards of two bands, against one process with their global batch.
 one one_b16 "$work/tiny.yaml" --set data.batch_size=16
 ranks four 4 3 "$work/tiny.yaml" --set distributed.domain_parallel=2
-check four one_b16 $?
+check_run four one_b16 $?
 
 # 4. A 3D model.
 one one_cube "$work/cube.yaml"
 ranks cube 2 4 "$work/cube.yaml" --set distributed.domain_parallel=2
-check cube one_cube $?
+check_run cube one_cube $?
 
 # 4b. Navier-Stokes, space_time: 2 ranks on 8 rows (every second of the
 #     file's, loaded whole), and 3 ranks on 16 rows (6, 5, 5) by hyperslab.
 one one_ns "$work/ns.yaml" --set data.subsample=2
 ranks ns2 2 12 "$work/ns.yaml" --set data.subsample=2 --set distributed.domain_parallel=2
-check ns2 one_ns $?
+check_run ns2 one_ns $?
 nsp=(--set data.normalization=pointwise --set training.loss=l2 --set training.loss_on=decoded)
 one one_ns_pw "$work/ns.yaml" "${nsp[@]}"
 ranks ns3 3 13 "$work/ns.yaml" "${nsp[@]}" --set distributed.domain_parallel=3
-check ns3 one_ns_pw $?
+check_run ns3 one_ns_pw $?
 grep -q "domain parallel 3: rows \[0, 6) of 16" "$work/ns3.err" && ok || bad "ns3: rank 0's band not described: $(grep rank "$work/ns3.err" | head -3)"
 grep -q '"ns_l2_per_step": \[' "$work/ns3/metrics.jsonl" && grep -q '"head_l2_upto": \[' "$work/ns3/metrics.jsonl" &&
   ok || bad "ns3: metrics.jsonl lacks the per-record errors"
@@ -183,10 +171,10 @@ grep -q '"ns_l2_per_step": \[' "$work/ns3/metrics.jsonl" && grep -q '"head_l2_up
 #     3 ranks on 16 rows (6, 5, 5) by hyperslab.
 one one_nsr "$work/nsr.yaml" --set data.subsample=2
 ranks nsr2 2 14 "$work/nsr.yaml" --set data.subsample=2 --set distributed.domain_parallel=2
-check nsr2 one_nsr $?
+check_run nsr2 one_nsr $?
 one one_nsr_l2 "$work/nsr.yaml" --set training.loss=l2
 ranks nsr3 3 15 "$work/nsr.yaml" --set training.loss=l2 --set distributed.domain_parallel=3
-check nsr3 one_nsr_l2 $?
+check_run nsr3 one_nsr_l2 $?
 grep -q "domain parallel 3: rows \[0, 6) of 16" "$work/nsr3.err" && ok || bad "nsr3: rank 0's band not described: $(grep rank "$work/nsr3.err" | head -3)"
 grep -q '"ns_l2": ' "$work/nsr3/metrics.jsonl" && grep -q '"ns_l2_per_step": \[' "$work/nsr3/metrics.jsonl" &&
   grep -q '"head_l2_upto": \[' "$work/nsr3/metrics.jsonl" &&
@@ -196,11 +184,11 @@ grep -q '"ns_l2": ' "$work/nsr3/metrics.jsonl" && grep -q '"ns_l2_per_step": \['
 one one_rc "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2
 ranks rc 2 7 "$work/tiny.yaml" --set offload.policy=recompute --set offload.chunks=2 \
   --set distributed.domain_parallel=2
-check rc one_rc $?
+check_run rc one_rc $?
 grep -q "^offload policy recompute: each rank's band of rows in tiled micro_batches=1; tile_rows=4, inputs=recompute/recompute, gradient=device" "$work/rc.err" &&
   ok || bad "recompute's tiled plan not said: $(grep -i "offload" "$work/rc.err" | head -2)"
 ranks blocks 2 8 "$work/tiny.yaml" --set offload.policy=blocks:2 --set distributed.domain_parallel=2
-check blocks one $?
+check_run blocks one $?
 grep -q "offload.policy blocks:2: no CUDA device, so nothing is offloaded; training with offload.policy none" "$work/blocks.err" &&
   ok || bad "blocks:2 on the CPU: no line saying it runs as none: $(grep -i "offload" "$work/blocks.err" | head -2)"
 
@@ -215,7 +203,7 @@ for p in fp16:2e-3 bf16:2e-2; do
     --set distributed.domain_parallel=2
   rc=$?
   if [ "$rc" -ne 0 ]; then bad "$p exited $rc: $(grep -v '^\[' "$work/$p.err" | tail -3)"; continue; fi
-  compare "$work/compare_$p.txt" --tol "$tol" "$work/$p" "$work/one_$p"
+  compare_pairs "$work/compare_$p.txt" domain_compare.py --tol "$tol" "$work/$p" "$work/one_$p"
   # ... and near fp32's (one process): the test metrics within 1%.
   for m in 16_h1 32_l2; do
     a=$(metric "$work/one" $m) b=$(metric "$work/$p" $m)
@@ -268,7 +256,7 @@ fi
 wait 2> /dev/null
 
 # The equalities of 1-5.
-compare "$work/compare.txt" "${pairs[@]}"
+compare_pairs "$work/compare.txt" domain_compare.py "${pairs[@]}"
 [ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
   bad "domain_compare.py: $(tail -3 "$work/compare.txt")"
 

@@ -10,7 +10,9 @@
 # 0's tiled plan, on every rank), a 2D and a 3D model, Navier-Stokes
 # (space_time: the FNO-3D over x, y, t, its per-record errors summed over the
 # band on the stream; recurrent: the FNO-2D rolled out, every step's forward
-# on the band, the trajectory's errors summed likewise); on 2 GPUs each
+# on the band, the trajectory's errors summed likewise), benchmark data (The
+# Well's layout: the VRMSE per field and the rollout; fno_predict --rollout
+# too); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
 # fp16). Then a band rank killed mid-training (SIGKILL to rank 1, then to
 # rank 0, which hosts the store) while the band sums are in flight on the
@@ -20,7 +22,8 @@
 #   test_domain_nccl.sh BUILD_DIR|FNO_TRAIN [SOURCE_DIR [WORK_DIR [PYTHON]]]
 # e.g. from the repository root: bash tests/cli/test_domain_nccl.sh build
 # DOMAIN_NCCL_PARTS picks the parts (default all: "split policies fp16 cube
-# ns kill predict"; the one-GPU baselines of `split` run for `predict` too).
+# ns kill bench predict"; the one-GPU baselines of `split` run for `predict`
+# too, and `bench`'s run for `predict`'s benchmark case where both are picked).
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=$1
@@ -112,7 +115,7 @@ split_run() {
   fi
 }
 
-parts=" ${DOMAIN_NCCL_PARTS:-split policies fp16 cube ns kill predict} "
+parts=" ${DOMAIN_NCCL_PARTS:-split policies fp16 cube ns kill bench predict} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 counts=(2)
 [ "$gpus" -ge 4 ] && counts+=(4)
@@ -225,6 +228,29 @@ part kill && for victim in 1 0; do
   fi
 done
 
+# Benchmark data (data.format well, The Well's layout at 8 x 8): training by
+# RANKS processes against one GPU (the VRMSE per field, one step and rolled
+# out, with the band's sums on the GPU), and fno_predict --rollout likewise.
+if part bench; then
+  "$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
+    --shards 1 --fields 2 --splits train valid > /dev/null || bad "making the Well set"
+  cat > "$work/well.yaml" << EOF
+model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 4, out_channels: 2}
+data:
+  format: well
+  train_file: $work/well
+  history: 2
+  batch_size: 4
+  encode_input: true
+  n_predictions: 2
+  test: [{file: $work/well, split: valid, name: valid, batch_size: 3}]
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: l2, eval_losses: [l2]}
+EOF
+  one one_well "$work/well.yaml"
+  for n in "${counts[@]}"; do split_run "well_$n" "$n" one_well "$work/well.yaml"; done
+fi
+
 # fno_predict --domain-parallel over NCCL: the runs above applied to an HDF5
 # input (32 x 32 zero-shot, and the 3D set) by RANKS processes against one
 # GPU, fp32: pred, l2, h1 and the summary's means within 1e-5 relative
@@ -272,7 +298,13 @@ EOF
     bad "one GPU fno_predict (Navier-Stokes space_time) failed"
   "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one_nsrec.h5" "${pnr[@]}" > /dev/null 2>&1 ||
     bad "one GPU fno_predict (Navier-Stokes recurrent) failed"
+  if part bench; then  # (a benchmark run: one step and rolled out, band sums on the GPU)
+    pw=(--model "$work/one_well" --input "$work/well" --rollout)
+    "$predict" "${pcommon[@]}" --device cuda:0 --out "$work/pred_one_well.h5" "${pw[@]}" \
+      > /dev/null 2>&1 || bad "one GPU fno_predict (benchmark run) failed"
+  fi
   for n in "${counts[@]}"; do
+    if part bench; then predict_run "pred_well_$n" "$n" pred_one_well "${pw[@]}"; fi
     predict_run "pred_two_d_$n" "$n" pred_one "${p2[@]}"
     predict_run "pred_cube_$n" "$n" pred_one_cube "${p3[@]}"
     predict_run "pred_ns_$n" "$n" pred_one_ns "${pns[@]}"

@@ -19,8 +19,13 @@
 #      run at data.subsample 2 (the records loaded whole and cut); refused on
 #      both ranks in one line: a band thinner than a tile, samples past the
 #      file's, records of the wrong rank;
+#   4c. benchmark runs (data.format well, 8 x 8): 2 ranks, 3 ranks (bands of
+#      3, 3, 2) with pointwise normalizers, one step and --rollout, a range
+#      of windows: pred, rollout, the VRMSE per window and the summary's
+#      metric per field equal; 4 ranks as two sample groups refused;
 #   5. refusals, one line and exit 2: N that does not divide the world,
-#      torchrun without --domain-parallel, CUDA graphs on, --rollout (one
+#      torchrun without --domain-parallel, CUDA graphs on, --rollout of a
+#      run not on benchmark data (one
 #      rank, before the rendezvous); a band thinner than a tile (both ranks);
 #   6. an existing --out (not fno_predict's) is refused and left as it was;
 #      --overwrite replaces an output;
@@ -88,10 +93,7 @@ ranks() {
 }
 # check NAME BASELINE RC: the run exited 0; compared with the baseline at the end.
 pairs=()
-check() {
-  if [ "$3" -ne 0 ]; then bad "$1 exited $3: $(grep -v '^\[' "$work/$1.err" | tail -3)"; return; fi
-  pairs+=("$work/$1.h5" "$work/$2.h5")
-}
+check() { check_run "$1" "$2" "$3" .h5; }
 
 # 1. Two ranks, HDF5 at 32 x 32 with the truth; and tiles of 4 rows in each band.
 in32=(--model "$work/run2d" --input "$work/test32.h5" --y-key sol --batch-size 4)
@@ -183,6 +185,44 @@ check runsub_two runsub_one $?
 grep -q "sample(s) at 8x8x4: domain parallel 2" "$work/runsub_two.err" && ok ||
   bad "runsub_two: not at 8x8x4: $(grep plan "$work/runsub_two.err")"
 
+# 4c. Benchmark runs (data.format well) on The Well's layout at 8 x 8: per-field
+#     statistics by 2 ranks (bands of 4, 4) and pointwise ones by 3 (3, 3, 2),
+#     one step and --rollout, and a range of windows: pred, rollout, the VRMSE
+#     per window and the summary's metric per field equal one process's; 4
+#     ranks (two sample groups) refused on every rank.
+"$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
+  --shards 1 --fields 2 --splits train valid > /dev/null || bad "making the Well set"
+cat > "$work/well.yaml" << EOF
+model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 4, out_channels: 2}
+data:
+  format: well
+  train_file: $work/well
+  history: 2
+  batch_size: 4
+  encode_input: true
+  test: [{file: $work/well, split: valid, name: valid}]
+optimizer: {lr: 8.0e-3}
+training: {epochs: 1}
+EOF
+trained runwell --config "$work/well.yaml"
+trained runwellpw --config "$work/well.yaml" --set data.normalization=pointwise --set data.encode_output=true
+wl=(--input "$work/well" --rollout --batch-size 3)
+one well_one --model "$work/runwell" "${wl[@]}"
+ranks well_two 2 30 --model "$work/runwell" "${wl[@]}" --domain-parallel 2
+check well_two well_one $?
+one wellpw_one --model "$work/runwellpw" "${wl[@]}"
+ranks wellpw_three 3 31 --model "$work/runwellpw" "${wl[@]}" --domain-parallel 3
+check wellpw_three wellpw_one $?
+grep -q "window(s) of well split 'valid' at 8x8: domain parallel 3" "$work/wellpw_three.err" && ok ||
+  bad "wellpw_three: plan not said: $(grep plan "$work/wellpw_three.err")"
+one wells_one --model "$work/runwell" --input "$work/well" --samples 2:5
+ranks wells_two 2 32 --model "$work/runwell" --input "$work/well" --samples 2:5 --domain-parallel 2
+check wells_two wells_one $?
+ranks well_four 4 33 --model "$work/runwell" "${wl[@]}" --domain-parallel 2
+lines=$(grep -c "^fno_predict: .*one sample group, so a world size of 2, not 4" "$work/well_four.err")
+[ "$lines" -ge 1 ] && [ ! -e "$work/well_four.h5" ] && ok ||
+  bad "well_four: not refused: $(grep -v '^\[' "$work/well_four.err" | tail -3)"
+
 # 5. Refusals: one line, exit 2. Those before the rendezvous, of one rank
 #    alone; those after it, of both ranks (started by hand: torchrun stops the
 #    other ranks as soon as one exits).
@@ -253,8 +293,7 @@ if [ "$rc" -ne 0 ] && [ "$secs" -lt 30 ] && [ "$(wc -l < "$work/lone.err")" -eq 
 fi
 
 # The equalities.
-"$python" "$here/predict_domain_compare.py" "${pairs[@]}" > "$work/compare.txt" 2>&1
-verdicts "$work/compare.txt"
+compare_pairs "$work/compare.txt" predict_domain_compare.py "${pairs[@]}"
 [ "$(grep -cE '^(ok|differ) ' "$work/compare.txt")" -eq $((${#pairs[@]} / 2)) ] ||
   bad "predict_domain_compare.py: $(tail -3 "$work/compare.txt")"
 cat "$work/compare.txt"

@@ -4,6 +4,9 @@
 // predictions of its windows, and of an autoregressive rollout of each
 // trajectory (summary.json's metrics; docs/data.md, "Benchmark formats").
 // fno_predict computes the same (predict_benchmark.cpp; benchmark_run.h).
+// Under distributed.domain_parallel every rank of the first sample group
+// computes them on its rows of each set (the metric's grid sums added over
+// the band; a rollout's band fed its own predicted rows).
 #include "benchmark_run.h"
 #include "training_run.h"
 
@@ -21,9 +24,12 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
   torch::NoGradGuard no_grad;
   s_.model->eval();
   const int64_t f = c_.data.horizon;
-  const auto metric = benchmark_metric(c_.data.format);
+  auto metric = benchmark_metric(c_.data.format);
   for (const auto& e : s_.tests) {
     if (!e.benchmark) continue;
+    const SetBand on_band(s_, e);
+    metric.band = e.band;
+    metric.device = s_.device;
     const auto& set = *e.benchmark;
     const auto& channels = set.target_field_channels();
     auto sums = torch::zeros({static_cast<int64_t>(channels.size())}, torch::kDouble);
@@ -38,7 +44,7 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
     // x: [1, C_in, *S] raw -> [1, f * F, *S] decoded
     const WindowStep step = [this](const torch::Tensor& x) {
       auto in = x.to(s_.device);
-      if (c_.data.encode_input) in = s_.in_norm.transform(in);
+      if (c_.data.encode_input) in = s_.in_rows().transform(in);
       return predict(in).cpu();
     };
     const auto [roll, count] = rollout_error_sums(metric, set, step);

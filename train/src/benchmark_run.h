@@ -5,6 +5,7 @@
 // model.domain_padding_auto's padding from the files' boundary conditions.
 #pragma once
 
+#include <fno/band.h>
 #include <fno_data/benchmark.h>
 #include <fno_train/config.h>
 
@@ -28,6 +29,15 @@ data::BenchmarkOptions benchmark_options(const DataConfig& d, const std::string&
 /// PDEArena).
 struct BenchmarkMetric {
   bool pdebench = false;
+  /// distributed.domain_parallel: this rank's rows of the grid (fno/band.h).
+  /// On a split band, pred and target hold the band's rows alone and the
+  /// metric is the whole grid's: each sample's grid sums (squared error,
+  /// target, target squared, points) added over the band's ranks before the
+  /// ratios. The default: one process, the whole grid.
+  Band band;
+  /// Where the band's sums run: the device of its ranks' group (NCCL's are
+  /// on the GPU).
+  torch::Device device = torch::kCPU;
   /// "nrmse" or "vrmse".
   std::string name() const { return pdebench ? "nrmse" : "vrmse"; }
   /// pred, target: [B, C, *S] -> [B, C]
@@ -50,7 +60,8 @@ using WindowStep = std::function<torch::Tensor(const torch::Tensor&)>;
 
 /// Trajectory n rolled out from its first `history` steps, the predictions
 /// fed back as inputs to the trajectory's end: the predicted steps and the
-/// truth's, [T - history, F, *S] each.
+/// truth's, [T - history, F, *S] each. Of the set's rows (select_rows: under
+/// domain parallel a band's predicted rows are its next input rows).
 std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, int64_t n,
                                                  const WindowStep& step);
 

@@ -2,8 +2,11 @@
 // sample, each holding a band of rows of the first spatial dim
 // (fno_train/domain.h); the W / N groups of them are data parallel. Each rank
 // reads its rows alone (HDF5 by hyperslab; Navier-Stokes records too, for the
-// space-time FNO-3D and the recurrent FNO-2D), the normalizers are fitted over
-// whole samples (their sums added over the band's ranks), and the step is the
+// space-time FNO-3D and the recurrent FNO-2D; benchmark sets by
+// BenchmarkSet::select_rows, trainer.cpp's load_benchmark, their per-field
+// statistics read from the whole files as one process does), the
+// normalizers are fitted over whole samples (their sums added over the
+// band's ranks), and the step is the
 // engine's on the band (OffloadedStep::set_band; a recurrent rollout's every
 // forward under the band, forward_backward_composite) with a global loss
 // (band_rel_loss, each step's of a rollout); gradients are added over every
@@ -43,7 +46,11 @@ void Trainer::State::check_domain_config() {
   const auto refuse = [&](const std::string& why) {
     throw ConfigError(domain_key(n) + ": " + why);
   };
-  if (benchmark()) refuse("benchmark data (data.format) trains data parallel only");
+  if (benchmark() && cfg.data.stream == DataStream::kOn) {
+    refuse(
+        "data.stream on: benchmark windows are held in memory under domain parallel (set "
+        "data.stream off)");
+  }
   if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
     refuse(
         "training.cuda_graphs on: a step split across ranks runs eagerly (set it to auto or off)");
@@ -60,19 +67,24 @@ void Trainer::State::join_domain() {
   domain->mesh = make_domain_mesh(group, cfg.distributed.domain_parallel);
 }
 
+std::pair<int64_t, int64_t> Trainer::State::place_band(const std::string& file,
+                                                       const std::vector<int64_t>& grid,
+                                                       Band& band) const {
+  const int64_t n = domain->mesh.n;
+  if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
+    throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
+  }
+  band = make_band(domain->mesh, grid[0], nullptr);
+  return band_rows(grid[0], n, band.rank);
+}
+
 // This rank's rows of a data file: for HDF5 (subsample 1) read by hyperslab,
 // else loaded whole and sliced. `band` becomes this rank's band of the file's
 // grid; a grid the ranks cannot split is refused, alike on every rank.
 data::FieldPairs Trainer::State::load_rows(const std::string& file, const data::LoadOptions& lo,
                                            Band& band) const {
-  const int64_t n = domain->mesh.n;
   const auto place = [&](const std::vector<int64_t>& shape) {  // [N, C, *S]
-    const std::vector<int64_t> grid(shape.begin() + 2, shape.end());
-    if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
-      throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
-    }
-    band = make_band(domain->mesh, grid[0], nullptr);
-    return band_rows(grid[0], n, band.rank);
+    return place_band(file, std::vector<int64_t>(shape.begin() + 2, shape.end()), band);
   };
   data::FieldPairs pairs;
   if (lo.subsample() == 1 && data::detect_format(file) == data::FileFormat::kHdf5) {
@@ -106,15 +118,10 @@ data::FieldPairs Trainer::State::load_rows(const std::string& file, const data::
 data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n_samples,
                                               int64_t t_out, Band& band) const {
   const auto& d = cfg.data;
-  const int64_t n = domain->mesh.n;
   const auto place = [&](int64_t rows, int64_t cols, int64_t records) {
     std::vector<int64_t> grid{rows, cols};
     if (!recurrent()) grid.push_back(t_out > 0 ? t_out : records - d.t_in);
-    if (const auto why = domain_unsupported(domain->proxy, grid, n); !why.empty()) {
-      throw std::runtime_error(file + ": " + why + " (" + domain_key(n) + ")");
-    }
-    band = make_band(domain->mesh, rows, nullptr);
-    return band_rows(rows, n, band.rank);
+    return place_band(file, grid, band);
   };
   const auto options = ns_load_options(d, n_samples, t_out);
   std::optional<data::Hdf5SlabReader> reader;
@@ -133,6 +140,19 @@ data::FieldPairs Trainer::State::load_ns_rows(const std::string& file, int64_t n
     u = whole.narrow(1, r0, rows).contiguous();
   }
   return ns_pairs(u, d, t_out);
+}
+
+// model.domain_padding_auto has set model.domain_padding from the files'
+// boundary conditions: the band step takes none (tiled_unsupported), so a
+// non-periodic dim is refused here, alike on every rank.
+void Trainer::State::check_domain_padding(const std::string& file) {
+  if (!domain) return;
+  domain->proxy = FNO(FNOOptions(cfg.model).hidden_channels(2));
+  if (const auto why = tiled_unsupported(domain->proxy); !why.empty()) {
+    throw ConfigError(file + ": model.domain_padding_auto pads a non-periodic dim, and " +
+                      domain_key(cfg.distributed.domain_parallel) + " cannot: " + why +
+                      " (set model.domain_padding_auto: 0)");
+  }
 }
 
 // The normalizers as one process fits them on whole samples: pointwise

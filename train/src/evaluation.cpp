@@ -7,28 +7,6 @@
 namespace fno {
 namespace detail {
 
-namespace {
-
-// distributed.domain_parallel: while in scope the step takes the rows of a
-// test set's grid (another grid than the training one, maybe), then the
-// training grid's again.
-class SetBand {
- public:
-  SetBand(Trainer::State& s, const EvalSet& e) : s_(s) {
-    if (s_.domain) s_.step->set_band(e.band);
-  }
-  ~SetBand() {
-    if (s_.domain) s_.step->set_band(s_.domain->band);
-  }
-  SetBand(const SetBand&) = delete;
-  SetBand& operator=(const SetBand&) = delete;
-
- private:
-  Trainer::State& s_;
-};
-
-}  // namespace
-
 // The metrics of a test set: under domain parallel, each the whole grid's
 // from this rank's rows (band_loss).
 std::map<std::string, EvalLoss> TrainingRun::set_losses(const EvalSet& e) const {

@@ -2,14 +2,21 @@
 // benchmark's windows read as fno_train reads its test sets, the model's
 // one-step predictions and, with --rollout, each trajectory rolled out
 // (benchmark_run.h's rollout, as fno_train's benchmark_eval.cpp), the
-// benchmark's metric per field in the summary.
+// benchmark's metric per field in the summary. Under --domain-parallel N
+// (predict_benchmark_domain) each rank keeps its band of rows of the split's
+// windows (BenchmarkSet::select_rows: read by hyperslab),
+// runs the tiled forward on it, and rolls out on its rows; the metric adds
+// the band's grid sums over the ranks, and rank 0 writes the gathered output.
 #include "predict_benchmark.h"
 
 #include <fno/fno.h>
 #include <fno/precision.h>
 #include <fno/serialize.h>
+#include <fno/tiled.h>
 #include <fno_engine/forward_plan.h>
+#include <fno_engine/tiled_runner.h>
 #include <fno_train/config.h>
+#include <fno_train/domain.h>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -23,6 +30,8 @@
 
 #include "benchmark_run.h"
 #include "json.h"
+#include "predict_run.h"
+#include "predict_stream.h"
 #include "predict_support.h"
 
 namespace fno::detail {
@@ -71,8 +80,42 @@ void check_request(const PredictOptions& o, const std::string& summary) {
 // what a step finds is kept for the next.
 class BenchmarkPrediction {
  public:
-  BenchmarkPrediction(const PredictOptions& options, RunConfig config, std::string config_path)
-      : o(options), cfg(std::move(config)), cfg_path(std::move(config_path)) {}
+  BenchmarkPrediction(const PredictOptions& options, RunConfig config, std::string config_path,
+                      std::shared_ptr<dist::Group> world = nullptr)
+      : o(options),
+        cfg(std::move(config)),
+        cfg_path(std::move(config_path)),
+        world(std::move(world)) {}
+
+  // Domain parallel: this rank's band of the split's grid (refused, alike on
+  // every rank, where the model or the grid cannot be split), its tiled forward.
+  void place_band() {
+    if (!world) return;
+    const int64_t n = o.domain_parallel;
+    const auto flag = "--domain-parallel " + std::to_string(n);
+    if (world->size() != n) {
+      throw PredictUsageError(flag +
+                              " on a run on benchmark data: one sample group, so a world "
+                              "size of " +
+                              std::to_string(n) + ", not " + std::to_string(world->size()));
+    }
+    if (const auto why = tiled_unsupported(model); !why.empty()) {
+      throw PredictUsageError(flag +
+                              ": each rank runs its band in tiles, and this model cannot: " + why);
+    }
+    const auto& grid = set->grid();
+    if (const auto why = domain_unsupported(model, grid, n); !why.empty()) {
+      throw PredictUsageError(o.input + ": " + why + " (" + flag + ")");
+    }
+    mesh = make_domain_mesh(world, n);
+    metric.band = make_band(mesh, grid[0], nullptr);
+    metric.device = device;
+    row0 = metric.band.row0;
+    widest = band_rows(grid[0], n, 0).second;
+    set->select_rows(row0, band_rows(grid[0], n, metric.band.rank).second);
+    tiles = std::make_unique<TiledRunner>(model, nullptr);
+    tiles->set_band(metric.band);
+  }
 
   // The model, its weights and the run's normalizers; the precision and the device.
   void load_model() {
@@ -100,8 +143,7 @@ class BenchmarkPrediction {
     split = !o.split.empty()                                 ? o.split
             : (tests.empty() || tests.front().split.empty()) ? std::string("test")
                                                              : tests.front().split;
-    set =
-        std::make_unique<const data::BenchmarkSet>(o.input, benchmark_options(cfg.data, split, -1));
+    set = std::make_unique<data::BenchmarkSet>(o.input, benchmark_options(cfg.data, split, -1));
     in_ch = set->input_channels();
     out_ch = set->output_channels();
     const auto& mo = cfg.model;
@@ -132,6 +174,7 @@ class BenchmarkPrediction {
 
   // The next steps of every window, in batches, and their metric per field.
   void predict_windows() {
+    // (domain parallel: this rank's rows of the grid alone, place_band)
     const auto w = set->windows(o.first, o.first + n);  // x: [n, C_in, *S], y: [n, C_out, *S]
     const auto& tests = cfg.data.tests;
     const int64_t batch = std::min<int64_t>(
@@ -139,8 +182,13 @@ class BenchmarkPrediction {
                             : (tests.empty() ? cfg.data.batch_size : tests.front().batch_size));
     auto shape = w.x.sizes().vec();
     shape[0] = batch;
-    plan = choose_forward_plan(model, shape, ForwardBudget(), device,
-                               c10::elementSize(compute_dtype(precision)));
+    const int64_t elem = c10::elementSize(compute_dtype(precision));
+    if (tiles) {  // (the widest band's plan, the same on every rank)
+      shape[2] = widest;
+      plan = band_plan(model, shape, ForwardBudget(), device, elem);
+    } else {
+      plan = choose_forward_plan(model, shape, ForwardBudget(), device, elem);
+    }
     const int64_t f = cfg.data.horizon;
     const auto& fields = set->target_field_channels();
     auto sums = torch::zeros({static_cast<int64_t>(fields.size())}, torch::kDouble);
@@ -175,13 +223,38 @@ class BenchmarkPrediction {
     datasets.emplace_back("rollout", torch::stack(rolled));  // [N_traj, T - h, F, *S]
   }
 
-  // The output (the channels' names as attributes), then the summary.
+  // Domain parallel: the predictions' bands placed in the whole grid, on
+  // every rank (each the whole output once).
+  void gather() {
+    if (!metric.band.split()) return;
+    for (auto& [name, t] : datasets) {
+      if (name != "pred" && name != "rollout") continue;
+      const int64_t dim = name == "pred" ? 2 : 3;  // [n, C, rows, *S'], [N_traj, T', F, rows, *S']
+      auto shape = t.sizes().vec();
+      shape[static_cast<size_t>(dim)] = metric.band.grid_rows;
+      auto whole = torch::zeros(shape, t.options().device(device));  // (NCCL: on the GPU)
+      whole.narrow(dim, row0, t.size(dim)).copy_(t);
+      metric.band.sum(whole);
+      metric.band.drain();
+      t = whole.cpu();
+    }
+  }
+
+  // The output (the channels' names as attributes), then the summary (rank 0
+  // alone under domain parallel).
   PredictResult finish() {
     r.forward_wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    r.plan = device.str() + ", " + to_string(precision) + ", " + std::to_string(n) +
-             " window(s) of " + to_string(cfg.data.format) + " split '" + split + "' at " +
-             grid_text(set->grid()) + ": " + plan->text;
+    r.plan =
+        device.str() + ", " + to_string(precision) + ", " + std::to_string(n) + " window(s) of " +
+        to_string(cfg.data.format) + " split '" + split + "' at " + grid_text(set->grid()) + ": " +
+        (tiles ? "domain parallel " + std::to_string(o.domain_parallel) + ", " : "") + plan->text;
+    if (world && !world->is_main()) {
+      r.metrics = metrics;
+      r.out = o.out;
+      r.main = false;
+      return r;
+    }
     const std::vector<data::Attribute> attrs{
         text_attr("model", o.run_dir),
         text_attr("weights", weights_path),
@@ -234,18 +307,22 @@ class BenchmarkPrediction {
   // x: [b, C_in, *S] raw -> [b, C_out, *S] decoded, on the CPU
   torch::Tensor forward(const torch::Tensor& x) {
     torch::NoGradGuard no_grad;
-    auto in = x.to(device);
-    if (in_norm.fitted()) in = in_norm.transform(in);
-    auto out = forward_under_plan(model, *plan, in, nullptr).to(torch::kFloat);
-    if (out_norm.fitted()) out = out_norm.inverse_transform(out);
-    return out.cpu();
+    auto in = normalize_rows(in_norm, x.to(device), row0, /*inverse=*/false);
+    auto out = forward_under_plan(model, *plan, in, tiles.get()).to(torch::kFloat);
+    return normalize_rows(out_norm, out, row0, /*inverse=*/true).cpu();
   }
 
   const PredictOptions& o;
   const RunConfig cfg;
   const std::string cfg_path;
-  const BenchmarkMetric metric = benchmark_metric(cfg.data.format);
+  BenchmarkMetric metric = benchmark_metric(cfg.data.format);
   PredictResult r;
+  // place_band (domain parallel): the world, the mesh, this rank's first row
+  // and the widest band's rows, the band's tiled forward
+  std::shared_ptr<dist::Group> world;
+  DomainMesh mesh;
+  int64_t row0 = 0, widest = 0;
+  std::unique_ptr<TiledRunner> tiles;
   // load_model
   Precision precision = Precision::kFP32;
   torch::Device device{torch::kCPU};
@@ -255,7 +332,7 @@ class BenchmarkPrediction {
   data::UnitGaussianNormalizer in_norm, out_norm;
   // open_set
   std::string split;
-  std::unique_ptr<const data::BenchmarkSet> set;
+  std::unique_ptr<data::BenchmarkSet> set;
   std::vector<std::string> in_ch, out_ch;
   int64_t n = 0;
   // predict_windows, roll_out
@@ -267,7 +344,7 @@ class BenchmarkPrediction {
 
 }  // namespace
 
-std::optional<PredictResult> predict_benchmark(const PredictOptions& o) {
+std::optional<RunConfig> benchmark_run_config(const PredictOptions& o) {
   const std::string cfg_path = o.run_dir + "/config.yaml";
   if (!o.model_config.empty() || !std::filesystem::exists(cfg_path)) return std::nullopt;
   RunConfig cfg;
@@ -277,8 +354,35 @@ std::optional<PredictResult> predict_benchmark(const PredictOptions& o) {
     return std::nullopt;  // predict() reports it, after the request's own checks
   }
   if (cfg.data.format == DataFormat::kAuto) return std::nullopt;
+  return cfg;
+}
+
+PredictResult predict_benchmark_domain(const PredictOptions& o, RunConfig cfg,
+                                       std::shared_ptr<dist::Group> world) {
+  auto& w = *world;
+  BenchmarkPrediction run(o, std::move(cfg), o.run_dir + "/config.yaml", std::move(world));
+  agreed(w, [&] {
+    check_request(o, predict_summary_path(o.out));
+    run.load_model();
+    run.open_set();
+    run.place_band();
+  });
+  agreed(w, [&] {
+    run.predict_windows();
+    run.roll_out();
+    run.gather();
+  });
+  PredictResult r;
+  agreed(w, [&] { r = run.finish(); });
+  return r;
+}
+
+std::optional<PredictResult> predict_benchmark(const PredictOptions& o) {
+  auto cfg = benchmark_run_config(o);
+  if (!cfg) return std::nullopt;
+  const std::string cfg_path = o.run_dir + "/config.yaml";
   check_request(o, predict_summary_path(o.out));
-  BenchmarkPrediction run(o, std::move(cfg), cfg_path);
+  BenchmarkPrediction run(o, std::move(*cfg), cfg_path);
   run.load_model();
   run.open_set();
   run.predict_windows();

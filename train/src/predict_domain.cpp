@@ -48,6 +48,7 @@
 #include <tuple>
 #include <vector>
 
+#include "predict_benchmark.h"
 #include "predict_run.h"
 #include "predict_stream.h"
 #include "predict_support.h"
@@ -57,34 +58,6 @@ namespace fno::detail {
 namespace {
 
 std::string flag(int64_t n) { return "--domain-parallel " + std::to_string(n); }
-
-// Runs `step` on this rank, then agrees over `world` whether every rank got
-// through it (one all-reduce, which is also the barrier before the next
-// step). A rank that failed rethrows its own error; the others throw one
-// naming the first rank that failed, of the same kind.
-void agreed(dist::Group& world, const std::function<void()>& step) {
-  std::exception_ptr error;
-  double kind = 0;  // 1: the command line's (PredictUsageError), 2: any other
-  try {
-    step();
-  } catch (const PredictUsageError&) {
-    error = std::current_exception();
-    kind = 1;
-  } catch (...) {
-    error = std::current_exception();
-    kind = 2;
-  }
-  std::vector<double> kinds(static_cast<size_t>(world.size()), 0.0);
-  kinds[static_cast<size_t>(world.rank())] = kind;
-  kinds = world.all_reduce_sum(kinds);
-  if (error) std::rethrow_exception(error);
-  for (size_t k = 0; k < kinds.size(); ++k) {
-    if (kinds[k] == 0) continue;
-    const std::string why = "rank " + std::to_string(k) + " failed (its line says why)";
-    if (kinds[k] == 1) throw PredictUsageError(why);
-    throw std::runtime_error(why);
-  }
-}
 
 // Rank 0's `text` on every rank of `world`.
 std::string from_main(dist::Group& world, const std::string& text) {
@@ -131,6 +104,44 @@ torch::Device rank_device(const std::string& name, int64_t local_rank) {
 }
 
 }  // namespace
+
+// (predict_run.h)
+void agreed(dist::Group& world, const std::function<void()>& step) {
+  std::exception_ptr error;
+  double kind = 0;  // 1: the command line's (PredictUsageError), 2: any other
+  try {
+    step();
+  } catch (const PredictUsageError&) {
+    error = std::current_exception();
+    kind = 1;
+  } catch (...) {
+    error = std::current_exception();
+    kind = 2;
+  }
+  std::vector<double> kinds(static_cast<size_t>(world.size()), 0.0);
+  kinds[static_cast<size_t>(world.rank())] = kind;
+  kinds = world.all_reduce_sum(kinds);
+  if (error) std::rethrow_exception(error);
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k] == 0) continue;
+    const std::string why = "rank " + std::to_string(k) + " failed (its line says why)";
+    if (kinds[k] == 1) throw PredictUsageError(why);
+    throw std::runtime_error(why);
+  }
+}
+
+ForwardPlan band_plan(FNO model, std::vector<int64_t> shape, const ForwardBudget& budget,
+                      const torch::Device& device, int64_t elem) {
+  auto plan = choose_forward_plan(model, shape, budget, device, elem);
+  if (!plan.tiled) {  // (the whole band as one tile)
+    TiledChoice c;
+    c.plan.tile_rows = shape[2];
+    c.plan.inputs.assign(static_cast<size_t>(model->options.n_layers()), TilePlace::kDevice);
+    plan.tiled = c;
+    plan.text = "the band as one tile, batches of " + std::to_string(plan.micro);
+  }
+  return plan;
+}
 
 // One domain-parallel prediction: PredictRun's model and inputs, this rank's
 // band and samples, the plan, and the rounds.
@@ -212,19 +223,12 @@ class DomainPrediction {
     shape[0] = p_.batch;
     shape[2] = widest;
     try {
-      plan_ = choose_forward_plan(
-          p_.model, shape,
-          ForwardBudget().gpu_memory_limit(o_.gpu_memory_limit).tile_rows(o_.tile_rows), p_.device,
-          p_.elem);
+      plan_ =
+          band_plan(p_.model, shape,
+                    ForwardBudget().gpu_memory_limit(o_.gpu_memory_limit).tile_rows(o_.tile_rows),
+                    p_.device, p_.elem);
     } catch (const ForwardBudgetError& e) {
       reword_budget(e);
-    }
-    if (!plan_.tiled) {  // (the whole band as one tile)
-      TiledChoice c;
-      c.plan.tile_rows = widest;
-      c.plan.inputs.assign(static_cast<size_t>(mo.n_layers()), TilePlace::kDevice);
-      plan_.tiled = c;
-      plan_.text = "the band as one tile, batches of " + std::to_string(plan_.micro);
     }
     records_ = p_.ns ? p_.ns->t_out() : 0;
     if (p_.truth) l2_all_.assign(static_cast<size_t>((2 + records_) * p_.n), 0.0);
@@ -428,8 +432,12 @@ PredictResult predict_domain(const PredictOptions& options) {
         (env ? " (the ranks that share one sample)"
              : ": run it under torchrun with a multiple of " + std::to_string(n) + " processes"));
   }
-  if (options.rollout)
-    throw PredictUsageError("--rollout: " + flag(n) + " predicts, not rolls out");
+  // A run on benchmark data (data.format) rolls out as one process does.
+  auto bench = benchmark_run_config(options);
+  if (options.rollout && !bench) {
+    throw PredictUsageError("--rollout: " + flag(n) +
+                            " predicts, not rolls out, a run not on benchmark data (data.format)");
+  }
   if (options.cuda_graphs == "on") {
     throw PredictUsageError("--cuda-graphs on: " + flag(n) + " runs each band eagerly");
   }
@@ -441,15 +449,11 @@ PredictResult predict_domain(const PredictOptions& options) {
   dist::GroupOptions go;
   go.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000.0));
   const auto world = dist::Group::create(*env, device, go);
+  if (bench) return predict_benchmark_domain(o, std::move(*bench), world);
   PredictRun run(o);
   agreed(*world, [&] {
     run.check_request();
     run.load_model();
-    if (run.cfg.data.format != DataFormat::kAuto) {
-      throw PredictUsageError(o.run_dir + ": a run on benchmark data (data.format " +
-                              to_string(run.cfg.data.format) + ") predicts in one process (not " +
-                              flag(n) + ")");
-    }
     if (run.ns) {
       run.open_ns_rows();
     } else {

@@ -11,10 +11,12 @@
 #include <fno_engine/tiled_runner.h>
 #include <fno_offload/offload.h>
 #include <fno_train/config.h>
+#include <fno_train/distributed.h>
 #include <fno_train/predict.h>
 
 #include <torch/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,6 +107,19 @@ class PredictRun {
   torch::Tensor per_record_sum;            // Navier-Stokes: [t_out] float64, over the samples
   torch::Tensor streamed_l2, streamed_h1;  // streamed with the truth: [n] float64
 };
+
+/// Runs `step` on this rank, then agrees over `world` whether every rank got
+/// through it (one all-reduce, which is also the barrier before the next
+/// step). A rank that failed rethrows its own error; the others throw one
+/// naming the first rank that failed, of the same kind (predict_domain.cpp).
+void agreed(dist::Group& world, const std::function<void()>& step);
+
+/// The forward plan of a band's batch `shape` [b, C, rows, *S'], the same on
+/// every rank given the widest band's rows: choose_forward_plan's, or the
+/// whole band as one tile when it needs no tiles (a band runs tiled, its
+/// spectra added over the ranks). Throws ForwardBudgetError as it does.
+ForwardPlan band_plan(FNO model, std::vector<int64_t> shape, const ForwardBudget& budget,
+                      const torch::Device& device, int64_t elem);
 
 /// predict() with options.domain_parallel N under torchrun: N ranks share
 /// each sample, each its band of rows (predict_domain.cpp). Throws

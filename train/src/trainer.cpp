@@ -168,8 +168,9 @@ using namespace detail;
 // the per-field statistics of the training split for the normalizers.
 data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const std::string& split,
                                                 int64_t n_trajectories, bool train,
-                                                std::shared_ptr<const data::BenchmarkSet>* keep) {
-  auto set = std::make_shared<const data::BenchmarkSet>(
+                                                std::shared_ptr<const data::BenchmarkSet>* keep,
+                                                Band* band) {
+  auto set = std::make_shared<data::BenchmarkSet>(
       file, benchmark_options(cfg.data, split, n_trajectories));
   if (train) {
     // data.normalization benchmark: the statistics the benchmark ships.
@@ -180,7 +181,12 @@ data::FieldPairs Trainer::State::load_benchmark(const std::string& file, const s
     if (cfg.domain_padding_auto > 0) {
       const auto line = apply_boundary_padding(cfg, *set);
       if (main()) std::fprintf(stderr, "fno_train: %s\n", line.c_str());
+      check_domain_padding(file);
     }
+  }
+  if (band != nullptr) {  // this rank's rows alone, read by hyperslab (domain_training.cpp)
+    const auto [r0, rows] = place_band(file, set->grid(), *band);
+    set->select_rows(r0, rows);
   }
   if (keep != nullptr) *keep = set;
   // data.stream: the windows are read batch by batch; one window gives the shapes checked.
@@ -227,7 +233,8 @@ void Trainer::State::load_data() {
     ns_t_out = recurrent() ? train.y.size(1) : train.y.size(4);
     check_ns_model();
   } else if (benchmark()) {
-    train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true);
+    train = load_benchmark(c.data.train_file, c.data.split, c.data.n_train, true, nullptr,
+                           domain ? &domain->band : nullptr);
   } else if (domain) {  // this rank's rows alone (domain_training.cpp)
     train = load_rows(c.data.train_file, load_options(c.data, c.data.n_train), domain->band);
   } else {
@@ -278,6 +285,10 @@ void Trainer::State::load_data() {
       out_norm.set_state(per_channel(mo, outs, c.data.horizon, n_dim),
                          per_channel(so, outs, c.data.horizon, n_dim));
     }
+    if (domain) {  // per channel: a band's rows take the whole grid's
+      domain->in_rows = in_norm;
+      domain->out_rows = out_norm;
+    }
   }
   if (!stream) {
     train_x = c.data.encode_input ? in_rows().transform(train.x) : train.x;
@@ -324,7 +335,8 @@ void Trainer::State::load_test_sets(const data::FieldPairs& train) {
         throw ConfigError(t.file + ": data.test first " + std::to_string(t.first) +
                           ": a benchmark set is chosen by its split, not by sample");
       }
-      pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set);
+      pairs = load_benchmark(t.file, t.split.empty() ? "test" : t.split, t.n_samples, false, &set,
+                             domain ? &band : nullptr);
     } else if (domain) {
       pairs = load_rows(t.file, load_options(d, n), band);
     } else {
@@ -583,7 +595,10 @@ std::map<std::string, double> Trainer::train() {
   }
   if (run.last_metrics.empty() && !s.tests.empty()) run.last_metrics = run.evaluate();
   // Rank 0 alone writes the outputs (and, for benchmark data, the benchmark's metric).
-  if (s.main() && s.benchmark()) run.last_metrics.merge(run.benchmark_metrics());
+  // (Under domain parallel every rank of the first shard computes them on its rows.)
+  if (s.benchmark() && (s.main() || (s.domain && s.shard() == 0))) {
+    run.last_metrics.merge(run.benchmark_metrics());
+  }
   if (s.main() || (s.domain && s.shard() == 0)) run.write_outputs(run.last_metrics, wall0);
   return run.last_metrics;
 }

@@ -185,9 +185,12 @@ struct Trainer::State {
   void load_data();
   void check_ns_model() const;
   void load_test_sets(const data::FieldPairs& train);
+  // (Under domain parallel, `band` becomes this rank's band, and the set
+  // reads its rows alone.)
   data::FieldPairs load_benchmark(const std::string& file, const std::string& split,
                                   int64_t n_trajectories, bool train,
-                                  std::shared_ptr<const data::BenchmarkSet>* keep = nullptr);
+                                  std::shared_ptr<const data::BenchmarkSet>* keep = nullptr,
+                                  Band* band = nullptr);
   void place_data();
   // distributed.domain_parallel (domain_training.cpp): the refusals that need
   // no data, the mesh, a file's rows of this rank, the normalizers fitted over
@@ -199,6 +202,13 @@ struct Trainer::State {
   // Navier-Stokes (space_time): this rank's rows of a file's pairs (ns_pairs).
   data::FieldPairs load_ns_rows(const std::string& file, int64_t n_samples, int64_t t_out,
                                 Band& band) const;
+  // This rank's rows {row0, n} of a file's `grid` ([rows, *S]), and its band
+  // of it; a grid the ranks cannot split is refused naming the file.
+  std::pair<int64_t, int64_t> place_band(const std::string& file, const std::vector<int64_t>& grid,
+                                         Band& band) const;
+  // Benchmark data: model.domain_padding_auto's padding refused where the
+  // band step cannot take it.
+  void check_domain_padding(const std::string& file);
   void fit_domain_normalizers(const data::FieldPairs& train);
   void build_domain_step();
   // data.stream (trainer_stream.cpp): whether the training split streams (then

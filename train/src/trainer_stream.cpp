@@ -33,10 +33,21 @@ bool Trainer::State::start_stream(const std::shared_ptr<const data::BenchmarkSet
       for (int64_t v : s) n *= v;
       return n;
     };
-    const int64_t bytes = (numel(xs) + numel(ys)) * static_cast<int64_t>(sizeof(float));
+    int64_t bytes = (numel(xs) + numel(ys)) * static_cast<int64_t>(sizeof(float));
+    if (domain) {  // (this rank's rows; the widest band's, so that every rank decides alike)
+      const auto& b = domain->band;
+      bytes = bytes / xs[2] * band_rows(b.grid_rows, b.ranks, 0).second;
+    }
     const int64_t available = detail::host_available_bytes();
     const int64_t budget = d.host_memory_limit > 0 ? d.host_memory_limit : available / 2;
     if (budget <= 0 || bytes <= budget) return false;
+    if (domain) {
+      throw ConfigError(set->files().front() + ": data.stream auto: a band's rows of the " +
+                        "training split's windows take " + bytes_text(bytes) +
+                        ", more than the budget " + bytes_text(budget) +
+                        ", and distributed.domain_parallel holds them in memory (raise "
+                        "data.host_memory_limit)");
+    }
     if (main()) {
       std::fprintf(
           stderr,

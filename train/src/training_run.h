@@ -19,6 +19,24 @@ inline std::map<std::string, EvalLoss> eval_losses(const RunConfig& c) {
   return losses;
 }
 
+// distributed.domain_parallel: while in scope the step takes the rows of a
+// test set's grid (another grid than the training one, maybe), then the
+// training grid's again.
+class SetBand {
+ public:
+  SetBand(Trainer::State& s, const EvalSet& e) : s_(s) {
+    if (s_.domain) s_.step->set_band(e.band);
+  }
+  ~SetBand() {
+    if (s_.domain) s_.step->set_band(s_.domain->band);
+  }
+  SetBand(const SetBand&) = delete;
+  SetBand& operator=(const SetBand&) = delete;
+
+ private:
+  Trainer::State& s_;
+};
+
 // One epoch's training loss and what the epoch line reports besides.
 struct EpochStats {
   double lr = 0;          // the learning rate of the epoch's steps

@@ -95,6 +95,14 @@ class BenchmarkSet {
   int64_t n_windows() const;
   /// The spatial grid S (after subsampling).
   const std::vector<int64_t>& grid() const;
+  /// From now on read_steps(), read_constant() and windows() give rows
+  /// [row0, row0 + rows) of the first spatial dim of the grid alone, read by
+  /// hyperslab (a band of rows, under domain parallel); grid() and the
+  /// statistics stay the whole grid's. Throws naming the file for rows past
+  /// the grid.
+  void select_rows(int64_t row0, int64_t rows);
+  /// The grid of what windows() gives: grid(), or after select_rows its rows.
+  std::vector<int64_t> read_grid() const;
   /// The channels' names ("density", "velocity_x", ...; per step "t0:density"
   /// ...), in the order of x's and y's channels.
   std::vector<std::string> input_channels() const;

@@ -17,7 +17,8 @@
 
 namespace fno::data {
 
-/// The shapes of `n` windows of `set`: x [n, C_in, *S], y [n, C_out, *S].
+/// The shapes of `n` windows of `set`: x [n, C_in, *S], y [n, C_out, *S]
+/// (S: set.read_grid()).
 std::pair<std::vector<int64_t>, std::vector<int64_t>> window_shapes(const BenchmarkSet& set,
                                                                     int64_t n);
 
