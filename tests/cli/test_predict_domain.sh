@@ -188,8 +188,9 @@ grep -q "sample(s) at 8x8x4: domain parallel 2" "$work/runsub_two.err" && ok ||
 # 4c. Benchmark runs (data.format well) on The Well's layout at 8 x 8: per-field
 #     statistics by 2 ranks (bands of 4, 4) and pointwise ones by 3 (3, 3, 2),
 #     one step and --rollout, and a range of windows: pred, rollout, the VRMSE
-#     per window and the summary's metric per field equal one process's; 4
-#     ranks (two sample groups) refused on every rank.
+#     per window and the summary's metric per field equal one process's, also
+#     written over an output of other windows (--overwrite); 4 ranks (two
+#     sample groups) refused on every rank.
 "$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
   --shards 1 --fields 2 --splits train valid > /dev/null || bad "making the Well set"
 cat > "$work/well.yaml" << EOF
@@ -218,6 +219,12 @@ grep -q "window(s) of well split 'valid' at 8x8: domain parallel 3" "$work/wellp
 one wells_one --model "$work/runwell" --input "$work/well" --samples 2:5
 ranks wells_two 2 32 --model "$work/runwell" --input "$work/well" --samples 2:5 --domain-parallel 2
 check wells_two wells_one $?
+# --overwrite: the ranks' rows of the rollout replace an output of other windows (made whole
+# beside it, then renamed over it).
+ranks wello_two 2 34 --model "$work/runwell" --input "$work/well" --samples 2:5 --domain-parallel 2
+ranks wello_two 2 35 --model "$work/runwell" "${wl[@]}" --domain-parallel 2 --overwrite
+check wello_two well_one $?
+ls "$work"/wello_two.h5.replacing.* > /dev/null 2>&1 && bad "wello_two: a .replacing file left" || ok
 ranks well_four 4 33 --model "$work/runwell" "${wl[@]}" --domain-parallel 2
 lines=$(grep -c "^fno_predict: .*one sample group, so a world size of 2, not 4" "$work/well_four.err")
 [ "$lines" -ge 1 ] && [ ! -e "$work/well_four.h5" ] && ok ||

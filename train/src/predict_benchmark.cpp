@@ -6,7 +6,8 @@
 // (predict_benchmark_domain) each rank keeps its band of rows of the split's
 // windows (BenchmarkSet::select_rows: read by hyperslab),
 // runs the tiled forward on it, and rolls out on its rows; the metric adds
-// the band's grid sums over the ranks, and rank 0 writes the gathered output.
+// the band's grid sums over the ranks, and the ranks write their rows of the
+// output in turn into one file that rank 0 makes and commits.
 #include "predict_benchmark.h"
 
 #include <fno/fno.h>
@@ -21,12 +22,16 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
+
+#include <unistd.h>
 
 #include "benchmark_run.h"
 #include "json.h"
@@ -223,21 +228,55 @@ class BenchmarkPrediction {
     datasets.emplace_back("rollout", torch::stack(rolled));  // [N_traj, T - h, F, *S]
   }
 
-  // Domain parallel: the predictions' bands placed in the whole grid, on
-  // every rank (each the whole output once).
-  void gather() {
-    if (!metric.band.split()) return;
-    for (auto& [name, t] : datasets) {
-      if (name != "pred" && name != "rollout") continue;
-      const int64_t dim = name == "pred" ? 2 : 3;  // [n, C, rows, *S'], [N_traj, T', F, rows, *S']
+  // Domain parallel: rank 0 makes the output's temporary file, every dataset
+  // whole in shape; then each rank in turn writes its rows of the predictions
+  // into it (rank 0 the per-window metric too), so that no rank holds the
+  // whole grid's output; rank 0 commits it in finish().
+  void create_output() {
+    if (!metric.band.split() || !world->is_main()) return;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> sets;
+    int64_t bytes = 0;
+    for (const auto& [name, t] : datasets) {
       auto shape = t.sizes().vec();
-      shape[static_cast<size_t>(dim)] = metric.band.grid_rows;
-      auto whole = torch::zeros(shape, t.options().device(device));  // (NCCL: on the GPU)
-      whole.narrow(dim, row0, t.size(dim)).copy_(t);
-      metric.band.sum(whole);
-      metric.band.drain();
-      t = whole.cpu();
+      if (const int64_t d = row_dim(name); d > 0) shape[static_cast<size_t>(d)] = set->grid()[0];
+      int64_t count = 1;
+      for (const auto v : shape) count *= v;
+      bytes += count * 4;
+      sets.emplace_back(name, shape);
     }
+    // (--overwrite: made whole beside the old one, then renamed over it)
+    replacing = o.overwrite && std::filesystem::exists(o.out);
+    written = replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
+    writer = std::make_unique<data::Hdf5SampleWriter>(
+        written, sets, data::SampleWriterOptions().compress(bytes <= (int64_t{64} << 20)));
+    temp = writer->release();
+  }
+
+  // Rank 0's temporary file's path on every rank.
+  void share_output(dist::Group& w) { temp = from_main(w, temp); }
+
+  // This rank's rows of the predictions (and on rank 0 the rest) into the
+  // temporary file, on its turn.
+  void write_band() {
+    std::vector<std::string> names;
+    for (const auto& d : datasets) {
+      if (row_dim(d.first) > 0 || world->is_main()) names.push_back(d.first);
+    }
+    auto out = data::Hdf5SampleWriter::join(temp, names);
+    for (const auto& [name, t] : datasets) {
+      if (const int64_t d = row_dim(name); d > 0) {
+        out->write_rows(name, 0, d, row0, t);
+      } else if (world->is_main()) {
+        out->write(name, 0, t);
+      }
+    }
+    out->release();
+  }
+
+  // The dim of a dataset's rows of the grid: pred [n, C, rows, *S'], rollout
+  // [N_traj, T', F, rows, *S']; 0 for the per-window metric, which has none.
+  static int64_t row_dim(const std::string& name) {
+    return name == "pred" ? 2 : name == "rollout" ? 3 : 0;
   }
 
   // The output (the channels' names as attributes), then the summary (rank 0
@@ -272,7 +311,16 @@ class BenchmarkPrediction {
         text_attr("device", device.str()),
         text_attr("plan", r.plan),
         text_attr("config", cfg.resolved_yaml)};
-    data::write_hdf5(o.out, datasets, attrs);
+    if (writer) {  // (domain parallel: the file the ranks wrote their rows into)
+      writer->commit(attrs);
+      if (replacing && std::rename(written.c_str(), o.out.c_str()) != 0) {
+        const int err = errno;
+        std::remove(written.c_str());
+        throw std::runtime_error(o.out + ": cannot replace it: " + std::strerror(err));
+      }
+    } else {
+      data::write_hdf5(o.out, datasets, attrs);
+    }
     json::Object s;
     s.str("model", o.run_dir)
         .str("weights", weights_path)
@@ -340,6 +388,12 @@ class BenchmarkPrediction {
   std::chrono::steady_clock::time_point wall0;
   std::map<std::string, double> metrics;
   std::vector<std::pair<std::string, torch::Tensor>> datasets;
+  // create_output (domain parallel): rank 0's writer of the output and the
+  // path it writes (o.out, or beside it under --overwrite); every rank's
+  // path of the temporary file
+  bool replacing = false;
+  std::string written, temp;
+  std::unique_ptr<data::Hdf5SampleWriter> writer;
 };
 
 }  // namespace
@@ -370,8 +424,14 @@ PredictResult predict_benchmark_domain(const PredictOptions& o, RunConfig cfg,
   agreed(w, [&] {
     run.predict_windows();
     run.roll_out();
-    run.gather();
   });
+  agreed(w, [&] { run.create_output(); });
+  run.share_output(w);
+  for (int64_t turn = 0; turn < w.size(); ++turn) {
+    agreed(w, [&] {
+      if (turn == w.rank()) run.write_band();
+    });
+  }
   PredictResult r;
   agreed(w, [&] { r = run.finish(); });
   return r;

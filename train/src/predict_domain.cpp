@@ -59,20 +59,6 @@ namespace {
 
 std::string flag(int64_t n) { return "--domain-parallel " + std::to_string(n); }
 
-// Rank 0's `text` on every rank of `world`.
-std::string from_main(dist::Group& world, const std::string& text) {
-  const auto size = world.all_reduce_sum(
-      std::vector<double>{world.is_main() ? static_cast<double>(text.size()) : 0.0});
-  std::vector<double> chars(static_cast<size_t>(size[0]), 0.0);
-  if (world.is_main()) {
-    for (size_t i = 0; i < text.size(); ++i) chars[i] = static_cast<unsigned char>(text[i]);
-  }
-  chars = world.all_reduce_sum(chars);
-  std::string out;
-  for (const double c : chars) out.push_back(static_cast<char>(static_cast<int>(c)));
-  return out;
-}
-
 // One batch's relative L2 and H1 errors of the whole grid from this rank's
 // rows (band_error_sums), each [B] float64 on the CPU, as relative_loss gives
 // per sample (summed over the channels).
@@ -128,6 +114,19 @@ void agreed(dist::Group& world, const std::function<void()>& step) {
     if (kinds[k] == 1) throw PredictUsageError(why);
     throw std::runtime_error(why);
   }
+}
+
+std::string from_main(dist::Group& world, const std::string& text) {
+  const auto size = world.all_reduce_sum(
+      std::vector<double>{world.is_main() ? static_cast<double>(text.size()) : 0.0});
+  std::vector<double> chars(static_cast<size_t>(size[0]), 0.0);
+  if (world.is_main()) {
+    for (size_t i = 0; i < text.size(); ++i) chars[i] = static_cast<unsigned char>(text[i]);
+  }
+  chars = world.all_reduce_sum(chars);
+  std::string out;
+  for (const double c : chars) out.push_back(static_cast<char>(static_cast<int>(c)));
+  return out;
 }
 
 ForwardPlan band_plan(FNO model, std::vector<int64_t> shape, const ForwardBudget& budget,

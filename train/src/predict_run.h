@@ -114,6 +114,10 @@ class PredictRun {
 /// naming the first rank that failed, of the same kind (predict_domain.cpp).
 void agreed(dist::Group& world, const std::function<void()>& step);
 
+/// Rank 0's `text` on every rank of `world` (e.g. the path of the output's
+/// temporary file, which the ranks write their rows into in turn).
+std::string from_main(dist::Group& world, const std::string& text);
+
 /// The forward plan of a band's batch `shape` [b, C, rows, *S'], the same on
 /// every rank given the widest band's rows: choose_forward_plan's, or the
 /// whole band as one tile when it needs no tiles (a band runs tiled, its
