@@ -64,8 +64,7 @@ bool OffloadedStep::offloading() const {
 }
 
 bool OffloadedStep::plain() const {
-  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1 &&
-         !p_->band.split();
+  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1;
 }
 
 bool OffloadedStep::Impl::whole_band_fits(const StepBatch& b, int64_t budget) {

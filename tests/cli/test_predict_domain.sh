@@ -22,7 +22,8 @@
 #   4c. benchmark runs (data.format well, 8 x 8): 2 ranks, 3 ranks (bands of
 #      3, 3, 2) with pointwise normalizers, one step and --rollout, a range
 #      of windows: pred, rollout, the VRMSE per window and the summary's
-#      metric per field equal; 4 ranks as two sample groups refused;
+#      metric per field equal; 4 ranks as two sample groups of 2, and 3 as
+#      three groups of 1 (one with no trajectory to roll out), likewise;
 #   5. refusals, one line and exit 2: N that does not divide the world,
 #      torchrun without --domain-parallel, CUDA graphs on, --rollout of a
 #      run not on benchmark data (one
@@ -189,8 +190,10 @@ grep -q "sample(s) at 8x8x4: domain parallel 2" "$work/runsub_two.err" && ok ||
 #     statistics by 2 ranks (bands of 4, 4) and pointwise ones by 3 (3, 3, 2),
 #     one step and --rollout, and a range of windows: pred, rollout, the VRMSE
 #     per window and the summary's metric per field equal one process's, also
-#     written over an output of other windows (--overwrite); 4 ranks (two
-#     sample groups) refused on every rank.
+#     written over an output of other windows (--overwrite); 4 ranks as two
+#     sample groups of 2 ranks (4 windows and 1 trajectory each), and 3 ranks
+#     as three groups of one (windows 3, 3, 2; trajectories 1, 1, 0), equal
+#     too.
 "$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
   --shards 1 --fields 2 --splits train valid > /dev/null || bad "making the Well set"
 cat > "$work/well.yaml" << EOF
@@ -226,9 +229,11 @@ ranks wello_two 2 35 --model "$work/runwell" "${wl[@]}" --domain-parallel 2 --ov
 check wello_two well_one $?
 ls "$work"/wello_two.h5.replacing.* > /dev/null 2>&1 && bad "wello_two: a .replacing file left" || ok
 ranks well_four 4 33 --model "$work/runwell" "${wl[@]}" --domain-parallel 2
-lines=$(grep -c "^fno_predict: .*one sample group, so a world size of 2, not 4" "$work/well_four.err")
-[ "$lines" -ge 1 ] && [ ! -e "$work/well_four.h5" ] && ok ||
-  bad "well_four: not refused: $(grep -v '^\[' "$work/well_four.err" | tail -3)"
+check well_four well_one $?
+grep -q "domain parallel 2 (2 sample groups)" "$work/well_four.err" && ok ||
+  bad "well_four: plan not said: $(grep plan "$work/well_four.err")"
+ranks well_three_groups 3 36 --model "$work/runwell" "${wl[@]}" --domain-parallel 1
+check well_three_groups well_one $?
 
 # 5. Refusals: one line, exit 2. Those before the rendezvous, of one rank
 #    alone; those after it, of both ranks (started by hand: torchrun stops the

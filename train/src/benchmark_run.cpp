@@ -93,17 +93,19 @@ std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, 
 
 std::pair<torch::Tensor, double> rollout_error_sums(
     const BenchmarkMetric& metric, const data::BenchmarkSet& set, const WindowStep& step,
-    const std::function<void(int64_t, const torch::Tensor&)>& each) {
+    const std::function<void(int64_t, const torch::Tensor&)>& each, int64_t first,
+    int64_t count) {
   const auto n_out = static_cast<int64_t>(set.target_field_channels().size());
   auto sums = torch::zeros({n_out}, torch::kDouble);
-  double count = 0;
-  for (int64_t n = 0; n < set.n_trajectories(); ++n) {
+  double steps = 0;
+  const int64_t end = count < 0 ? set.n_trajectories() : first + count;
+  for (int64_t n = first; n < end; ++n) {
     const auto [pred, truth] = roll_out(set, n, step);
     sums += metric(pred, truth).to(torch::kDouble).sum(0);
-    count += static_cast<double>(pred.size(0));
+    steps += static_cast<double>(pred.size(0));
     if (each) each(n, pred);
   }
-  return {sums, count};
+  return {sums, steps};
 }
 
 void add_per_channel(std::map<std::string, double>& metrics, const std::string& prefix,

@@ -65,12 +65,14 @@ using WindowStep = std::function<torch::Tensor(const torch::Tensor&)>;
 std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, int64_t n,
                                                  const WindowStep& step);
 
-/// The rollout of every trajectory of `set`: per target channel, the metric
-/// summed over every predicted step ([F] float64), and the number of steps.
-/// `each` (if set) sees trajectory n's prediction [T - history, F, *S].
+/// The rollout of trajectories [first, first + count) of `set` (count -1:
+/// every one from first on): per target channel, the metric summed over every
+/// predicted step ([F] float64), and the number of steps. `each` (if set)
+/// sees trajectory n's prediction [T - history, F, *S].
 std::pair<torch::Tensor, double> rollout_error_sums(
     const BenchmarkMetric& metric, const data::BenchmarkSet& set, const WindowStep& step,
-    const std::function<void(int64_t, const torch::Tensor&)>& each = {});
+    const std::function<void(int64_t, const torch::Tensor&)>& each = {}, int64_t first = 0,
+    int64_t count = -1);
 
 /// "<prefix>_<channel>": sums[c] / count; "<prefix>": their mean over the channels.
 void add_per_channel(std::map<std::string, double>& metrics, const std::string& prefix,

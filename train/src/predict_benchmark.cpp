@@ -7,7 +7,9 @@
 // windows (BenchmarkSet::select_rows: read by hyperslab),
 // runs the tiled forward on it, and rolls out on its rows; the metric adds
 // the band's grid sums over the ranks, and the ranks write their rows of the
-// output in turn into one file that rank 0 makes and commits.
+// output in turn into one file that rank 0 makes and commits. The W / N
+// sample groups split the windows, and the trajectories rolled out, in
+// contiguous runs; their metric sums are added over the groups.
 #include "predict_benchmark.h"
 
 #include <fno/fno.h>
@@ -93,33 +95,42 @@ class BenchmarkPrediction {
         world(std::move(world)) {}
 
   // Domain parallel: this rank's band of the split's grid (refused, alike on
-  // every rank, where the model or the grid cannot be split), its tiled forward.
+  // every rank, where the model or the grid cannot be split), its tiled
+  // forward, its sample group's windows and trajectories. One process: all.
   void place_band() {
-    if (!world) return;
-    const int64_t n = o.domain_parallel;
-    const auto flag = "--domain-parallel " + std::to_string(n);
-    if (world->size() != n) {
-      throw PredictUsageError(flag +
-                              " on a run on benchmark data: one sample group, so a world "
-                              "size of " +
-                              std::to_string(n) + ", not " + std::to_string(world->size()));
+    if (!world) {
+      mine = n;
+      trajectories = set->n_trajectories();
+      return;
     }
+    const int64_t ranks = o.domain_parallel;
+    const auto flag = "--domain-parallel " + std::to_string(ranks);
     if (const auto why = tiled_unsupported(model); !why.empty()) {
       throw PredictUsageError(flag +
                               ": each rank runs its band in tiles, and this model cannot: " + why);
     }
     const auto& grid = set->grid();
-    if (const auto why = domain_unsupported(model, grid, n); !why.empty()) {
+    if (const auto why = domain_unsupported(model, grid, ranks); !why.empty()) {
       throw PredictUsageError(o.input + ": " + why + " (" + flag + ")");
     }
-    mesh = make_domain_mesh(world, n);
+    mesh = make_domain_mesh(world, ranks);
     metric.band = make_band(mesh, grid[0], nullptr);
     metric.device = device;
     row0 = metric.band.row0;
-    widest = band_rows(grid[0], n, 0).second;
-    set->select_rows(row0, band_rows(grid[0], n, metric.band.rank).second);
+    widest = band_rows(grid[0], ranks, 0).second;
+    set->select_rows(row0, band_rows(grid[0], ranks, metric.band.rank).second);
     tiles = std::make_unique<TiledRunner>(model, nullptr);
     tiles->set_band(metric.band);
+    // The sample groups' shares: contiguous runs as even as can be, the first
+    // ones one longer (a group may have none).
+    groups = world->size() / ranks;
+    const int64_t g = world->rank() / ranks;
+    const auto share = [&](int64_t total) {
+      const int64_t base = total / groups, extra = total % groups;
+      return std::pair<int64_t, int64_t>{g * base + std::min(g, extra), base + (g < extra ? 1 : 0)};
+    };
+    std::tie(first_window, mine) = share(n);
+    std::tie(first_trajectory, trajectories) = share(set->n_trajectories());
   }
 
   // The model, its weights and the run's normalizers; the precision and the device.
@@ -177,16 +188,21 @@ class BenchmarkPrediction {
     r.grid = set->grid();
   }
 
-  // The next steps of every window, in batches, and their metric per field.
+  // The next steps of every window (this sample group's), in batches, and
+  // their metric per field (every group's).
   void predict_windows() {
     // (domain parallel: this rank's rows of the grid alone, place_band)
-    const auto w = set->windows(o.first, o.first + n);  // x: [n, C_in, *S], y: [n, C_out, *S]
+    // x: [mine, C_in, *S], y: [mine, C_out, *S]
+    const int64_t w0 = o.first + first_window;
+    const auto w = mine > 0 ? set->windows(w0, w0 + mine) : data::FieldPairs{};
     const auto& tests = cfg.data.tests;
     const int64_t batch = std::min<int64_t>(
         n, o.batch_size > 0 ? o.batch_size
                             : (tests.empty() ? cfg.data.batch_size : tests.front().batch_size));
-    auto shape = w.x.sizes().vec();
-    shape[0] = batch;
+    // (the plan of a whole batch, the same on every rank: the set's, not this group's)
+    std::vector<int64_t> shape{batch, static_cast<int64_t>(in_ch.size())};
+    const auto rows = set->read_grid();
+    shape.insert(shape.end(), rows.begin(), rows.end());
     const int64_t elem = c10::elementSize(compute_dtype(precision));
     if (tiles) {  // (the widest band's plan, the same on every rank)
       shape[2] = widest;
@@ -199,8 +215,8 @@ class BenchmarkPrediction {
     auto sums = torch::zeros({static_cast<int64_t>(fields.size())}, torch::kDouble);
     std::vector<torch::Tensor> preds, errors;
     wall0 = std::chrono::steady_clock::now();
-    for (int64_t first = 0; first < n; first += batch) {
-      const int64_t b = std::min(batch, n - first);
+    for (int64_t first = 0; first < mine; first += batch) {
+      const int64_t b = std::min(batch, mine - first);
       const auto t0 = std::chrono::steady_clock::now();
       const auto out = forward(w.x.narrow(0, first, b));
       r.forward_seconds.push_back(
@@ -213,19 +229,27 @@ class BenchmarkPrediction {
                            .reshape({b, -1}));
       preds.push_back(out);
     }
-    add_per_channel(metrics, metric.name(), sums, static_cast<double>(n * f), fields);
-    datasets = {{"pred", torch::cat(preds)}, {metric.name(), torch::cat(errors)}};
+    add_per_channel(metrics, metric.name(), over_groups(sums), static_cast<double>(n * f), fields);
+    if (mine > 0) datasets = {{"pred", torch::cat(preds)}, {metric.name(), torch::cat(errors)}};
   }
 
   // --rollout: every trajectory rolled out as fno_train's evaluation does.
+  // (This sample group's trajectories; the metric, every group's.)
   void roll_out() {
     if (!o.rollout) return;
-    std::vector<torch::Tensor> rolled(static_cast<size_t>(set->n_trajectories()));
+    std::vector<torch::Tensor> rolled(static_cast<size_t>(trajectories));
     const auto [sums, count] = rollout_error_sums(
         metric, *set, [this](const torch::Tensor& x) { return forward(x); },
-        [&](int64_t k, const torch::Tensor& p) { rolled[static_cast<size_t>(k)] = p; });
-    add_per_channel(metrics, "rollout_" + metric.name(), sums, count, set->target_field_channels());
-    datasets.emplace_back("rollout", torch::stack(rolled));  // [N_traj, T - h, F, *S]
+        [&](int64_t k, const torch::Tensor& p) {
+          rolled[static_cast<size_t>(k - first_trajectory)] = p;
+        },
+        first_trajectory, trajectories);
+    const auto all = over_groups(torch::cat({sums, torch::tensor({count}, torch::kDouble)}));
+    const int64_t fields = sums.size(0);
+    add_per_channel(metrics, "rollout_" + metric.name(), all.narrow(0, 0, fields),
+                    all[fields].item<double>(), set->target_field_channels());
+    // [trajectories, T - h, F, *S]
+    if (trajectories > 0) datasets.emplace_back("rollout", torch::stack(rolled));
   }
 
   // Domain parallel: rank 0 makes the output's temporary file, every dataset
@@ -233,11 +257,13 @@ class BenchmarkPrediction {
   // into it (rank 0 the per-window metric too), so that no rank holds the
   // whole grid's output; rank 0 commits it in finish().
   void create_output() {
-    if (!metric.band.split() || !world->is_main()) return;
+    if (!world->is_main()) return;
     std::vector<std::pair<std::string, std::vector<int64_t>>> sets;
     int64_t bytes = 0;
+    // (rank 0's group has a share of both: at least one window and one trajectory)
     for (const auto& [name, t] : datasets) {
       auto shape = t.sizes().vec();
+      shape[0] = name == "rollout" ? set->n_trajectories() : n;
       if (const int64_t d = row_dim(name); d > 0) shape[static_cast<size_t>(d)] = set->grid()[0];
       int64_t count = 1;
       for (const auto v : shape) count *= v;
@@ -255,19 +281,22 @@ class BenchmarkPrediction {
   // Rank 0's temporary file's path on every rank.
   void share_output(dist::Group& w) { temp = from_main(w, temp); }
 
-  // This rank's rows of the predictions (and on rank 0 the rest) into the
-  // temporary file, on its turn.
+  // This rank's rows of its group's predictions (and on each group's first
+  // rank the per-window metric) into the temporary file, on its turn.
   void write_band() {
+    const bool first_band = metric.band.rank == 0;
     std::vector<std::string> names;
     for (const auto& d : datasets) {
-      if (row_dim(d.first) > 0 || world->is_main()) names.push_back(d.first);
+      if (row_dim(d.first) > 0 || first_band) names.push_back(d.first);
     }
+    if (names.empty()) return;  // (a group with no window and no trajectory)
     auto out = data::Hdf5SampleWriter::join(temp, names);
     for (const auto& [name, t] : datasets) {
+      const int64_t at = name == "rollout" ? first_trajectory : first_window;
       if (const int64_t d = row_dim(name); d > 0) {
-        out->write_rows(name, 0, d, row0, t);
-      } else if (world->is_main()) {
-        out->write(name, 0, t);
+        out->write_rows(name, at, d, row0, t);
+      } else if (first_band) {
+        out->write(name, at, t);
       }
     }
     out->release();
@@ -287,7 +316,10 @@ class BenchmarkPrediction {
     r.plan =
         device.str() + ", " + to_string(precision) + ", " + std::to_string(n) + " window(s) of " +
         to_string(cfg.data.format) + " split '" + split + "' at " + grid_text(set->grid()) + ": " +
-        (tiles ? "domain parallel " + std::to_string(o.domain_parallel) + ", " : "") + plan->text;
+        (tiles ? "domain parallel " + std::to_string(o.domain_parallel) +
+                     (groups > 1 ? " (" + std::to_string(groups) + " sample groups)" : "") + ", "
+               : "") +
+        plan->text;
     if (world && !world->is_main()) {
       r.metrics = metrics;
       r.out = o.out;
@@ -351,6 +383,18 @@ class BenchmarkPrediction {
   }
 
  private:
+  // Per-channel sums of this sample group's, added over the groups (through
+  // the ranks of this band in each, mesh.data), on the CPU.
+  torch::Tensor over_groups(const torch::Tensor& sums) {
+    if (groups <= 1) return sums;
+    const auto c = sums.contiguous();
+    // (--domain-parallel 1: each rank is a sample group of its own)
+    auto& over = mesh.data ? *mesh.data : *world;
+    const auto summed = over.all_reduce_sum(
+        std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel()));
+    return torch::tensor(summed, torch::kDouble);
+  }
+
   // A batch of windows through the model, normalized and decoded.
   // x: [b, C_in, *S] raw -> [b, C_out, *S] decoded, on the CPU
   torch::Tensor forward(const torch::Tensor& x) {
@@ -366,11 +410,14 @@ class BenchmarkPrediction {
   BenchmarkMetric metric = benchmark_metric(cfg.data.format);
   PredictResult r;
   // place_band (domain parallel): the world, the mesh, this rank's first row
-  // and the widest band's rows, the band's tiled forward
+  // and the widest band's rows, the band's tiled forward; the sample groups,
+  // and this group's windows [first_window, + mine) of the n asked for and
+  // trajectories [first_trajectory, + trajectories) (one process: all)
   std::shared_ptr<dist::Group> world;
   DomainMesh mesh;
   int64_t row0 = 0, widest = 0;
   std::unique_ptr<TiledRunner> tiles;
+  int64_t groups = 1, first_window = 0, mine = 0, first_trajectory = 0, trajectories = 0;
   // load_model
   Precision precision = Precision::kFP32;
   torch::Device device{torch::kCPU};
@@ -445,6 +492,7 @@ std::optional<PredictResult> predict_benchmark(const PredictOptions& o) {
   BenchmarkPrediction run(o, std::move(*cfg), cfg_path);
   run.load_model();
   run.open_set();
+  run.place_band();
   run.predict_windows();
   run.roll_out();
   return run.finish();
