@@ -12,7 +12,7 @@
 # band on the stream; recurrent: the FNO-2D rolled out, every step's forward
 # on the band, the trajectory's errors summed likewise), benchmark data (The
 # Well's layout: the VRMSE per field and the rollout; fno_predict --rollout
-# too); on 2 GPUs each
+# too, and on 4 GPUs as two sample groups of 2); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
 # fp16). Policy none takes its steps as CUDA graphs (training.cuda_graphs
 # auto at these grids: the band's sums captured), checked in 2D, 3D and the
@@ -285,11 +285,12 @@ with h5py.File(sys.argv[2], "w") as f:
     f["sol"] = d["y"][:16].float().numpy()
 EOF
   pcommon=(--precision fp32 --progress none --batch-size 4)
+  # predict_run NAME RANKS BASELINE ARGS...: RANKS processes, N = RANKS (or $DP), vs BASELINE.
   predict_run() {
     local name=$1 n=$2 baseline=$3 rc; shift 3
     port=$((port + 1))
     "$python" -m torch.distributed.run --no-python --nproc-per-node "$n" --master-port $((base + port)) \
-      "$predict" "${pcommon[@]}" --device cuda --domain-parallel "$n" --out "$work/$name.h5" "$@" \
+      "$predict" "${pcommon[@]}" --device cuda --domain-parallel "${DP:-$n}" --out "$work/$name.h5" "$@" \
       > "$work/$name.out" 2> "$work/$name.err"
     rc=$?
     if [ "$rc" -ne 0 ]; then bad "$name exited $rc: $(grep -v '^\[' "$work/$name.err" | tail -3)"; return; fi
@@ -326,6 +327,8 @@ EOF
     predict_run "pred_ns_$n" "$n" pred_one_ns "${pns[@]}"
     predict_run "pred_nsrec_$n" "$n" pred_one_nsrec "${pnr[@]}"
   done
+  # (a benchmark run on 4 GPUs as two sample groups of 2: the windows and trajectories split)
+  if part bench && [ "$gpus" -ge 4 ]; then DP=2 predict_run pred_well_groups 4 pred_one_well "${pw[@]}"; fi
 else
   echo "test_domain_nccl: no fno_predict beside $bin; its part skipped"
 fi
