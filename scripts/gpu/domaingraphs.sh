@@ -3,7 +3,7 @@
 #   distributed.domain_parallel=2 on two GPUs, training.cuda_graphs off and auto, on the seed
 #   config (16^2, launch-bound) and on Darcy at 257^2 made by fno_datagen (64 training and 32
 #   test samples, batch 8): each epoch's seconds and the final metrics, off against auto
-#   (FNO_TARGETS with fno_train and fno_datagen)
+#   (FNO_TARGETS with fno_train and fno_datagen; DG_SEED_ONLY=1: the seed config alone)
 # Run on the GPU machine from the repository root: scripts/gpu.sh domaingraphs (several suites
 # in one call: scripts/gpu.sh domaingraphs OTHER ...). scripts/gpu/lib.sh builds first and sets
 # $out ($OUT/results), say, $build and the shared helpers.
@@ -12,7 +12,7 @@
 local torchrun g name t1 d=/tmp/domaingraphs
 torchrun=$(command -v torchrun || echo "")
 mkdir -p "$out/domaingraphs" "$d"
-timeout 120 "$build/apps/fno_datagen" --problem darcy --resolution 257 --samples 96 \
+[ -n "${DG_SEED_ONLY:-}" ] || timeout 120 "$build/apps/fno_datagen" --problem darcy --resolution 257 --samples 96 \
   --test-samples 32 --seed 7 --out "$d/darcy257.h5" > "$out/domaingraphs/datagen.log" 2>&1
 say "domaingraphs: fno_datagen 257^2: exit $?"
 cat > "$d/darcy257.yaml" << YAML
@@ -26,7 +26,9 @@ data:
 optimizer: {lr: 8.0e-3, weight_decay: 1.0e-4}
 training: {epochs: 6, loss: h1, eval_losses: [h1, l2]}
 YAML
-for cfg in configs/darcy.yaml "$d/darcy257.yaml"; do
+local configs=(configs/darcy.yaml "$d/darcy257.yaml")
+[ -n "${DG_SEED_ONLY:-}" ] && configs=(configs/darcy.yaml)
+for cfg in "${configs[@]}"; do
   for g in off auto; do
     name=$(basename "$cfg" .yaml)_$g
     t1=$(date +%s%N)

@@ -117,6 +117,10 @@ static void start_backend(Group::Impl& p, std::chrono::milliseconds timeout) {
         }
         return 0;
       });
+  {
+    std::lock_guard<std::mutex> lock(p.inflight->backends_mu);
+    p.inflight->backends.emplace_back(p.backend);
+  }
   p.heartbeat = std::thread([raw = &p] {
     while (!raw->stop.load()) {
       try {
