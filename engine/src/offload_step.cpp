@@ -64,7 +64,8 @@ bool OffloadedStep::offloading() const {
 }
 
 bool OffloadedStep::plain() const {
-  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1;
+  return p_->policy.kind == offload::Policy::Kind::kNone && p_->settings.micro_batches == 1 &&
+         !p_->band.split();
 }
 
 bool OffloadedStep::Impl::whole_band_fits(const StepBatch& b, int64_t budget) {

@@ -14,9 +14,7 @@
 # Well's layout: the VRMSE per field and the rollout; fno_predict --rollout
 # too, and on 4 GPUs as two sample groups of 2); on 2 GPUs each
 # fixed policy, chunks and micro-batches, and fp16 (within 2e-2 of one GPU in
-# fp16). Policy none takes its steps as CUDA graphs (training.cuda_graphs
-# auto at these grids: the band's sums captured), checked in 2D, 3D and the
-# recurrent rollout; the 2D case once more with graphs off. Then a band rank killed mid-training (SIGKILL to rank 1, then to
+# fp16). Then a band rank killed mid-training (SIGKILL to rank 1, then to
 # rank 0, which hosts the store) while the band sums are in flight on the
 # stream: the other exits 5 within the timeout and a margin, its last line
 # naming the lost rank, no hang and no abort. Skipped (77) with fewer than 2
@@ -99,16 +97,6 @@ one() {
     "${common[@]}" --set device.name=cuda:0 "$@" > "$work/$name.out" 2> "$work/$name.err" ||
     bad "one GPU $name: $(tail -3 "$work/$name.err")"
 }
-# graphed NAME: rank 0 of run NAME took its steps as CUDA graphs (training.cuda_graphs
-# auto, policy none: the band's sums captured), none of them eagerly after all.
-graphed() {
-  if grep -q "CUDA graphs |" "$work/$1.out" "$work/$1.err" &&
-    ! grep -qi "eagerly\|capture failed" "$work/$1.err"; then
-    ok
-  else
-    bad "$1: not taken as CUDA graphs: $(grep -i "graph\|eagerly" "$work/$1.err" | head -2)"
-  fi
-}
 # split_run NAME RANKS BASELINE CONFIG ARGS...: RANKS processes, N = RANKS, vs BASELINE.
 port=0
 split_run() {
@@ -138,13 +126,9 @@ fi
 if part split; then
   for n in "${counts[@]}"; do
     split_run "two_d_$n" "$n" one "$work/tiny.yaml"
-    graphed "two_d_$n"
     split_run "two_d_auto_$n" "$n" one "$work/tiny.yaml" --set offload.policy=auto
     split_run "cube_$n" "$n" one_cube "$work/cube.yaml"
-    graphed "cube_$n"
   done
-  # The same step eagerly (no graphs), against the same one-GPU run.
-  split_run two_d_eager_2 2 one "$work/tiny.yaml" --set training.cuda_graphs=off
 fi
 
 # --- The fixed offload policies and fp16 on 2 GPUs (docs/domain_parallel.md) ---
@@ -203,7 +187,7 @@ fi
 if part ns; then
   for n in "${counts[@]}"; do split_run "ns_$n" "$n" one_ns "$work/ns.yaml"; done
   one one_nsr "$work/nsr.yaml"
-  for n in "${counts[@]}"; do split_run "nsr_$n" "$n" one_nsr "$work/nsr.yaml" && graphed "nsr_$n"; done
+  for n in "${counts[@]}"; do split_run "nsr_$n" "$n" one_nsr "$work/nsr.yaml"; done
 fi
 
 # A rank lost mid-training: the survivor exits 5 within 60 s (timeout 30 s and

@@ -1,7 +1,5 @@
 #include "distributed_impl.h"
 
-#include <fno_engine/graphed_step.h>
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_GLOO
@@ -9,7 +7,6 @@
 #endif
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <c10/util/Logging.h>
@@ -42,19 +39,6 @@ int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Whether this thread's current CUDA stream is capturing a graph (a step
-// taken as CUDA graphs, TrainStep). NCCL's sums are then captured, and each
-// replay of the graph runs them: the host starts none and waits for none here.
-bool capturing(const std::string& backend) {
-#ifdef USE_C10D_NCCL
-  return backend == "nccl" &&
-         c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
-#else
-  (void)backend;
-  return false;
-#endif
 }
 
 }  // namespace
@@ -117,10 +101,6 @@ static void start_backend(Group::Impl& p, std::chrono::milliseconds timeout) {
         }
         return 0;
       });
-  {
-    std::lock_guard<std::mutex> lock(p.inflight->backends_mu);
-    p.inflight->backends.emplace_back(p.backend);
-  }
   p.heartbeat = std::thread([raw = &p] {
     while (!raw->stop.load()) {
       try {
@@ -250,11 +230,6 @@ void Group::broadcast_from_main(const std::vector<torch::Tensor>& tensors) {
 }
 
 void Group::all_reduce_sum(torch::Tensor& t) {
-  if (capturing(p_->backend_name)) {
-    // (TrainStep turns a failed capture into eager steps.)
-    throw GraphCaptureError(
-        "an all-reduce whose result the host waits for cannot be captured in a CUDA graph");
-  }
   drain();
   std::vector<at::Tensor> one{real_view(t)};
   auto work = p_->guarded("all-reduce", [&] { return p_->backend->allreduce(one); });
@@ -272,21 +247,6 @@ int64_t Group::all_reduce_sum_ordered(std::vector<torch::Tensor>& ts) {
     for (auto& t : ts) all_reduce_sum(t);
     return static_cast<int64_t>(ts.size());
   }
-  if (capturing(p_->backend_name)) {
-    // In a graph: captured in order on the stream, as below, but not in
-    // flight for the host; whatever the host waits for after a replay (the
-    // gradients' sums between a step's two graphs, drained at its end) comes
-    // after them on the stream, so a lost peer still shows within the timeout.
-    for (auto& t : ts) {
-      std::vector<at::Tensor> one{real_view(t)};
-      p_->guarded("all-reduce", [&] {
-        auto w = p_->backend->allreduce(one);
-        w->synchronize();
-        return w;
-      });
-    }
-    return 0;
-  }
   std::lock_guard<std::mutex> lock(p_->inflight->mu);
   // Lag 1: the host waits for every sum in flight but the latest before it
   // starts these, so it never runs more than one sum ahead of the device.
@@ -303,10 +263,7 @@ int64_t Group::all_reduce_sum_ordered(std::vector<torch::Tensor>& ts) {
   return blocked;
 }
 
-int64_t Group::drain() {
-  // (In a graph: nothing of it is in flight; the host waits after the replay.)
-  return capturing(p_->backend_name) ? 0 : p_->settle(0);
-}
+int64_t Group::drain() { return p_->settle(0); }
 
 std::vector<double> Group::all_reduce_sum(const std::vector<double>& values) {
   if (values.empty()) return {};

@@ -112,7 +112,7 @@ struct Group::Impl {
 
   [[noreturn]] void fail(const std::string& what, const std::string& msg) {
     failed = true;
-    if (!inflight->failed.exchange(true)) abort_all();
+    inflight->failed = true;
     const std::string silent = store ? silent_ranks() : "";
     throw Error(who() + ": " + what + " failed" +
                 (silent.empty() ? std::string() : " (rank " + silent + " stopped responding)") +
@@ -158,36 +158,8 @@ struct Group::Impl {
     // A collective of the group or a subgroup failed: each of them leaves its
     // backend alone at exit (see failed).
     std::atomic<bool> failed{false};
-    // The backends of the group and its subgroups (start_backend), for
-    // abort_all.
-    std::mutex backends_mu;
-    std::vector<c10::weak_intrusive_ptr<c10d::Backend>> backends;
   };
   std::shared_ptr<Inflight> inflight = std::make_shared<Inflight>();
-
-  // On the first failure of the group or a subgroup: NCCL's communicators of
-  // every one of them aborted, so that no kernel of theirs spins on a lost
-  // peer for ever. A sum captured in a CUDA graph (a step split across ranks)
-  // runs on a subgroup's communicator that no host wait watches: left
-  // running, it would block every later wait on the device, the exit's too.
-  // (NCCL's abort is bounded by the group's timeout; other backends have
-  // nothing on the device.)
-  void abort_all() {
-    if (backend_name != "nccl") return;
-    std::vector<c10::intrusive_ptr<c10d::Backend>> live;
-    {
-      std::lock_guard<std::mutex> lock(inflight->backends_mu);
-      for (auto& w : inflight->backends) {
-        if (auto b = w.lock()) live.push_back(std::move(b));
-      }
-    }
-    for (auto& b : live) {
-      try {
-        b->abort();
-      } catch (...) {  // (the failure itself is what the caller reports)
-      }
-    }
-  }
 
   // With inflight->mu held: waits (each bounded by the timeout) for the
   // oldest sums in flight until `keep` are left. Returns how many of them had

@@ -10,8 +10,7 @@
 // engine's on the band (OffloadedStep::set_band; a recurrent rollout's every
 // forward under the band, forward_backward_composite) with a global loss
 // (band_rel_loss, each step's of a rollout); gradients are added over every
-// rank after backward. Under training.cuda_graphs (offload policy none, NCCL)
-// the step is TrainStep's two graphs, the band's sums captured in the first.
+// rank after backward.
 #include <fno/band.h>
 #include <fno/losses.h>
 #include <fno/tiled.h>
@@ -51,6 +50,10 @@ void Trainer::State::check_domain_config() {
     refuse(
         "data.stream on: benchmark windows are held in memory under domain parallel (set "
         "data.stream off)");
+  }
+  if (cfg.training.cuda_graphs == CudaGraphs::kOn) {
+    refuse(
+        "training.cuda_graphs on: a step split across ranks runs eagerly (set it to auto or off)");
   }
   domain.emplace();
   // The model's structure (its layers, modes and options) at width 2: what
@@ -211,11 +214,12 @@ void Trainer::State::build_domain_step() {
       return loss(norm->inverse_transform(out), norm->inverse_transform(y));
     };
   }
-  // fp16: each rank's gradients are its band's share until they are added up
-  // over every rank, after backward and before the scaler reads them (pack,
-  // reduce, unpack; between the two graphs of a step under CUDA graphs). A
-  // non-finite share makes the sum non-finite, and every rank holds the same
-  // sums: every rank skips the same steps and keeps the same scale.
+  if (scaler) {
+    // fp16: each rank's gradients are its band's share until they are added
+    // up, and the scaler's verdict must be the world's: any rank's non-finite
+    // gradient skips the step, and backs the scale off, on every rank.
+    scaler->set_found_inf_sum([g = group](torch::Tensor& found) { sum_over(*g, found); });
+  }
   train_step = std::make_unique<TrainStep>(*step, *optimizer, loss, scaler.get());
   train_step->set_gradient_sync(grad_sync.get(), /*overlap=*/false);
 }

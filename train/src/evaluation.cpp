@@ -63,8 +63,8 @@ torch::Tensor TrainingRun::predict(const torch::Tensor& x) {
 }
 
 void TrainingRun::capture_evaluation() {
-  // (Never under domain parallel: eval_body's sums are one process's, not a
-  // band's, and a band's metrics are read on the host.)
+  // (Never under domain parallel: its steps run eagerly, and eval_body's sums
+  // are one process's, not a band's.)
   TORCH_CHECK(!s_.domain, "evaluation as CUDA graphs under distributed.domain_parallel ",
               s_.domain ? s_.domain->mesh.n : 1, ": a band's evaluation runs eagerly");
   const auto on = torch::TensorOptions().device(s_.device);

@@ -258,6 +258,7 @@ void TrainStep::enable_cuda_graphs(int64_t warmup, double capture_limit_ms) {
   if (params_.empty()) refuse("the optimizer has no parameters");
   const auto device = params_.front().device();
   if (!device.is_cuda()) refuse("the parameters are on " + device.str() + ", not a CUDA device");
+  if (step_.band().split()) refuse("the step is split across ranks (distributed.domain_parallel)");
   if (!step_.plain()) {
     refuse("the step runs under an offload policy or in micro-batches (" + step_.plan_text() + ")");
   }

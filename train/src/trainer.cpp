@@ -500,7 +500,7 @@ void Trainer::State::build_optimizer() {
   // The recurrent Navier-Stokes model trains on its rollout (the loss of every step).
   if (recurrent()) train_step->set_rollout(ns_t_out);
   if (cfg.training.max_grad_norm > 0) train_step->set_max_grad_norm(cfg.training.max_grad_norm);
-  use_cuda_graphs();
+  if (!domain) use_cuda_graphs();  // (a step split across ranks runs eagerly)
   if (!tests.empty()) {
     best_key = tests.front().name + "_" + to_string(cfg.training.eval_losses.front());
   }

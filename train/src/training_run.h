@@ -61,8 +61,7 @@ class TrainingRun {
         c_(s.cfg),
         progress_(s.cfg.output.progress, s.cfg.output.progress_every, s.main()),
         losses_(eval_losses(s.cfg)) {
-    // (Under domain parallel a band's evaluation runs eagerly: its sums are read on the host.)
-    if (s_.train_step->cuda_graphs() && !s_.tests.empty() && !s_.domain) capture_evaluation();
+    if (s_.train_step->cuda_graphs() && !s_.tests.empty()) capture_evaluation();
   }
 
   // Opens the logs (after the stop handlers are installed, as before).

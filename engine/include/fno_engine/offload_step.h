@@ -170,9 +170,8 @@ class OffloadedStep {
   /// tiles at its grid, else (and after a whole-band step) the band in one
   /// tile, all of x at once, or as many samples as a training micro-batch
   /// holds at the training grid; a forward off the training grid needs the
-  /// band of that grid set first. CUDA graphs take a split band under policy
-  /// none (plain()), its sums captured where band.sum is NCCL's. A band of one
-  /// rank: whole-grid steps again.
+  /// band of that grid set first. CUDA graphs refuse a split
+  /// band (std::invalid_argument). A band of one rank: whole-grid steps again.
   void set_band(Band band);
   const Band& band() const;
 
@@ -184,8 +183,7 @@ class OffloadedStep {
   const OffloadSettings& settings() const;
   bool offloading() const;
   /// Policy none with one micro-batch: a step is the model's forward, the
-  /// loss and backward, nothing else (what a CUDA graph can capture); on a
-  /// split band, the whole band's, with its sums ordered on the stream.
+  /// loss and backward, nothing else (what a CUDA graph can capture).
   bool plain() const;
   /// The plan, "stage=level[/chunks], ...", and its estimate (when profiled).
   std::string plan_text() const;

@@ -17,9 +17,7 @@
 // (fno_engine/graphed_step.h), the rollout included. Over several ranks a step
 // is two graphs: forward and backward up to the gradients packed into their
 // buckets, then the optimizer; the all-reduce runs between them, outside any
-// graph (GradientSync::reduce). A step split across ranks (OffloadedStep::
-// set_band, policy none) is the same two graphs, the band's sums (NCCL's,
-// ordered on the stream) captured in the first.
+// graph (GradientSync::reduce).
 
 #pragma once
 
