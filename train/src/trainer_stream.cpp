@@ -39,7 +39,13 @@ bool Trainer::State::start_stream(const std::shared_ptr<const data::BenchmarkSet
       bytes = bytes / xs[2] * band_rows(b.grid_rows, b.ranks, 0).second;
     }
     const int64_t available = detail::host_available_bytes();
-    const int64_t budget = d.host_memory_limit > 0 ? d.host_memory_limit : available / 2;
+    int64_t budget = d.host_memory_limit > 0 ? d.host_memory_limit : available / 2;
+    if (domain && d.host_memory_limit <= 0 && group) {
+      // Half of each rank's own free memory may differ between ranks: the
+      // least of them on every rank, so that all refuse alike (one line each)
+      // rather than one refusing while the others wait for it.
+      budget = -group->all_reduce_max(-budget);
+    }
     if (budget <= 0 || bytes <= budget) return false;
     if (domain) {
       throw ConfigError(set->files().front() + ": data.stream auto: a band's rows of the " +
