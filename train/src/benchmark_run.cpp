@@ -93,8 +93,7 @@ std::pair<torch::Tensor, torch::Tensor> roll_out(const data::BenchmarkSet& set, 
 
 std::pair<torch::Tensor, double> rollout_error_sums(
     const BenchmarkMetric& metric, const data::BenchmarkSet& set, const WindowStep& step,
-    const std::function<void(int64_t, const torch::Tensor&)>& each, int64_t first,
-    int64_t count) {
+    const std::function<void(int64_t, const torch::Tensor&)>& each, int64_t first, int64_t count) {
   const auto n_out = static_cast<int64_t>(set.target_field_channels().size());
   auto sums = torch::zeros({n_out}, torch::kDouble);
   double steps = 0;
