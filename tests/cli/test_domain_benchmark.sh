@@ -7,8 +7,9 @@
 #      training loss per epoch), summary.json's metrics (the VRMSE per field,
 #      one step and rolled out), model.pt, normalizers.pt, the checkpoint
 #      and predictions.h5 equal one process's within 1e-5 relative;
-#   1b. 4 ranks as two sample groups of two bands: equal to one process with
-#      their global batch;
+#   1b. 4 ranks as two sample groups of two bands, and 1c. 2 ranks of data
+#      parallel alone (the benchmark's metric shared by the ranks): equal to
+#      one process with their global batch;
 #   2. PDEBench (2D_CFD_tiny, nRMSE) on 2 ranks, PDEArena on 3 (8 rows:
 #      3, 3, 2) with a scalar input (buo_y) and a horizon of 2, and the
 #      shipped Well files (a constant field, a vector field, a scalar) on 2:
@@ -82,6 +83,10 @@ check_run well3_pw one_well_pw $?
 one one_well_b8 --config "$work/well.yaml" --set data.batch_size=8
 ranks well4 4 6 --config "$work/well.yaml" --set distributed.domain_parallel=2
 check_run well4 one_well_b8 $?
+# 1c. Data parallel alone, 2 ranks: the benchmark's metric shared by them (each its windows
+#     and its trajectory), against the same one process.
+ranks well_dp 2 9 --config "$work/well.yaml"
+check_run well_dp one_well_b8 $?
 
 # 2. PDEBench (nRMSE), 6 rows on 2 ranks; PDEArena, 8 rows on 3.
 one one_pde "${pde[@]}"

@@ -594,11 +594,10 @@ std::map<std::string, double> Trainer::train() {
     run.end_epoch(epoch, stats, t0);
   }
   if (run.last_metrics.empty() && !s.tests.empty()) run.last_metrics = run.evaluate();
-  // Rank 0 alone writes the outputs (and, for benchmark data, the benchmark's metric).
-  // (Under domain parallel every rank of the first shard computes them on its rows.)
-  if (s.benchmark() && (s.main() || (s.domain && s.shard() == 0))) {
-    run.last_metrics.merge(run.benchmark_metrics());
-  }
+  // The benchmark's metric, shared by the ranks (benchmark_eval.cpp); rank 0
+  // alone writes the outputs (under domain parallel every rank of the first
+  // shard takes part in them, its rows of the predictions).
+  if (s.benchmark()) run.last_metrics.merge(run.benchmark_metrics());
   if (s.main() || (s.domain && s.shard() == 0)) run.write_outputs(run.last_metrics, wall0);
   return run.last_metrics;
 }

@@ -72,7 +72,7 @@ class TrainingRun {
   std::map<std::string, double> evaluate();
   torch::Tensor predict(const torch::Tensor& x);
   // Benchmark formats: each test set's VRMSE per field, one step and rolled out
-  // (benchmark_eval.cpp); rank 0, at the end of a run.
+  // (benchmark_eval.cpp); at the end of a run, every rank its shard's share.
   std::map<std::string, double> benchmark_metrics();
   // predictions.h5, model.pt and summary.json (rank 0; under domain parallel
   // every rank of the first shard calls it, to make the predictions).
