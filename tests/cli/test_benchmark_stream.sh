@@ -5,7 +5,8 @@
 # data.host_memory_limit, which says so in one line), and reaches the metrics
 # of the run that keeps the windows in memory (the same batches) to 1e-6. Peak
 # RSS: the streamed run stays under the process's floor (the same run on one
-# trajectory) plus the limit; the resident run does not. Under a real address
+# trajectory) plus the limit and 16 MiB of run-to-run noise; the resident run
+# does not. Under a real address
 # space limit (prlimit --as: the floor's plus what the limit allows) the
 # streamed run trains and the resident one stops with one line.
 #   test_benchmark_stream.sh FNO_TRAIN SOURCE_DIR WORK_DIR PYTHON
@@ -100,12 +101,17 @@ same resident streamed 1e-6 && ok || bad "streamed metrics differ from the resid
 same pointwise_resident pointwise_streamed 1e-5 && ok || bad "pointwise: streamed metrics differ"
 
 # Peak RSS: the streamed run within the floor plus the limit; the resident run beyond it.
+# (One process's peak RSS varies between runs by itself: the floor measured 513 to 526 MiB
+# and the streamed run 514 to 532 MiB over four runs on the CI machine, the busier with
+# ctest -j2. The check allows that much besides the limit; the resident run is some 90 MiB
+# over the floor.)
+noise_mib=16
 mib() { echo $(($1 / 1048576)); }
-budget=$((floor_rss + limit_mib * 1048576))
+budget=$((floor_rss + (limit_mib + noise_mib) * 1048576))
 [ "$streamed_rss" -le "$budget" ] && ok ||
-  bad "streamed peak RSS $(mib "$streamed_rss") MiB > floor $(mib "$floor_rss") + $limit_mib MiB"
+  bad "streamed peak RSS $(mib "$streamed_rss") MiB > floor $(mib "$floor_rss") + $limit_mib + $noise_mib MiB"
 [ "$resident_rss" -gt "$budget" ] && ok ||
-  bad "resident peak RSS $(mib "$resident_rss") MiB <= floor $(mib "$floor_rss") + $limit_mib MiB: the test does not tell"
+  bad "resident peak RSS $(mib "$resident_rss") MiB <= floor $(mib "$floor_rss") + $limit_mib + $noise_mib MiB: the test does not tell"
 echo "peak RSS: floor $(mib "$floor_rss") MiB, streamed $(mib "$streamed_rss") MiB, resident $(mib "$resident_rss") MiB"
 
 # Under a real limit (RLIMIT_AS): the floor's address space plus the limit.
