@@ -26,12 +26,6 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
   s_.model->eval();
   const int64_t f = c_.data.horizon;
   auto metric = benchmark_metric(c_.data.format);
-  // This shard's contiguous share of n items: {first, count} (possibly none).
-  const auto share = [&](int64_t n) {
-    const int64_t per = (n + s_.shards() - 1) / s_.shards();
-    const int64_t lo = std::min(n, s_.shard() * per);
-    return std::pair<int64_t, int64_t>{lo, std::min(n, lo + per) - lo};
-  };
   // Each metric's per-channel sums (a rollout's then its number of steps),
   // set after set, and what they become: {key prefix, offset, channels,
   // count (0: the rollout's, summed after its sums)}.
@@ -56,7 +50,7 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
     const auto& channels = set.target_field_channels();
     const auto fields = static_cast<int64_t>(channels.size());
     auto window_sums = torch::zeros({fields}, torch::kDouble);
-    const auto [lo, mine] = share(e.x.size(0));
+    const auto [lo, mine] = shard_share(e.x.size(0));
     for (int64_t start = lo; start < lo + mine; start += e.batch_size) {
       const int64_t len = std::min(e.batch_size, lo + mine - start);
       const auto out = predict(e.x.narrow(0, start, len).to(s_.device)).cpu();
@@ -72,7 +66,7 @@ std::map<std::string, double> TrainingRun::benchmark_metrics() {
       if (c_.data.encode_input) in = s_.in_rows().transform(in);
       return predict(in).cpu();
     };
-    const auto [first, count] = share(set.n_trajectories());
+    const auto [first, count] = shard_share(set.n_trajectories());
     const auto [roll, steps] = rollout_error_sums(metric, set, step, {}, first, count);
     entries.push_back({e.name + "_rollout_" + metric.name(), sums.size(), &channels, 0});
     append(roll);

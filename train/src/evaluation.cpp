@@ -103,6 +103,12 @@ std::vector<torch::Tensor> TrainingRun::eval_body(const std::vector<torch::Tenso
 // error of the trajectory up to each record ("<set>_l2_upto": a shorter
 // rollout's whole-trajectory error); its "<set>_l2" is the error of the whole
 // predicted trajectory (the paper's), upto's last entry.
+std::pair<int64_t, int64_t> TrainingRun::shard_share(int64_t n) const {
+  const int64_t per = (n + s_.shards() - 1) / s_.shards();
+  const int64_t lo = std::min(n, s_.shard() * per);
+  return {lo, std::min(n, lo + per) - lo};
+}
+
 std::map<std::string, double> TrainingRun::evaluate() {
   // Each metric's sum over its set (this rank's share) and the set's size.
   std::vector<std::string> keys;
@@ -115,8 +121,8 @@ std::map<std::string, double> TrainingRun::evaluate() {
     // Several ranks: each shard evaluates a contiguous share of the set, and
     // the sums are added over the shards (no sample twice, none left out).
     const int64_t m = e.x.size(0);
-    const int64_t share = (m + s_.shards() - 1) / s_.shards();
-    const int64_t lo = std::min(m, s_.shard() * share), hi = std::min(m, lo + share);
+    const auto [lo, count] = shard_share(m);
+    const int64_t hi = lo + count;
     const SetBand on_band(s_, e);
     const auto losses = set_losses(e);
     if (eval_graphs_) {

@@ -121,16 +121,11 @@ class BenchmarkPrediction {
     set->select_rows(row0, band_rows(grid[0], ranks, metric.band.rank).second);
     tiles = std::make_unique<TiledRunner>(model, nullptr);
     tiles->set_band(metric.band);
-    // The sample groups' shares: contiguous runs as even as can be, the first
-    // ones one longer (a group may have none).
+    // The sample groups' shares (group_share).
     groups = world->size() / ranks;
     const int64_t g = world->rank() / ranks;
-    const auto share = [&](int64_t total) {
-      const int64_t base = total / groups, extra = total % groups;
-      return std::pair<int64_t, int64_t>{g * base + std::min(g, extra), base + (g < extra ? 1 : 0)};
-    };
-    std::tie(first_window, mine) = share(n);
-    std::tie(first_trajectory, trajectories) = share(set->n_trajectories());
+    std::tie(first_window, mine) = group_share(n, groups, g);
+    std::tie(first_trajectory, trajectories) = group_share(set->n_trajectories(), groups, g);
   }
 
   // The model, its weights and the run's normalizers; the precision and the device.

@@ -116,6 +116,11 @@ void agreed(dist::Group& world, const std::function<void()>& step) {
   }
 }
 
+std::pair<int64_t, int64_t> group_share(int64_t total, int64_t groups, int64_t g) {
+  const int64_t base = total / groups, extra = total % groups;
+  return {g * base + std::min(g, extra), base + (g < extra ? 1 : 0)};
+}
+
 std::string from_main(dist::Group& world, const std::string& text) {
   const auto size = world.all_reduce_sum(
       std::vector<double>{world.is_main() ? static_cast<double>(text.size()) : 0.0});
@@ -203,13 +208,10 @@ class DomainPrediction {
     band_index_ = world_->rank() % n;
     std::tie(row0_, rows_) = band_rows(grid[0], n, band_index_);
     const int64_t widest = band_rows(grid[0], n, 0).second;
-    // The samples: contiguous runs as even as can be, the first n % groups
-    // one sample longer (a group may have none).
-    const int64_t groups = world_->size() / n, g = world_->rank() / n;
-    const int64_t base = p_.n / groups, extra = p_.n % groups;
-    first_ = g * base + std::min(g, extra);
-    mine_ = base + (g < extra ? 1 : 0);
-    const int64_t per = base + (extra > 0 ? 1 : 0);
+    // The samples: this sample group's contiguous run (group_share).
+    const int64_t groups = world_->size() / n;
+    std::tie(first_, mine_) = group_share(p_.n, groups, world_->rank() / n);
+    const int64_t per = group_share(p_.n, groups, 0).second;  // (the longest)
     // The plan of the widest band's batch, the same on every rank.
     const auto& mo = p_.cfg.model;
     p_.batch = std::min<int64_t>(

@@ -114,6 +114,11 @@ class PredictRun {
 /// naming the first rank that failed, of the same kind (predict_domain.cpp).
 void agreed(dist::Group& world, const std::function<void()>& step);
 
+/// Sample group g's share of `total` items among `groups`: contiguous runs as
+/// even as can be, the first total % groups one longer (a group may have
+/// none). Returns {first, count}.
+std::pair<int64_t, int64_t> group_share(int64_t total, int64_t groups, int64_t g);
+
 /// Rank 0's `text` on every rank of `world` (e.g. the path of the output's
 /// temporary file, which the ranks write their rows into in turn).
 std::string from_main(dist::Group& world, const std::string& text);

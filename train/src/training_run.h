@@ -70,6 +70,10 @@ class TrainingRun {
   // After an epoch: the schedule, evaluation, metrics.jsonl, checkpoints and the epoch line.
   void end_epoch(int64_t epoch, const EpochStats& stats, Clock::time_point t0);
   std::map<std::string, double> evaluate();
+  // This shard's contiguous share of n items (a test set's samples, its
+  // trajectories), as evaluate() and benchmark_metrics() split them over the
+  // shards: {first, count}, possibly none.
+  std::pair<int64_t, int64_t> shard_share(int64_t n) const;
   torch::Tensor predict(const torch::Tensor& x);
   // Benchmark formats: each test set's VRMSE per field, one step and rolled out
   // (benchmark_eval.cpp); at the end of a run, every rank its shard's share.
