@@ -169,6 +169,40 @@ TEST_CASE("Hdf5SampleWriter: commit writes over no file, not even one that appea
   CHECK(fno::data::load_hdf5(dir + "/e.h5", opts).x.size(0) == 2);
 }
 
+TEST_CASE("Hdf5SampleWriter: replace() renames over the file at the path, whole, at commit") {
+  const std::string dir = fresh_dir("writer_replace");
+  const auto opts = fno::data::LoadOptions().x_key("x").y_key("x");
+  const auto replace = fno::data::SampleWriterOptions().replace(true);
+  fno::test::write_bytes(dir + "/d.h5", "the old run's");
+  {
+    fno::data::Hdf5SampleWriter w(dir + "/d.h5", {{"x", {3, 4, 4}}}, replace);
+    w.write("x", 0, torch::full({3, 4, 4}, 2.0));
+    CHECK(read_bytes(dir + "/d.h5") == "the old run's");  // until the commit
+    w.commit();
+  }
+  CHECK(
+      torch::equal(fno::data::load_hdf5(dir + "/d.h5", opts).x.flatten(), torch::full({48}, 2.0f)));
+  {  // destroyed before its commit (an error): the old file stays, no temporary file
+    fno::data::Hdf5SampleWriter w(dir + "/d.h5", {{"x", {1, 4, 4}}}, replace);
+    w.write("x", 0, torch::ones({1, 4, 4}));
+  }
+  CHECK(fno::data::load_hdf5(dir + "/d.h5", opts).x.size(0) == 3);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.exists() ? 1 : 0;
+  CHECK(files == 1);
+  // Released and joined (the domain-parallel predictors' writes), then replaced.
+  fno::data::Hdf5SampleWriter w(dir + "/d.h5", {{"x", {1, 4, 4}}}, replace);
+  const auto temp = w.release();
+  {
+    auto j = fno::data::Hdf5SampleWriter::join(temp, {"x"});
+    j->write("x", 0, torch::full({1, 4, 4}, 5.0));
+    j->release();
+  }
+  w.commit();
+  CHECK(
+      torch::equal(fno::data::load_hdf5(dir + "/d.h5", opts).x.flatten(), torch::full({16}, 5.0f)));
+}
+
 TEST_CASE("datagen: grf_noise is seeded per sample and shares modes across resolutions") {
   const auto a = fno::data::grf_noise(7, 3, 9);
   const auto b = fno::data::grf_noise(7, 3, 17);

@@ -57,6 +57,7 @@ struct Hdf5SampleWriter::Impl {
   bool done = false;      // committed, or failed past repair
   bool released = false;  // the file closed for others (release())
   bool joined = false;    // another writer's released file (join())
+  bool replace = false;   // commit() over a file at the path (options.replace())
 
   // The dims of dataset `name`, for a write before the commit.
   const std::vector<hsize_t>& dims_for_write(const std::string& name) const {
@@ -102,6 +103,7 @@ Hdf5SampleWriter::Hdf5SampleWriter(
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.ctx.path = path;
+  m.replace = options.replace();
   const Context& ctx = m.ctx;
   std::string base;
   std::tie(m.dir, base) = split_path(ctx, path);
@@ -336,7 +338,7 @@ void Hdf5SampleWriter::commit(const std::vector<Attribute>& attributes) {
     for (const auto& a : attributes) write_attribute(ctx, m.file.get(), a);
     ctx.check(H5Fflush(m.file.get(), H5F_SCOPE_GLOBAL), "cannot flush the file");
     if (m.file.close() < 0) ctx.fail_h5("cannot close the file");
-    fsync_and_rename(ctx, m.tmp, ctx.path, /*replace=*/false);
+    fsync_and_rename(ctx, m.tmp, ctx.path, m.replace);
   } catch (...) {
     m.discard();
     throw;

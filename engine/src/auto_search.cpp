@@ -37,10 +37,19 @@ void OffloadedStep::Impl::search(const StepBatch& b, int64_t budget) {
     measure(candidates, first, b, limit, fitting, least, progress);
   }
   if (progress.cut) search_note = search_cut_note(progress.cap.seconds(), progress.trials);
-  if (fitting.empty() && progress.cut && take_estimated(candidates, limit, progress)) return;
+  if (fitting.empty() && progress.cut) {
+    if (take_estimated(candidates, limit, progress)) return;
+    // The tiles were ranked under the budget, each placement at its largest
+    // tile that fits it, so all of them may lie in the margin between the
+    // limit and the budget, where only a measured peak could admit them:
+    // unmeasured, rank them under the limit.
+    std::string unused;
+    auto under = tiled_family(b, limit, unused);
+    if (take_estimated(under, limit, progress)) return;
+  }
   if (fitting.empty() && !refusal.empty()) throw offload::BudgetError(refusal);
   if (fitting.empty()) {
-    const bool tried = !candidates.empty();
+    const bool tried = progress.trials > 0;
     throw offload::BudgetError(
         "offload auto: no plan keeps a step of batch " + c10::str(b.x.sizes()) + " within " +
         offload::format_bytes(budget) +

@@ -79,3 +79,28 @@ optimizer: {lr: 8.0e-3}
 training: {epochs: 2, loss: h1, eval_losses: [l2]}
 EOF
 }
+
+# make_well_set DIR YAML: The Well's layout at 8 x 8 (bench/make_well_set.py:
+# 2 fields, 2 trajectories of 6 steps, one shard, splits train and valid) in
+# DIR, and a tiny run on it in YAML (2 records in, 2 rollout steps, its valid
+# split as the test set), as the domain-parallel tests (Gloo and NCCL)
+# compare it against one process. Needs $python and $src. Fails (1) when the
+# set cannot be made.
+make_well_set() {
+  "$python" "$src/bench/make_well_set.py" "$1" --grid 8 8 --steps 6 --trajectories 2 \
+    --shards 1 --fields 2 --splits train valid > /dev/null || return 1
+  cat > "$2" << EOF
+model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 4, out_channels: 2}
+data:
+  format: well
+  train_file: $1
+  history: 2
+  horizon: 1
+  batch_size: 4
+  encode_input: true
+  n_predictions: 2
+  test: [{file: $1, split: valid, name: valid, batch_size: 3}]
+optimizer: {lr: 8.0e-3}
+training: {epochs: 2, loss: l2, eval_losses: [l2]}
+EOF
+}

@@ -31,23 +31,7 @@ base=$((20000 + ($$ + 7919) % 20000))
 port() { echo $((base + $1)); }
 common=(--set device.name=cpu --set output.progress=plain --set offload.plan_cache=none)
 
-"$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
-  --shards 1 --fields 2 --splits train valid > /dev/null || { echo "FAIL: making the data"; exit 1; }
-cat > "$work/well.yaml" << EOF
-model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 4, out_channels: 2}
-data:
-  format: well
-  train_file: $work/well
-  history: 2
-  horizon: 1
-  batch_size: 4
-  encode_input: true
-  n_predictions: 2
-  test:
-    - {file: $work/well, split: valid, name: valid, batch_size: 3}
-optimizer: {lr: 8.0e-3}
-training: {epochs: 2, loss: l2, eval_losses: [l2]}
-EOF
+make_well_set "$work/well" "$work/well.yaml" || { echo "FAIL: making the data"; exit 1; }
 pde=(--config "$src/configs/pdebench_tiny.yaml" --set training.epochs=2 --set data.n_predictions=2
   --set "data.train_file=$src/tests/golden/benchmarks/pdebench/2D_CFD_tiny.hdf5"
   --set 'data.test=[{file: '"$src"'/tests/golden/benchmarks/pdebench/2D_CFD_tiny.hdf5, split: test, name: test}]')

@@ -232,21 +232,7 @@ done
 # RANKS processes against one GPU (the VRMSE per field, one step and rolled
 # out, with the band's sums on the GPU), and fno_predict --rollout likewise.
 if part bench; then
-  "$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
-    --shards 1 --fields 2 --splits train valid > /dev/null || bad "making the Well set"
-  cat > "$work/well.yaml" << EOF
-model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 4, out_channels: 2}
-data:
-  format: well
-  train_file: $work/well
-  history: 2
-  batch_size: 4
-  encode_input: true
-  n_predictions: 2
-  test: [{file: $work/well, split: valid, name: valid, batch_size: 3}]
-optimizer: {lr: 8.0e-3}
-training: {epochs: 2, loss: l2, eval_losses: [l2]}
-EOF
+  make_well_set "$work/well" "$work/well.yaml" || bad "making the Well set"
   one one_well "$work/well.yaml"
   for n in "${counts[@]}"; do split_run "well_$n" "$n" one_well "$work/well.yaml"; done
 fi

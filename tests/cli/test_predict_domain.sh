@@ -194,20 +194,7 @@ grep -q "sample(s) at 8x8x4: domain parallel 2" "$work/runsub_two.err" && ok ||
 #     sample groups of 2 ranks (4 windows and 1 trajectory each), and 3 ranks
 #     as three groups of one (windows 3, 3, 2; trajectories 1, 1, 0), equal
 #     too.
-"$python" "$src/bench/make_well_set.py" "$work/well" --grid 8 8 --steps 6 --trajectories 2 \
-  --shards 1 --fields 2 --splits train valid > /dev/null || bad "making the Well set"
-cat > "$work/well.yaml" << EOF
-model: {n_modes: [4, 4], hidden_channels: 8, n_layers: 2, in_channels: 4, out_channels: 2}
-data:
-  format: well
-  train_file: $work/well
-  history: 2
-  batch_size: 4
-  encode_input: true
-  test: [{file: $work/well, split: valid, name: valid}]
-optimizer: {lr: 8.0e-3}
-training: {epochs: 1}
-EOF
+make_well_set "$work/well" "$work/well.yaml" || bad "making the Well set"
 trained runwell --config "$work/well.yaml"
 trained runwellpw --config "$work/well.yaml" --set data.normalization=pointwise --set data.encode_output=true
 wl=(--input "$work/well" --rollout --batch-size 3)

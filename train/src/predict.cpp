@@ -18,13 +18,9 @@
 #include <torch/torch.h>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <optional>
 #include <tuple>
 
@@ -181,12 +177,10 @@ void PredictRun::run_forward() {
     sets.push_back({"h1", {n, 1}});
     if (ns) sets.push_back({"l2_per_record", {n, ns->t_out()}});
   }
-  // (--overwrite: the new file is made whole beside the old one, then renamed
-  // over it, since the writer itself never writes over a file)
-  replacing = o.overwrite && std::filesystem::exists(o.out);
-  written = replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
   // No deflate past 64 MiB of output: its single thread would bound the run.
-  data::SampleWriterOptions wo;
+  // (--overwrite: the new file is made whole beside the old one, then renamed
+  // over it.)
+  auto wo = data::SampleWriterOptions().replace(o.overwrite);
   wo.compress(n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
   if (stream) {
     // Chunks of bands of rows that the tiles' writes cover whole (at most ~1 MiB).
@@ -196,7 +190,7 @@ void PredictRun::run_forward() {
       band *= 2;
     wo.band_rows(band).band_dim(mo.out_channels() > 1 ? 2 : 1);
   }
-  writer = std::make_unique<data::Hdf5SampleWriter>(written, sets, wo);
+  writer = std::make_unique<data::Hdf5SampleWriter>(o.out, sets, wo);
   // The pinned stores' copy engine, and the GPU's peak memory over the forward.
   // (pinned stores: two tiles in flight to the host at most, as the plan counts)
   auto oo = offload::OffloadOptions().host_memory_limit(o.host_memory_limit);
@@ -368,11 +362,6 @@ PredictResult PredictRun::finish() {
     summary_text = s.text() + "\n";
   }
   writer->commit(attrs);
-  if (replacing && std::rename(written.c_str(), o.out.c_str()) != 0) {
-    const int err = errno;
-    std::remove(written.c_str());
-    throw std::runtime_error(o.out + ": cannot replace it: " + std::strerror(err));
-  }
   r.out = o.out;
   if (!truth && o.overwrite) std::remove(summary_path.c_str());  // not this output's
   if (truth) {

@@ -24,16 +24,12 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
-
-#include <unistd.h>
 
 #include "benchmark_run.h"
 #include "json.h"
@@ -266,10 +262,9 @@ class BenchmarkPrediction {
       sets.emplace_back(name, shape);
     }
     // (--overwrite: made whole beside the old one, then renamed over it)
-    replacing = o.overwrite && std::filesystem::exists(o.out);
-    written = replacing ? o.out + ".replacing." + std::to_string(::getpid()) : o.out;
     writer = std::make_unique<data::Hdf5SampleWriter>(
-        written, sets, data::SampleWriterOptions().compress(bytes <= (int64_t{64} << 20)));
+        o.out, sets,
+        data::SampleWriterOptions().replace(o.overwrite).compress(bytes <= (int64_t{64} << 20)));
     temp = writer->release();
   }
 
@@ -340,11 +335,6 @@ class BenchmarkPrediction {
         text_attr("config", cfg.resolved_yaml)};
     if (writer) {  // (domain parallel: the file the ranks wrote their rows into)
       writer->commit(attrs);
-      if (replacing && std::rename(written.c_str(), o.out.c_str()) != 0) {
-        const int err = errno;
-        std::remove(written.c_str());
-        throw std::runtime_error(o.out + ": cannot replace it: " + std::strerror(err));
-      }
     } else {
       data::write_hdf5(o.out, datasets, attrs);
     }
@@ -430,11 +420,9 @@ class BenchmarkPrediction {
   std::chrono::steady_clock::time_point wall0;
   std::map<std::string, double> metrics;
   std::vector<std::pair<std::string, torch::Tensor>> datasets;
-  // create_output (domain parallel): rank 0's writer of the output and the
-  // path it writes (o.out, or beside it under --overwrite); every rank's
-  // path of the temporary file
-  bool replacing = false;
-  std::string written, temp;
+  // create_output (domain parallel): rank 0's writer of the output; every
+  // rank's path of its temporary file
+  std::string temp;
   std::unique_ptr<data::Hdf5SampleWriter> writer;
 };
 

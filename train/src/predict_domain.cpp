@@ -35,13 +35,10 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -277,14 +274,13 @@ class DomainPrediction {
       sets.push_back({"h1", {p_.n, 1}});
       if (p_.ns) sets.push_back({"l2_per_record", {p_.n, records_}});
     }
-    // (--overwrite: made whole beside the old one, then renamed over it)
-    p_.replacing = o_.overwrite && std::filesystem::exists(o_.out);
-    p_.written = p_.replacing ? o_.out + ".replacing." + std::to_string(::getpid()) : o_.out;
     int64_t points = 1;
     for (const auto v : p_.grid_v) points *= v;
-    data::SampleWriterOptions wo;
-    wo.compress(p_.n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
-    p_.writer = std::make_unique<data::Hdf5SampleWriter>(p_.written, sets, wo);
+    // (--overwrite: made whole beside the old one, then renamed over it)
+    const auto wo = data::SampleWriterOptions()
+                        .replace(o_.overwrite)
+                        .compress(p_.n * points * mo.out_channels() * 4 <= (int64_t{64} << 20));
+    p_.writer = std::make_unique<data::Hdf5SampleWriter>(o_.out, sets, wo);
     temp_ = p_.writer->release();
   }
 

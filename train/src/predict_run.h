@@ -101,8 +101,6 @@ class PredictRun {
   std::unique_ptr<TiledRunner> tiled;     // plan's tiles, when it has them
   std::unique_ptr<ForwardGraphs> graphs;  // plan's CUDA graphs, when it has them
   // run_forward
-  bool replacing = false;
-  std::string written;
   std::unique_ptr<data::Hdf5SampleWriter> writer;
   torch::Tensor per_record_sum;            // Navier-Stokes: [t_out] float64, over the samples
   torch::Tensor streamed_l2, streamed_h1;  // streamed with the truth: [n] float64

@@ -119,15 +119,19 @@ struct SampleWriterOptions {
   /// samples, split when over ~1 MiB.
   TORCH_ARG(int64_t, band_rows) = 0;
   TORCH_ARG(int64_t, band_dim) = 1;
+  /// commit() renames the file over one at the path (an --overwrite), in
+  /// one step, so the path holds the old file or the new one whole; off:
+  /// never over a file there.
+  TORCH_ARG(bool, replace) = false;
 };
 
 /// Writes float32 datasets of shape (N, *S) a few samples at a time into a
 /// temporary file beside `path` (chunks of one sample, split when over ~1 MiB;
 /// shuffle + deflate; no object timestamps, so equal contents give equal
 /// bytes). commit() adds root attributes, fsyncs and renames the file to
-/// `path`, but never over a file there (it throws instead, even for one that
-/// appeared meanwhile); destroyed without commit() (an error, an interrupt) it
-/// removes the temporary file, so `path` is never left partial.
+/// `path`, but never over a file there unless options.replace() (it throws
+/// instead, even for one that appeared meanwhile); destroyed without commit() (an error, an
+/// interrupt) it removes the temporary file, so `path` is never left partial.
 class Hdf5SampleWriter {
  public:
   /// `datasets`: names ('/' makes groups) and shapes (N, *S), N >= 1.
