@@ -13,6 +13,8 @@
 #   FNO_CUDA_KERNELS   AUTO (default: compile the fused CUDA kernels only where a GPU
 #                      is visible), ON (whenever nvcc is there; scripts/test.sh) or OFF;
 #                      a value other than the build directory's reconfigures it
+#   FNO_UNITY_BUILD    ON (default): the libraries' files compiled in batches of 8; OFF:
+#                      one by one (a build directory keeps what it was configured with)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -98,8 +100,11 @@ kernels=()
 [ -n "${FNO_CUDA_KERNELS:-}" ] && kernels=(-DFNO_CUDA_KERNELS="$FNO_CUDA_KERNELS")
 if [ ! -f "$build/build.ninja" ]; then
   log "configuring $build"
+  # (FNO_UNITY_BUILD: the libraries' files compiled in batches, which halves a
+  # build from scratch on two cores; FNO_UNITY_BUILD=OFF for builds edited file by file)
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$torch_cmake_dir" -DFNO_PYTHON="$py" "${kernels[@]}" --log-level=WARNING
+    -DCMAKE_PREFIX_PATH="$torch_cmake_dir" -DFNO_PYTHON="$py" "${kernels[@]}" \
+    -DFNO_UNITY_BUILD="${FNO_UNITY_BUILD:-ON}" --log-level=WARNING
 elif [ -n "${FNO_CUDA_KERNELS:-}" ] &&
      ! grep -qx "FNO_CUDA_KERNELS:STRING=$FNO_CUDA_KERNELS" "$build/CMakeCache.txt"; then
   log "reconfiguring $build with FNO_CUDA_KERNELS=$FNO_CUDA_KERNELS"

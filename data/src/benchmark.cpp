@@ -74,6 +74,12 @@ bool wanted(const std::vector<std::string>& wanted_fields, const std::string& na
          std::find(wanted_fields.begin(), wanted_fields.end(), name) != wanted_fields.end();
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string t = "(";
+  for (size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + (shape.size() == 1 ? ",)" : ")");
+}
+
 }  // namespace bench
 
 using bench::Axis;

@@ -96,5 +96,7 @@ bool is_directory(const std::string& path);
 std::string join(const std::vector<std::string>& names);
 /// Whether `name` is wanted: `wanted` empty or holding it.
 bool wanted(const std::vector<std::string>& wanted_fields, const std::string& name);
+/// "(a, b, c)" (Python's tuple: "(a,)" for one) for messages.
+std::string shape_text(const std::vector<int64_t>& shape);
 
 }  // namespace fno::data::bench

@@ -20,12 +20,6 @@ namespace {
 
 constexpr double kTestRatio = 0.1;  // PDEBench's test_ratio
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + (s.size() == 1 ? ",)" : ")");
-}
-
 void check_split(const h5::MetaFile& f, const std::string& split) {
   if (split != "train" && split != "test") {
     f.fail("no split '" + split +

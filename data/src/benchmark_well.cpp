@@ -37,12 +37,6 @@ std::vector<std::string> well_files(const std::string& path, const std::string& 
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "(";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + (s.size() == 1 ? ",)" : ")");
-}
-
 // One field of one file: its array checked against the file's dims.
 std::shared_ptr<FieldArray> open_field(const h5::MetaFile& f, const std::string& key, int order,
                                        int64_t n_traj, int64_t n_steps,

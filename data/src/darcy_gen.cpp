@@ -27,12 +27,6 @@ namespace {
 using darcy_detail::kGeneratorVersion;
 using gen::kPi;
 
-// x: [B, R, R] -> x[:, ::k, ::k]
-torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
-  if (k == 1) return x;
-  return x.slice(1, 0, x.size(1), k).slice(2, 0, x.size(2), k);
-}
-
 // x: [B, R, R] -> the interior [B, R-2, R-2] (a view)
 torch::Tensor interior(const torch::Tensor& x) {
   return x.slice(1, 1, x.size(1) - 1).slice(2, 1, x.size(2) - 1);
@@ -432,8 +426,8 @@ gen::GenBatch solved_batch(const DarcyGenOptions& o, const torch::Device& device
   const DarcySolution sol = solve_darcy(
       a_dev, f, DarcySolveOptions().tolerance(o.tolerance()).max_iterations(o.max_iterations()));
   const torch::Tensor residual = darcy_residual(a_dev, sol.u, f);  // [b], CPU
-  const torch::Tensor coeff = every_kth(a, k).to(torch::kFloat);
-  const torch::Tensor u = every_kth(sol.u, k).to(torch::kCPU, torch::kFloat);
+  const torch::Tensor coeff = gen::every_kth(a, k, 2).to(torch::kFloat);
+  const torch::Tensor u = gen::every_kth(sol.u, k, 2).to(torch::kCPU, torch::kFloat);
   TORCH_CHECK(torch::isfinite(u).all().item<bool>(), "samples ", start, "..", start + b - 1,
               ": the solution is not finite");
   return {{coeff, u}, {{"residual", residual}, {"iterations", sol.iterations}}};

@@ -177,7 +177,8 @@ std::vector<Attribute> grid_attrs(int64_t resolution, int64_t subsample, int64_t
 }
 
 std::vector<Attribute> seed_attrs(uint64_t seed) {
-  return {number_attr("seed", static_cast<double>(seed)), text_attr("seed_text", std::to_string(seed))};
+  return {number_attr("seed", static_cast<double>(seed)),
+          text_attr("seed_text", std::to_string(seed))};
 }
 
 std::vector<Attribute> split_attrs(const std::string& split, int64_t count, int64_t first,
@@ -226,6 +227,13 @@ std::vector<std::pair<std::string, std::string>> resume_settings(
   s.emplace_back("device", run.cuda ? "cuda" : "cpu");
   s.emplace_back("batch", run.cuda ? std::to_string(run.batch) : "any");
   return s;
+}
+
+torch::Tensor every_kth(const torch::Tensor& x, int64_t k, int64_t dims) {
+  if (k == 1) return x;
+  auto y = x;
+  for (int64_t d = 1; d <= dims; ++d) y = y.slice(d, 0, y.size(d), k);
+  return y;
 }
 
 }  // namespace fno::data::gen

@@ -52,6 +52,11 @@ class StandardNormals {
 };
 
 std::string format_number(double v);
+
+/// Every k-th point along the `dims` spatial dims after the batch's:
+/// x[:, ::k, ::k] for dims 2 ([B, R, R], or [B, R, R, T] with T kept whole),
+/// x[:, ::k, ::k, ::k] for 3. A view; x itself for k = 1.
+torch::Tensor every_kth(const torch::Tensor& x, int64_t k, int64_t dims);
 Attribute text_attr(const std::string& name, const std::string& text);
 Attribute number_attr(const std::string& name, double v);
 
@@ -200,7 +205,8 @@ class GenOutput {
   };
   void open_writers();
   void write_files(int64_t start, const std::vector<torch::Tensor>& data);
-  void add_stats(int64_t start, int64_t b, const std::vector<std::pair<std::string, std::vector<double>>>& stats);
+  void add_stats(int64_t start, int64_t b,
+                 const std::vector<std::pair<std::string, std::vector<double>>>& stats);
   void find_kept();
 
   std::vector<Part> parts_;

@@ -43,8 +43,8 @@ using gen::kPi;
 /// Bumped whenever the same options would give different data (2: the step
 /// of fewer passes, whose float64 rounding differs from version 1's; 3: the
 /// fused CUDA step, whose cuFFT plans may round differently from LibTorch's).
-constexpr int kGeneratorVersion = 3;
-constexpr int64_t kMaxResolution = 4096;
+constexpr int kNsGeneratorVersion = 3;
+constexpr int64_t kNsMaxResolution = 4096;
 /// At most this many records (the datasets' chunks hold one sample each).
 constexpr int64_t kMaxRecords = 100000;
 /// At most this many time steps a sample (2^53: exact in a double, far inside 64 bits).
@@ -54,10 +54,10 @@ const std::vector<int64_t> kDims{1, 2};
 
 /// The operators of the scheme on the half spectrum of an R x R grid.
 struct SpectralOps {
-  torch::Tensor ikx, iky;     // 2 pi i k_x, 2 pi i k_y (0 at the Nyquist modes), complex128
-  torch::Tensor inv_lap;      // 1 / (4 pi^2 |k|^2), 0 at k = 0
-  torch::Tensor lap;          // 4 pi^2 |k|^2
-  torch::Tensor dealias;      // 1 where |k_x|, |k_y| <= (2/3) (R/2), else 0
+  torch::Tensor ikx, iky;  // 2 pi i k_x, 2 pi i k_y (0 at the Nyquist modes), complex128
+  torch::Tensor inv_lap;   // 1 / (4 pi^2 |k|^2), 0 at k = 0
+  torch::Tensor lap;       // 4 pi^2 |k|^2
+  torch::Tensor dealias;   // 1 where |k_x|, |k_y| <= (2/3) (R/2), else 0
 };
 
 SpectralOps spectral_ops(int64_t r, const torch::Device& device) {
@@ -79,12 +79,6 @@ SpectralOps spectral_ops(int64_t r, const torch::Device& device) {
   const double cut = 2.0 / 3.0 * nyquist;
   ops.dealias = ((kx.abs() <= cut) & (ky.abs() <= cut)).to(torch::kDouble);
   return ops;
-}
-
-// x: [B, R, R] -> x[:, ::k, ::k] (and likewise for [B, R, R, T])
-torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
-  if (k == 1) return x;
-  return x.slice(1, 0, x.size(1), k).slice(2, 0, x.size(2), k);
 }
 
 bool is_whole(double ratio) {
@@ -110,9 +104,9 @@ torch::Tensor load_initial(const NavierStokesGenOptions& o) {
   const auto& w = pairs.x;  // [N, 1, R1, R2]
   TORCH_CHECK_VALUE(w.dim() == 4 && w.size(2) == o.resolution() && w.size(3) == o.resolution() &&
                         w.size(0) >= o.samples(),
-                    "initial: '", o.initial(), "' holds w0 of shape ", w.sizes().slice(2),
-                    " for ", w.size(0), " samples; expected (", o.samples(), ", ", o.resolution(),
-                    ", ", o.resolution(), ") or more samples, for --samples ", o.samples(),
+                    "initial: '", o.initial(), "' holds w0 of shape ", w.sizes().slice(2), " for ",
+                    w.size(0), " samples; expected (", o.samples(), ", ", o.resolution(), ", ",
+                    o.resolution(), ") or more samples, for --samples ", o.samples(),
                     " --resolution ", o.resolution());
   return w.narrow(0, 0, o.samples()).squeeze(1).to(torch::kDouble);
 }
@@ -123,8 +117,8 @@ torch::Tensor ns_initial_vorticity(uint64_t seed, int64_t index, int64_t resolut
                                    double tau) {
   TORCH_CHECK(resolution >= 2, "ns_initial_vorticity: resolution must be >= 2, got ", resolution);
   TORCH_CHECK(index >= 0, "ns_initial_vorticity: index must be >= 0, got ", index);
-  TORCH_CHECK(alpha > 0 && tau > 0, "ns_initial_vorticity: alpha and tau must be > 0, got alpha=",
-              alpha, " tau=", tau);
+  TORCH_CHECK(alpha > 0 && tau > 0,
+              "ns_initial_vorticity: alpha and tau must be > 0, got alpha=", alpha, " tau=", tau);
   const int64_t r = resolution;
   gen::StandardNormals normal(seed, index);
   torch::Tensor z = torch::empty({r, r, 2}, torch::kDouble);
@@ -337,8 +331,7 @@ std::string blow_up_text(int64_t step, double dt) {
 torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double viscosity, double dt,
                        int64_t steps_per_record, int64_t records, const NsSolveOptions& options,
                        const std::function<void(int64_t)>& on_record) {
-  TORCH_CHECK(w0.dim() == 3 && w0.size(1) == w0.size(2) && w0.size(1) >= 2 &&
-                  w0.size(1) % 2 == 0,
+  TORCH_CHECK(w0.dim() == 3 && w0.size(1) == w0.size(2) && w0.size(1) >= 2 && w0.size(1) % 2 == 0,
               "ns_solve: w0 must be [B, R, R] with R even, got shape ", w0.sizes());
   TORCH_CHECK(viscosity > 0 && dt > 0, "ns_solve: viscosity and dt must be > 0, got ", viscosity,
               " and ", dt);
@@ -395,7 +388,7 @@ torch::Tensor ns_solve(const torch::Tensor& w0, const torch::Tensor& f, double v
                      blow_up_text(first + steps_per_record, dt) +
                          " (the step-by-step solve of the record did not reproduce it)");
     }
-    out.select(3, rec).copy_(every_kth(stepper.field(), k));
+    out.select(3, rec).copy_(gen::every_kth(stepper.field(), k, 2));
     if (on_record) on_record(rec);
   }
   return out;
@@ -444,10 +437,9 @@ namespace {
 
 // Every check but the initial file's.
 void check_options(const NavierStokesGenOptions& o) {
-  TORCH_CHECK_VALUE(o.resolution() >= 8 && o.resolution() <= kMaxResolution &&
-                        o.resolution() % 2 == 0,
-                    "resolution must be even and in [8, ", kMaxResolution, "], got ",
-                    o.resolution());
+  TORCH_CHECK_VALUE(
+      o.resolution() >= 8 && o.resolution() <= kNsMaxResolution && o.resolution() % 2 == 0,
+      "resolution must be even and in [8, ", kNsMaxResolution, "], got ", o.resolution());
   gen::check_sample_counts(o.samples(), o.test_samples());
   TORCH_CHECK_VALUE(o.subsample() >= 1 && o.resolution() % o.subsample() == 0, "subsample ",
                     o.subsample(), " does not divide resolution = ", o.resolution(),
@@ -539,7 +531,7 @@ std::vector<Attribute> ns_attributes(const NavierStokesGenOptions& o,
       text_attr("generator",
                 "fno_datagen --problem ns: 2D incompressible Navier-Stokes in vorticity form "
                 "on the unit torus, as in the FNO paper"),
-      number_attr("generator_version", kGeneratorVersion),
+      number_attr("generator_version", kNsGeneratorVersion),
       text_attr("problem", "ns"),
       text_attr("equation",
                 "dw/dt + u.grad(w) = nu Laplace(w) + f, u = (dpsi/dy, -dpsi/dx), "
@@ -626,7 +618,7 @@ struct NsBatches {
     } else {
       u = solve(start, b);
     }
-    const torch::Tensor a32 = every_kth(w0, o.subsample()).to(torch::kCPU, torch::kFloat);
+    const torch::Tensor a32 = gen::every_kth(w0, o.subsample(), 2).to(torch::kCPU, torch::kFloat);
     const torch::Tensor u32 = u.to(torch::kCPU, torch::kFloat);  // (subsampled by the solve)
     solve_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_t0).count();
@@ -658,9 +650,9 @@ GenSummary generate_navier_stokes(const NavierStokesGenOptions& o, const GenHook
   const int64_t k = o.subsample();
   const int64_t stored = r / k;
   const int64_t total = o.samples();
-  const torch::Tensor forcing =
-      o.forcing() == "paper" ? ns_paper_forcing(r, torch::TensorOptions().device(device))
-                             : torch::Tensor();
+  const torch::Tensor forcing = o.forcing() == "paper"
+                                    ? ns_paper_forcing(r, torch::TensorOptions().device(device))
+                                    : torch::Tensor();
 
   const torch::Dtype precision = o.precision() == "float32" ? torch::kFloat : torch::kDouble;
   const int64_t batch_size =
@@ -668,8 +660,8 @@ GenSummary generate_navier_stokes(const NavierStokesGenOptions& o, const GenHook
                          : (device.is_cuda() ? cuda_auto_batch(o, device, records, precision) : 1);
   using gen::format_number;
   gen::GenSpec spec;
-  spec.run = {"ns", kGeneratorVersion, r,         total, o.test_samples(), o.seed(),
-              k,    device.is_cuda(),  batch_size};
+  spec.run = {"ns", kNsGeneratorVersion, r,         total, o.test_samples(), o.seed(),
+              k,    device.is_cuda(),    batch_size};
   spec.own = {{"viscosity", format_number(o.viscosity())},
               {"dt", format_number(o.dt())},
               {"t_final", format_number(o.t_final())},

@@ -23,9 +23,9 @@ namespace {
 
 using gen::kPi;
 /// Bumped whenever the same options would give different data.
-constexpr int kGeneratorVersion = 1;
+constexpr int kPoissonGeneratorVersion = 1;
 /// Points per side at most: 10^9 samples x 1024^3 x 4 bytes < 2^62.
-constexpr int64_t kMaxResolution = 1024;
+constexpr int64_t kPoissonMaxResolution = 1024;
 
 const std::vector<int64_t> kSpatialDims{1, 2, 3};
 
@@ -90,12 +90,6 @@ Fields fields_of_noise(const torch::Tensor& w, double alpha, double tau) {
   return out;
 }
 
-// x: [B, R, R, R] -> x[:, ::k, ::k, ::k]
-torch::Tensor every_kth(const torch::Tensor& x, int64_t k) {
-  if (k == 1) return x;
-  return x.slice(1, 0, x.size(1), k).slice(2, 0, x.size(2), k).slice(3, 0, x.size(3), k);
-}
-
 }  // namespace
 
 torch::Tensor white_noise3d(uint64_t seed, int64_t index, int64_t resolution) {
@@ -150,8 +144,8 @@ torch::Tensor periodic_poisson_solve(const torch::Tensor& f) {
 
 void validate_poisson3d_options(const Poisson3dGenOptions& o) {
   TORCH_CHECK_VALUE(o.resolution() >= 4, "resolution must be >= 4, got ", o.resolution());
-  TORCH_CHECK_VALUE(o.resolution() <= kMaxResolution, "resolution must be <= ", kMaxResolution,
-                    ", got ", o.resolution());
+  TORCH_CHECK_VALUE(o.resolution() <= kPoissonMaxResolution,
+                    "resolution must be <= ", kPoissonMaxResolution, ", got ", o.resolution());
   gen::check_sample_counts(o.samples(), o.test_samples());
   TORCH_CHECK_VALUE(o.subsample() >= 1, "subsample must be >= 1, got ", o.subsample());
   TORCH_CHECK_VALUE(o.resolution() % o.subsample() == 0, "subsample ", o.subsample(),
@@ -193,8 +187,8 @@ gen::GenBatch poisson3d_batch(const Poisson3dGenOptions& o, const torch::Device&
   } else {
     fields = fields_of_noise(w, o.alpha(), o.tau());
   }
-  const torch::Tensor f = every_kth(fields.f, k).to(torch::kCPU, torch::kFloat);
-  const torch::Tensor u = every_kth(fields.u, k).to(torch::kCPU, torch::kFloat);
+  const torch::Tensor f = gen::every_kth(fields.f, k, 3).to(torch::kCPU, torch::kFloat);
+  const torch::Tensor u = gen::every_kth(fields.u, k, 3).to(torch::kCPU, torch::kFloat);
   TORCH_CHECK(torch::isfinite(f).all().item<bool>() && torch::isfinite(u).all().item<bool>(),
               "samples ", start, "..", start + b - 1, ": the fields are not finite");
   return {{f, u}, {{"residual", fields.residual}}};
@@ -217,8 +211,8 @@ GenSummary generate_poisson3d(const Poisson3dGenOptions& o, const GenHooks& hook
       o.batch_size() > 0 ? o.batch_size() : (device.is_cuda() ? auto_batch : 1);
   using gen::format_number;
   gen::GenSpec spec;
-  spec.run = {"poisson3d", kGeneratorVersion, r,         total, o.test_samples(), o.seed(),
-              k,           device.is_cuda(),  batch_size};
+  spec.run = {"poisson3d", kPoissonGeneratorVersion, r,         total, o.test_samples(), o.seed(),
+              k,           device.is_cuda(),         batch_size};
   spec.own = {{"alpha", format_number(o.alpha())}, {"tau", format_number(o.tau())}};
   spec.out = o.out();
   spec.paths = poisson3d_output_paths(o);
@@ -235,7 +229,7 @@ GenSummary generate_poisson3d(const Poisson3dGenOptions& o, const GenHooks& hook
         text_attr("generator",
                   "fno_datagen --problem poisson3d: periodic 3D Poisson equation "
                   "with a Gaussian random source"),
-        number_attr("generator_version", kGeneratorVersion),
+        number_attr("generator_version", kPoissonGeneratorVersion),
         text_attr("problem", "poisson3d"),
         text_attr("equation",
                   "-Laplace(u) = f on the periodic unit cube [0,1)^3, f and u with zero mean"),
@@ -245,19 +239,22 @@ GenSummary generate_poisson3d(const Poisson3dGenOptions& o, const GenHooks& hook
     gen::append(attrs, gen::grid_attrs(r, k, stored));
     gen::append(attrs, gen::seed_attrs(o.seed()));
     gen::append(attrs, gen::split_attrs(part.split, part.count, part.first, total));
-    gen::append(attrs, {
-        text_attr("grf",
-                  "f = sum_(k != 0) tau^(alpha-3/2) (4 pi^2 |k|^2 + tau^2)^(-alpha/2) zeta_k "
-                  "exp(2 pi i k.x), zeta the orthonormal FFT of white noise at the grid points, "
-                  "k the grid's FFT frequencies"),
-        number_attr("alpha", o.alpha()),
-        number_attr("tau", o.tau()),
-        text_attr("solver",
-                  "spectral, float64: u_hat(k) = f_hat(k) / (4 pi^2 |k|^2), u_hat(0) = 0"),
-        number_attr("max_residual", output.stat_max(p, "residual")),
-        text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
-        text_attr("command_line", o.command_line()),
-    });
+    gen::append(
+        attrs,
+        {
+            text_attr(
+                "grf",
+                "f = sum_(k != 0) tau^(alpha-3/2) (4 pi^2 |k|^2 + tau^2)^(-alpha/2) zeta_k "
+                "exp(2 pi i k.x), zeta the orthonormal FFT of white noise at the grid points, "
+                "k the grid's FFT frequencies"),
+            number_attr("alpha", o.alpha()),
+            number_attr("tau", o.tau()),
+            text_attr("solver",
+                      "spectral, float64: u_hat(k) = f_hat(k) / (4 pi^2 |k|^2), u_hat(0) = 0"),
+            number_attr("max_residual", output.stat_max(p, "residual")),
+            text_attr("device", device.is_cuda() ? "cuda" : "cpu"),
+            text_attr("command_line", o.command_line()),
+        });
     return attrs;
   };
   spec.summarize = [&](const gen::GenOutput& output, GenSummary& summary) {

@@ -41,11 +41,6 @@ double timed_step(TrainStep& train, const at::Tensor& x, const at::Tensor& y) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Adds a timed step's link statistics to `sum` (and its link floor to `floor_ms`).
 void add_stats(offload::StepStats& sum, double& floor_ms, const offload::StepStats& st) {
   sum.bytes_offloaded += st.bytes_offloaded;
@@ -204,7 +199,7 @@ struct Runner {
       if (record) write_timeline(step, row.policy, row.resolution, row.batch);
     }
     if (!o.trace_path.empty() && !traced) trace_step(train, x, y);
-    row.ms_per_step = median(ms);
+    row.ms_per_step = median_ms(ms);
     if (group) {
       // The ranks step together; the slowest rank's median counts.
       std::vector<double> all(static_cast<size_t>(group->size()), 0.0);
@@ -261,7 +256,7 @@ struct Runner {
       warm_up(train, x, y, warmup, graphed);
       std::vector<double> ms1;
       for (int64_t i = 0; i < timed; ++i) ms1.push_back(timed_step(train, x, y));
-      row.ms_per_step_one_gpu = median(ms1);
+      row.ms_per_step_one_gpu = median_ms(ms1);
     }
     group->barrier();
     row.ms_per_step_one_gpu =

@@ -24,11 +24,6 @@
 namespace fno {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // f() timed from an idle GPU to an idle GPU, in ms.
 template <class F>
 double timed(F&& f) {
@@ -132,7 +127,7 @@ struct DomainRunner {
         for (int64_t i = 0; i < o.warmup; ++i) train.run(x, y);
         std::vector<double> ms;
         for (int64_t i = 0; i < o.steps; ++i) ms.push_back(timed([&] { train.run(x, y); }));
-        row.ms_per_step_one_gpu = median(ms);
+        row.ms_per_step_one_gpu = median_ms(ms);
       });
       free_memory();
     }
@@ -274,7 +269,7 @@ struct DomainRunner {
       ms.push_back(timed([&] { losses.push_back(step(choice)); }));
     }
     for (const auto& l : losses) row.losses.push_back(l.item<double>());
-    finish(row, median(ms), full);
+    finish(row, median_ms(ms), full);
     if (!o.trace_path.empty() && !traced) {
       // One more step, rank 0's traced (the figures above are untraced).
       traced_step(o.trace_path, mesh.world->is_main(), [&] { step(choice); });
@@ -409,6 +404,11 @@ std::vector<BenchRow> run_domain_rows(const BenchOptions& o, std::shared_ptr<dis
     }
   }
   return rows;
+}
+
+double median_ms(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace fno

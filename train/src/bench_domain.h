@@ -17,4 +17,8 @@ namespace fno {
 std::vector<BenchRow> run_domain_rows(const BenchOptions& o, std::shared_ptr<dist::Group> world,
                                       const std::function<void(const BenchRow&)>& log);
 
+/// The median of the step times `v` (of an even count, the upper middle one),
+/// as both kinds of rows report it.
+double median_ms(std::vector<double> v);
+
 }  // namespace fno
