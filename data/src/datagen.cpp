@@ -22,7 +22,8 @@ namespace fno::data {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+// (C linkage makes the name global even here, so it is the library's own.)
+extern "C" void fno_datagen_on_stop_signal(int sig) { g_stop_signal = sig; }
 
 /// SIGINT and SIGTERM set a flag that the run polls, for its lifetime.
 class StopSignals {
@@ -30,7 +31,7 @@ class StopSignals {
   StopSignals() {
     g_stop_signal = 0;
     struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = fno_datagen_on_stop_signal;
     sa.sa_flags = SA_RESTART;  // the run polls the flag; no write (progress, HDF5) sees EINTR
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, &old_int_);

@@ -19,14 +19,15 @@ constexpr const char* kWorldKey =
 
 // The signal that asked the run to stop (SIGINT, SIGTERM), or 0.
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+// (C linkage makes the name global even here, so it is the library's own.)
+extern "C" void fno_train_on_stop_signal(int sig) { g_stop_signal = sig; }
 
 }  // namespace
 
 StopSignals::StopSignals() {
   g_stop_signal = 0;
   struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
+  sa.sa_handler = fno_train_on_stop_signal;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, &old_int_);
   ::sigaction(SIGTERM, &sa, &old_term_);
