@@ -97,18 +97,18 @@ std::vector<torch::Tensor> TrainingRun::eval_body(const std::vector<torch::Tenso
   return {};
 }
 
-// Each metric of each test set: the mean per-sample relative error, over all
-// ranks. Navier-Stokes adds each set's relative L2 error per predicted record
-// ("<set>_l2_per_step"), their mean over the records ("<set>_l2_step") and the
-// error of the trajectory up to each record ("<set>_l2_upto": a shorter
-// rollout's whole-trajectory error); its "<set>_l2" is the error of the whole
-// predicted trajectory (the paper's), upto's last entry.
 std::pair<int64_t, int64_t> TrainingRun::shard_share(int64_t n) const {
   const int64_t per = (n + s_.shards() - 1) / s_.shards();
   const int64_t lo = std::min(n, s_.shard() * per);
   return {lo, std::min(n, lo + per) - lo};
 }
 
+// Each metric of each test set: the mean per-sample relative error, over all
+// ranks. Navier-Stokes adds each set's relative L2 error per predicted record
+// ("<set>_l2_per_step"), their mean over the records ("<set>_l2_step") and the
+// error of the trajectory up to each record ("<set>_l2_upto": a shorter
+// rollout's whole-trajectory error); its "<set>_l2" is the error of the whole
+// predicted trajectory (the paper's), upto's last entry.
 std::map<std::string, double> TrainingRun::evaluate() {
   // Each metric's sum over its set (this rank's share) and the set's size.
   std::vector<std::string> keys;
