@@ -119,7 +119,7 @@ TEST_CASE("benchmark data: PDEBench's one-file and per-sample layouts and its sp
   for (const Case c : {Case{"benchmarks/pdebench/2D_CFD_tiny.hdf5", "pdebench.single", 4},
                        Case{"benchmarks/pdebench/2D_diff-react_tiny.h5", "pdebench.mult", 2}}) {
     for (const std::string split : {"train", "test"}) {
-      INFO(c.file, " split ", split);
+      INFO(std::string(c.file), " split ", split);
       const auto data = g(std::string(c.golden) + "." + split);  // [n, X, Y, T, V]
       const BenchmarkSet set(
           golden_path(c.file),

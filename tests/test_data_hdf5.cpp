@@ -576,7 +576,7 @@ TEST_CASE("hdf5: large samples are chunked under ~1 MiB and read back") {
       // (no structured binding: clang 14 cannot capture one in doctest's INFO lambda)
       const char* name = entry.first;
       const hsize_t element_size = entry.second;
-      INFO("dataset ", name);
+      INFO("dataset ", std::string(name));
       H5Id ds(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
       H5Id dcpl(H5Dget_create_plist(ds), H5Pclose);
       hsize_t chunk[3] = {0, 0, 0};

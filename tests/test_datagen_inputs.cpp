@@ -125,7 +125,7 @@ TEST_CASE("datagen --inputs-only: the solved run's coeff, byte for byte, chunked
   CHECK(seen.back() == std::pair<int64_t, int64_t>{4 * 33, 4 * 33});
   for (const char* split : {"train", "test"}) {
     const std::string s = dir + "/s_" + split + ".h5", i = dir + "/i_" + split + ".h5";
-    CAPTURE(split);
+    INFO("split ", std::string(split));
     CHECK(torch::equal(read_coeff(s), read_coeff(i)));
     const Layout l = layout_of(i);
     CHECK(l.chunk == std::vector<hsize_t>{1, 33, 33});

@@ -134,7 +134,8 @@ TEST_CASE(
   };
   for (const Setting st : {Setting{"none", 1, 1}, Setting{"recompute", 2, 1}, Setting{"slim", 1, 2},
                            Setting{"all", 2, 1}}) {
-    INFO("policy ", st.policy, ", chunks ", st.chunks, ", micro-batches ", st.micro_batches);
+    INFO("policy ", std::string(st.policy), ", chunks ", st.chunks, ", micro-batches ",
+         st.micro_batches);
     std::vector<std::map<std::string, torch::Tensor>> got(2), got2(2), got3(2);
     std::vector<int64_t> buckets(2), overlapped(2);
     two_ranks([&](int64_t r, std::shared_ptr<fno::dist::Group> g) {

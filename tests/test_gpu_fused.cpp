@@ -144,7 +144,7 @@ TEST_CASE("fused block tail: bf16 and half activations against fp32 on the same 
                  dz = round(torch::randn(shape, o));
       for (const bool gelu_input : {false, true}) {
         for (const bool gelu_mid : {false, true}) {
-          INFO("shape ", torch::IntArrayRef(shape), ", dtype ", c10::toString(c.dtype),
+          INFO("shape ", torch::IntArrayRef(shape), ", dtype ", std::string(c10::toString(c.dtype)),
                ", gelu_input ", gelu_input, ", gelu_mid ", gelu_mid);
           const auto ref = run_tail(x.to(torch::kFloat), s.to(torch::kFloat), p,
                                     dz.to(torch::kFloat), gelu_input, gelu_mid, false);
@@ -378,7 +378,7 @@ TEST_CASE("fused block tail, tiled step: next-block input and recomputing backwa
   // GELU'(z) g, and by the roundings to the activation dtype that this
   // flips now and then (rare: bf16/half and TF32 operands).
   struct Mode {
-    const char* name;
+    std::string name;
     torch::ScalarType dtype;
     fno::Fp32BlockTail fp32;
     bool tf32;

@@ -94,7 +94,7 @@ TEST_CASE("a step over tiles gives the whole-grid step's loss and gradients (2D,
     };
     const auto all = [](TilePlace p) { return std::vector<TilePlace>(3, p); };
     struct Variant {
-      const char* name;
+      std::string name;
       fno::TiledPlan plan;
     };
     std::vector<Variant> variants;

@@ -8,7 +8,9 @@ results/headline.md:
 inline links [text](target) and reference definitions [label]: target, outside fenced code
 blocks and inline code. A target's #anchor is ignored; web addresses (scheme:) and
 in-page anchors are not checked. Prints one line per broken link (file:line: target) and
-exits 1 when there is one. Standard library only.
+exits 1 when there is one. Then every folder under results/ must have its row in
+results/README.md's index (a row linking to the folder's NOTES.md), and every such row a folder.
+Standard library only.
 """
 import glob
 import os
@@ -66,6 +68,19 @@ def broken(src, page):
             yield f"{os.path.relpath(page, src)}:{n}: {target}"
 
 
+def unindexed(src):
+    """The folders of results/ without a row in results/README.md, and rows without a folder."""
+    index = os.path.join(src, "results", "README.md")
+    if not os.path.exists(index):
+        return []
+    with open(index, encoding="utf-8") as f:
+        rows = set(re.findall(r"^\|\s*`([^`/]+)/`\s*\|.*\]\(\1/NOTES\.md\)", f.read(), re.M))
+    folders = {d for d in os.listdir(os.path.join(src, "results"))
+               if os.path.isdir(os.path.join(src, "results", d))}
+    return ([f"results/{d}/: no row in results/README.md" for d in sorted(folders - rows)] +
+            [f"results/README.md: a row for {d}/, which is not there" for d in sorted(rows - folders)])
+
+
 def main():
     if len(sys.argv) != 2:
         print("usage: test_doc_links.py SOURCE_DIR", file=sys.stderr)
@@ -80,7 +95,10 @@ def main():
         print(f"broken link: {b}")
     n_links = sum(1 for p in checked for _ in link_targets(open(p, encoding="utf-8").read()))
     print(f"doc links: {len(checked)} pages, {n_links} links, {len(bad)} broken")
-    return 1 if bad or missing else 0
+    index = unindexed(src)
+    for line in index:
+        print(line)
+    return 1 if bad or missing or index else 0
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 // Fused backward of an FNO block's pointwise tail (block_tail.h): from dz and
 // the stored input and y1, writes da, ds and per-CTA weight-gradient partials
-// (backward_tc, on the tensor cores: common.cuh describes the design), then
+// (backward_tc, on the tensor cores: common.cuh describes the design; the
+// steps it shares with block_tail_backward_recompute.cu: backward_steps.cuh), then
 // sums the partials over CTAs in a fixed order (reduce_partials_kernel, which
 // block_tail_backward_recompute.cu's kernel shares: partials.cuh).
+#include "backward_steps.cuh"
 #include "block_tail.h"
 #include "block_tail_launch.cuh"
 #include "block_tail_tuning.cuh"
@@ -33,11 +35,7 @@ struct BwdSmem {
   static constexpr int kRowsM = CM * Geo<T>::kS;
   // per warp: in[2], y1[2], dz[2], dy, da ([C] rows each), gh, dh ([CM] rows)
   static constexpr int kWarpElems = 8 * kRows + 2 * kRowsM;
-  static constexpr int kW1 = 0;                                      // B(i, k) = W1[k][i]
-  static constexpr int kW2 = kW1 + BFrag<T, C, CM, X3>::kWords;      // B(i, k) = W2[i][k]
-  static constexpr int kW1n = kW2 + BFrag<T, C, CM, X3>::kWords;     // B(k, i) = W1[k][i]
-  static constexpr int kWSkip = kW1n + BFrag<T, CM, C, X3>::kWords;  // B(i, j) = W_skip[i][j]
-  static constexpr int kWords = kWSkip + BFrag<T, C, C, X3>::kWords;
+  static constexpr int kWords = BwdFrags<T, C, CM, X3>::kWords;  // the four fragments only
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   static constexpr size_t kBytes = kTileBytes + 4 * kWords + 4 * (CM + 2 * C);
   static_assert(kTileBytes % 16 == 0, "B fragments are read with 16-byte loads");
@@ -52,16 +50,14 @@ __global__ void __launch_bounds__(kThreads, 2)
                 int64_t tiles, bool vec_ok, int l2pf, BlockTailWeights w,
                 float* __restrict__ partial) {
   using L = BwdSmem<T, C, CM, X3>;
+  using F = BwdFrags<T, C, CM, X3>;  // the fragments' offsets in fr
   constexpr int R = L::kRows, RM = L::kRowsM;
   extern __shared__ float4 smem4[];
   T* tiles_sm = reinterpret_cast<T*>(smem4);
   uint32_t* fr = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(smem4) + L::kTileBytes);
   float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
   float* sgate = sb1 + CM;
-  build_bfrag<T, C, CM, X3>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
-  build_bfrag<T, C, CM, X3>(fr + L::kW2, [&](int k, int nn) { return w.w2[k * CM + nn]; });
-  build_bfrag<T, CM, C, X3>(fr + L::kW1n, [&](int k, int nn) { return w.w1[k * C + nn]; });
-  build_bfrag<T, C, C, X3>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[k * C + nn]; });
+  F::build(fr, w);
   for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
   for (int i = threadIdx.x; i < C; i += blockDim.x) sgate[i] = w.gate[i];
   __syncthreads();
@@ -77,32 +73,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   T* s_gh = ws + 8 * R;
   T* s_dh = s_gh + RM;
 
-  float acc_s[C / 16][C / 8][4] = {};   // dW_skip[i][j] = sum dy1_i a_j
-  float acc_1[CM / 16][C / 8][4] = {};  // dW1[k][i] = sum dh_k act(y1)_i
-  float acc_2[C / 16][CM / 8][4] = {};  // dW2[i][k] = sum dz_i GELU(h)_k
-  float acc_b2[C / 8][2] = {}, acc_gate[C / 8][2] = {}, acc_b1[CM / 8][2] = {};
-  // The steps both forms below share. b1's gradient: the sum of dh (as rounded).
-  const auto add_b1 = [&](const float(&dh)[CM / 8][4]) {
-#pragma unroll
-    for (int j = 0; j < CM / 8; ++j) {
-      acc_b1[j][0] += dh[j][0] + dh[j][2];
-      acc_b1[j][1] += dh[j][1] + dh[j][3];
-    }
-  };
-  // da's start, gate * dz; b2's and the gate's gradients: sums of dz and dz * a.
-  const auto start_da = [&](const float(&dzv)[C / 8][4], const float(&av)[C / 8][4],
-                            float(&dav)[C / 8][4]) {
-    fill_cols<C>(sgate, lane, dav);
-#pragma unroll
-    for (int j = 0; j < C / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
-      acc_b2[j][0] += dzv[j][0] + dzv[j][2];
-      acc_b2[j][1] += dzv[j][1] + dzv[j][3];
-      acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
-      acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
-    }
-  };
+  BwdAcc<T, C, CM, X3> acc;  // the weight gradients' sums
 
   const int64_t nw = int64_t{gridDim.x} * kWarps;
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
@@ -129,12 +100,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     T* const s_a = s_in(st);   // a, in place of x when gelu_input
     T* const s_g1 = s_y1(st);  // act(y1), in place of y1
     const T* const s_dzc = s_dz(st);
-    // The weight gradients over the 16 points r0.. of this tile.
-    const auto add_wgrads = [&](int r0) {
-      mm_points<T, C, C, X3>(acc_s, s_dy, s_a, r0, lane);
-      mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
-      mm_points<T, C, CM, X3>(acc_2, s_dzc, s_gh, r0, lane);
-    };
 #pragma unroll 1
     for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
       if constexpr (kPacked) {
@@ -168,8 +133,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         float h[CM / 8][4], dh[CM / 8][4] = {};
         fill_cols<CM>(sb1, lane, h);
-        mm_packed<T, C, CM>(h, pg, fr + L::kW1, lane);
-        mm_packed<T, C, CM>(dh, pdz, fr + L::kW2, lane);
+        mm_packed<T, C, CM>(h, pg, fr + F::kW1, lane);
+        mm_packed<T, C, CM>(dh, pdz, fr + F::kW2, lane);
 #pragma unroll
         for (int j = 0; j < CM / 8; ++j)
 #pragma unroll
@@ -185,9 +150,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         pack_acc<T, CM>(dh, pdh);
         stsm_packed<T, CM>(s_dh, r0, lane, pdh);
         unpack_acc<T, CM>(pdh, dh);  // dh as rounded, for b1's gradient
-        add_b1(dh);
+        acc.add_b1(dh);
         float dy[C / 8][4] = {};
-        mm_packed<T, CM, C>(dy, pdh, fr + L::kW1n, lane);
+        mm_packed<T, CM, C>(dy, pdh, fr + F::kW1n, lane);
         if (kGeluMid) {
 #pragma unroll
           for (int j = 0; j < C / 8; ++j)
@@ -198,11 +163,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         pack_acc<T, C>(dy, pdy);
         stsm_packed<T, C>(s_dy, r0, lane, pdy);
         float dav[C / 8][4];
-        start_da(dzv, av, dav);
-        mm_packed<T, C, C>(dav, pdy, fr + L::kWSkip, lane);
+        acc.start_da(sgate, lane, dzv, av, dav);
+        mm_packed<T, C, C>(dav, pdy, fr + F::kWSkip, lane);
         store_acc<T, C>(s_da, r0, lane, dav);
         __syncwarp();
-        add_wgrads(r0);
+        acc.add_points(s_dy, s_a, s_dh, s_g1, s_dzc, s_gh, r0, lane);
         __syncwarp();
         continue;
       }
@@ -231,8 +196,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       // Hidden layer h = W1 g1 + b1, recomputed; dh = GELU'(h) * W2^T dz.
       float h[CM / 8][4], dh[CM / 8][4] = {};
       fill_cols<CM>(sb1, lane, h);
-      mm<T, C, CM, X3>(h, g1, fr + L::kW1, lane);
-      mm<T, C, CM, X3>(dh, dzv, fr + L::kW2, lane);
+      mm<T, C, CM, X3>(h, g1, fr + F::kW1, lane);
+      mm<T, C, CM, X3>(dh, dzv, fr + F::kW2, lane);
 #pragma unroll
       for (int j = 0; j < CM / 8; ++j)
 #pragma unroll
@@ -244,25 +209,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       store_acc<T, CM>(s_gh, r0, lane, h);
       store_acc<T, CM>(s_dh, r0, lane, dh);
-      add_b1(dh);
-      // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
-      float dy[C / 8][4] = {};
-      mm<T, CM, C, X3>(dy, dh, fr + L::kW1n, lane);
-#pragma unroll
-      for (int j = 0; j < C / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (kGeluMid) dy[j][e] *= d1[j][e];
-          dy[j][e] = round_to<T>(dy[j][e]);
-        }
-      store_acc<T, C>(s_dy, r0, lane, dy);
-      // da = W_skip^T dy1 + gate * dz
+      // dy1 (ds too), then da = W_skip^T dy1 + gate * dz.
       float dav[C / 8][4];
-      start_da(dzv, av, dav);
-      mm<T, C, C, X3>(dav, dy, fr + L::kWSkip, lane);
+      acc.template from_dh<kGeluMid>(dh, d1, dzv, av, fr, sgate, s_dy, r0, lane, dav);
       store_acc<T, C>(s_da, r0, lane, dav);
       __syncwarp();
-      add_wgrads(r0);
+      acc.add_points(s_dy, s_a, s_dh, s_g1, s_dzc, s_gh, r0, lane);
       __syncwarp();
     }
     tile_out<T, C>(ds, s_dy, r, n, lane);
@@ -271,8 +223,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   cp_async_wait<0>();
 
-  write_cta_partials<C, CM>(acc_s, acc_1, acc_2, acc_b2, acc_gate, acc_b1,
-                            reinterpret_cast<float*>(smem4), partial);
+  acc.write(reinterpret_cast<float*>(smem4), partial);
 }
 
 // ---------------------------------------------------------------------------

@@ -9,11 +9,13 @@
 // describes the design; its unpacked form, every dtype) with the forward
 // recomputed in front: per 16-point group, y1 = W_skip a + s, the hidden layer
 // and z as forward_tc computes them (y1 and z rounded to T as stored), then dz
-// = GELU'(z) g (gelu_mid) and from dz on backward_tc's steps. It stages a, s
+// = GELU'(z) g (gelu_mid) and from dz on backward_tc's steps (the same code
+// from dh on: backward_steps.cuh). It stages a, s
 // and g (double buffered); a group's act(y1) replaces its s, its dz its g
 // (the weight gradients read both), and its da its a once the weight
 // gradients are done with a (no da rows: the two fp32 CTAs a multiprocessor
 // that backward_tc runs still fit with the two forward fragments added).
+#include "backward_steps.cuh"
 #include "block_tail.h"
 #include "block_tail_launch.cuh"
 #include "block_tail_tuning.cuh"
@@ -41,13 +43,9 @@ struct RecSmem {
   static constexpr int kRowsM = CM * Geo<T>::kS;
   // per warp: a[2], s[2], g[2], dy ([C] rows each), gh, dh ([CM] rows)
   static constexpr int kWarpElems = 7 * kRows + 2 * kRowsM;
-  // backward_tc's four fragments, then the forward's W_skip and W2 (forward_tc's)
-  static constexpr int kW1 = 0;                                        // B(i, k) = W1[k][i]
-  static constexpr int kW2 = kW1 + BFrag<T, C, CM, X3>::kWords;        // B(i, k) = W2[i][k]
-  static constexpr int kW1n = kW2 + BFrag<T, C, CM, X3>::kWords;       // B(k, i) = W1[k][i]
-  static constexpr int kWSkip = kW1n + BFrag<T, CM, C, X3>::kWords;    // B(i, j) = W_skip[i][j]
-  static constexpr int kWSkipF = kWSkip + BFrag<T, C, C, X3>::kWords;  // B(j, i) = W_skip[i][j]
-  static constexpr int kW2F = kWSkipF + BFrag<T, C, C, X3>::kWords;    // B(k, i) = W2[i][k]
+  // backward_tc's four fragments (BwdFrags), then the forward's W_skip and W2 (forward_tc's)
+  static constexpr int kWSkipF = BwdFrags<T, C, CM, X3>::kWords;     // B(j, i) = W_skip[i][j]
+  static constexpr int kW2F = kWSkipF + BFrag<T, C, C, X3>::kWords;  // B(k, i) = W2[i][k]
   static constexpr int kWords = kW2F + BFrag<T, CM, C, X3>::kWords;
   static constexpr size_t kTileBytes = sizeof(T) * kWarps * kWarpElems;
   // then b1 [CM], b2 [C], gate [C] in fp32
@@ -64,6 +62,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                           int64_t tiles_per_batch, int64_t tiles, bool vec_ok, int l2pf,
                           BlockTailWeights w, float* __restrict__ partial) {
   using L = RecSmem<T, C, CM, X3>;
+  using F = BwdFrags<T, C, CM, X3>;  // backward_tc's fragments' offsets in fr
   constexpr int R = L::kRows, RM = L::kRowsM;
   extern __shared__ float4 smem4[];
   T* tiles_sm = reinterpret_cast<T*>(smem4);
@@ -71,10 +70,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* sb1 = reinterpret_cast<float*>(fr + L::kWords);
   float* sb2 = sb1 + CM;
   float* sgate = sb2 + C;
-  build_bfrag<T, C, CM, X3>(fr + L::kW1, [&](int k, int nn) { return w.w1[nn * C + k]; });
-  build_bfrag<T, C, CM, X3>(fr + L::kW2, [&](int k, int nn) { return w.w2[k * CM + nn]; });
-  build_bfrag<T, CM, C, X3>(fr + L::kW1n, [&](int k, int nn) { return w.w1[k * C + nn]; });
-  build_bfrag<T, C, C, X3>(fr + L::kWSkip, [&](int k, int nn) { return w.w_skip[k * C + nn]; });
+  F::build(fr, w);
   build_bfrag<T, C, C, X3>(fr + L::kWSkipF, [&](int k, int nn) { return w.w_skip[nn * C + k]; });
   build_bfrag<T, CM, C, X3>(fr + L::kW2F, [&](int k, int nn) { return w.w2[nn * CM + k]; });
   for (int i = threadIdx.x; i < CM; i += blockDim.x) sb1[i] = w.b1[i];
@@ -94,10 +90,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   T* s_gh = ws + 7 * R;
   T* s_dh = s_gh + RM;
 
-  float acc_s[C / 16][C / 8][4] = {};   // dW_skip[i][j] = sum dy1_i a_j
-  float acc_1[CM / 16][C / 8][4] = {};  // dW1[k][i] = sum dh_k act(y1)_i
-  float acc_2[C / 16][CM / 8][4] = {};  // dW2[i][k] = sum dz_i GELU(h)_k
-  float acc_b2[C / 8][2] = {}, acc_gate[C / 8][2] = {}, acc_b1[CM / 8][2] = {};
+  BwdAcc<T, C, CM, X3> acc;  // the weight gradients' sums
 
   const int64_t nw = int64_t{gridDim.x} * kWarps;
   int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
@@ -147,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       // Hidden layer h = W1 act(y1) + b1; GELU(h), GELU'(h).
       float h[CM / 8][4], dgh[CM / 8][4];
       fill_cols<CM>(sb1, lane, h);
-      mm<T, C, CM, X3>(h, g1, fr + L::kW1, lane);
+      mm<T, C, CM, X3>(h, g1, fr + F::kW1, lane);
 #pragma unroll
       for (int j = 0; j < CM / 8; ++j)
 #pragma unroll
@@ -178,48 +171,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       // From here backward_tc's steps: dh = GELU'(h) * W2^T dz.
       float dh[CM / 8][4] = {};
-      mm<T, C, CM, X3>(dh, dzv, fr + L::kW2, lane);
+      mm<T, C, CM, X3>(dh, dzv, fr + F::kW2, lane);
 #pragma unroll
       for (int j = 0; j < CM / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dh[j][e] = round_to<T>(dh[j][e] * dgh[j][e]);
       store_acc<T, CM>(s_dh, r0, lane, dh);
-      // b1's gradient: the sum of dh (as rounded).
-#pragma unroll
-      for (int j = 0; j < CM / 8; ++j) {
-        acc_b1[j][0] += dh[j][0] + dh[j][2];
-        acc_b1[j][1] += dh[j][1] + dh[j][3];
-      }
-      // dy1 = act'(y1) * W1^T dh: the spectral output's gradient ds too.
-      float dy[C / 8][4] = {};
-      mm<T, CM, C, X3>(dy, dh, fr + L::kW1n, lane);
-#pragma unroll
-      for (int j = 0; j < C / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (kGeluMid) dy[j][e] *= d1[j][e];
-          dy[j][e] = round_to<T>(dy[j][e]);
-        }
-      store_acc<T, C>(s_dy, r0, lane, dy);
-      // da = W_skip^T dy1 + gate * dz; b2's and the gate's gradients: sums of
-      // dz and dz * a.
+      // dy1 (ds too), then da = W_skip^T dy1 + gate * dz.
       float dav[C / 8][4];
-      fill_cols<C>(sgate, lane, dav);
-#pragma unroll
-      for (int j = 0; j < C / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dav[j][e] *= dzv[j][e];
-        acc_b2[j][0] += dzv[j][0] + dzv[j][2];
-        acc_b2[j][1] += dzv[j][1] + dzv[j][3];
-        acc_gate[j][0] = fmaf(dzv[j][0], av[j][0], fmaf(dzv[j][2], av[j][2], acc_gate[j][0]));
-        acc_gate[j][1] = fmaf(dzv[j][1], av[j][1], fmaf(dzv[j][3], av[j][3], acc_gate[j][1]));
-      }
-      mm<T, C, C, X3>(dav, dy, fr + L::kWSkip, lane);
+      acc.template from_dh<kGeluMid>(dh, d1, dzv, av, fr, sgate, s_dy, r0, lane, dav);
       // The weight gradients over these 16 points, then da in place of their a.
       __syncwarp();
-      mm_points<T, C, C, X3>(acc_s, s_dy, s_ad, r0, lane);
-      mm_points<T, CM, C, X3>(acc_1, s_dh, s_g1, r0, lane);
-      mm_points<T, C, CM, X3>(acc_2, s_dz, s_gh, r0, lane);
+      acc.add_points(s_dy, s_ad, s_dh, s_g1, s_dz, s_gh, r0, lane);
       __syncwarp();
       store_acc<T, C>(s_ad, r0, lane, dav);
     }
@@ -229,8 +192,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     __syncwarp();
   }
   cp_async_wait<0>();
-  write_cta_partials<C, CM>(acc_s, acc_1, acc_2, acc_b2, acc_gate, acc_b1,
-                            reinterpret_cast<float*>(smem4), partial);
+  acc.write(reinterpret_cast<float*>(smem4), partial);
 }
 
 // ---------------------------------------------------------------------------
