@@ -101,11 +101,12 @@ same resident streamed 1e-6 && ok || bad "streamed metrics differ from the resid
 same pointwise_resident pointwise_streamed 1e-5 && ok || bad "pointwise: streamed metrics differ"
 
 # Peak RSS: the streamed run within the floor plus the limit; the resident run beyond it.
-# (One process's peak RSS varies between runs by itself: the floor measured 513 to 526 MiB
-# and the streamed run 514 to 532 MiB over four runs on the CI machine, the busier with
-# ctest -j2. The check allows that much besides the limit; the resident run is some 90 MiB
-# over the floor.)
-noise_mib=16
+# (One process's peak RSS varies between runs by itself: on the CI machine the floor measured
+# 511 to 531 MiB and the streamed run 521 to 537 MiB over nine runs, three of them beside
+# another test, and 513 to 526 and 514 to 532 MiB in four earlier ones. The check allows
+# 32 MiB besides the limit; the resident run measured 634 MiB each time, over 100 MiB above
+# the floor.)
+noise_mib=32
 mib() { echo $(($1 / 1048576)); }
 budget=$((floor_rss + (limit_mib + noise_mib) * 1048576))
 [ "$streamed_rss" -le "$budget" ] && ok ||
