@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "golden.h"
+#include "ranks.h"
 
 namespace {
 
@@ -386,43 +387,21 @@ TEST_CASE("collective_search: one rank, and ranks whose candidate lists differ")
 TEST_CASE("collective_search over a Gloo group of two ranks whose steps are collective") {
   // Each step all-reduces a tensor, as a band step's exchanges do: the ranks
   // must step the same candidate at the same time, or the sums would mix.
-  const int port = fno::test::free_port();
   std::vector<fno::CollectiveChoice> choices(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int64_t r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fno::dist::LaunchEnv env;
-        env.rank = r;
-        env.world_size = 2;
-        env.local_rank = r;
-        env.local_world_size = 2;
-        env.master_addr = "127.0.0.1";
-        env.master_port = port;
-        fno::dist::GroupOptions o;
-        o.backend = fno::dist::Backend::kGloo;
-        o.timeout = std::chrono::seconds(60);
-        const auto group = fno::dist::Group::create(env, torch::kCPU, o);
-        fno::CollectiveSteps steps;
-        steps.fits = [&](int64_t i) { return !(r == 0 && i == 0); };  // A: over rank 0's budget
-        steps.step = [&](int64_t i) {
-          auto t = torch::full({1}, static_cast<double>(10 * i + r), torch::kDouble);
-          group->all_reduce_sum(t);
-          TORCH_CHECK(t.item<double>() == 20.0 * static_cast<double>(i) + 1.0,
-                      "the ranks stepped different candidates");
-          return r == 1 ? 3.0 - static_cast<double>(i) : 1.0;  // rank 1 is the slower
-        };
-        choices[static_cast<size_t>(r)] = fno::collective_search(
-            r, 2, kTexts, steps,
-            [&](const std::vector<double>& v) { return group->all_reduce_sum(v); });
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+  fno::test::run_ranks(2, [&](int64_t r, std::shared_ptr<fno::dist::Group> group) {
+    fno::CollectiveSteps steps;
+    steps.fits = [&](int64_t i) { return !(r == 0 && i == 0); };  // A: over rank 0's budget
+    steps.step = [&](int64_t i) {
+      auto t = torch::full({1}, static_cast<double>(10 * i + r), torch::kDouble);
+      group->all_reduce_sum(t);
+      TORCH_CHECK(t.item<double>() == 20.0 * static_cast<double>(i) + 1.0,
+                  "the ranks stepped different candidates");
+      return r == 1 ? 3.0 - static_cast<double>(i) : 1.0;  // rank 1 is the slower
+    };
+    choices[static_cast<size_t>(r)] = fno::collective_search(
+        r, 2, kTexts, steps,
+        [&](const std::vector<double>& v) { return group->all_reduce_sum(v); });
+  });
   for (const auto& c : choices) {
     CHECK(c.chosen == 2);  // B: rank 1 takes 2 ms, C: 1 ms
     REQUIRE(c.trials.size() == 3);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "golden.h"
+#include "ranks.h"
 
 using fno::test::free_port;
 using fno::test::rel_err;
@@ -28,32 +29,8 @@ using fno::test::rel_err;
 namespace {
 
 // fn(rank, group) on two threads, as ranks 0 and 1 of one Gloo group.
-void two_ranks(const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,
-               std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  const int port = free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(2);
-  for (int64_t r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fno::dist::LaunchEnv env;
-        env.rank = r;
-        env.world_size = 2;
-        env.local_rank = r;
-        env.local_world_size = 2;
-        env.master_addr = "127.0.0.1";
-        env.master_port = port;
-        fno::dist::GroupOptions o;
-        o.backend = fno::dist::Backend::kGloo;
-        o.timeout = timeout;
-        fn(r, fno::dist::Group::create(env, torch::kCPU, o));
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+void two_ranks(const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn) {
+  fno::test::run_ranks(2, fn);
 }
 
 // Every gradient, complex ones as their real views (both parts).

@@ -21,12 +21,11 @@
 #include <limits>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "golden.h"
+#include "ranks.h"
 
-using fno::test::free_port;
 using fno::test::rel_err;
 
 namespace {
@@ -35,31 +34,9 @@ namespace {
 // with `cuda` of one NCCL group, rank r on GPU r.
 void ranks(int64_t n, const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,
            bool cuda = false) {
-  const int port = free_port();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fno::dist::LaunchEnv env;
-        env.rank = r;
-        env.world_size = n;
-        env.local_rank = r;
-        env.local_world_size = n;
-        env.master_port = port;
-        fno::dist::GroupOptions o;
-        o.backend = cuda ? fno::dist::Backend::kNccl : fno::dist::Backend::kGloo;
-        o.timeout = std::chrono::seconds(60);
-        const auto device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
-                                 : torch::Device(torch::kCPU);
-        fn(r, fno::dist::Group::create(env, device, o));
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+  fno::test::RanksOptions o;
+  o.cuda = cuda;
+  fno::test::run_ranks(n, fn, o);
 }
 
 std::map<std::string, torch::Tensor> grads(const fno::FNO& model) {

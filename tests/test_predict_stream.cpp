@@ -26,7 +26,9 @@
 
 #include "golden.h"
 
+using fno::test::check_one_line_error;
 using fno::test::out_path;
+using fno::test::write_bytes;
 namespace data = fno::data;
 
 namespace {
@@ -146,6 +148,18 @@ TEST_CASE("Hdf5SlabReader returns the loader's whole array, sliced, in each layo
   CHECK(outside.rfind(path + ": dataset 'g': samples [0, 1) x rows [4, 11) outside", 0) == 0);
   CHECK_THROWS_WITH_AS(data::Hdf5SlabReader(path, "nope"), doctest::Contains("no dataset 'nope'"),
                        std::runtime_error);
+  // What is not a file: one line naming the path, from either constructor.
+  const std::string empty = out_path("slab_empty.h5");
+  write_bytes(empty, "");
+  for (const auto& c : std::vector<std::pair<std::string, std::string>>{
+           {out_path("slab_missing.h5"), "no such file"},
+           {out_path(""), "is a directory"},
+           {empty, "empty file"}}) {
+    const std::string bad = c.first;
+    check_one_line_error([&] { data::Hdf5SlabReader(bad, "g"); }, bad, c.second);
+    check_one_line_error([&] { data::Hdf5SlabReader(bad, "g", data::Hdf5SlabReader::AnyRank{}); },
+                         bad, c.second);
+  }
 }
 
 TEST_CASE("Hdf5SampleWriter writes bands of rows into chunks of bands") {

@@ -391,6 +391,15 @@ namespace h5 {
 FieldPairs read_hdf5_locked(const Context& ctx, const std::string& path, const LoadOptions& options,
                             const char (&header)[128], bool quiet_warnings);
 
+void Context::require_file() const {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail("is a directory");
+  if (!S_ISREG(st.st_mode)) fail("not a regular file");
+  if (st.st_size == 0) fail("empty file");
+}
+
 // Runs `read` in a forked child and turns its death by a signal into an error
 // naming the file. The child touches only this thread's state: it runs torch
 // single-threaded (a forked child must not enter the parent's OpenMP pool),
@@ -449,11 +458,7 @@ FieldPairs load_hdf5(const std::string& path, const LoadOptions& options) {
   }
 
   // Does the file exist, is it empty; its first bytes tell a MATLAB file.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) ctx.fail("is a directory");
-  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
-  if (st.st_size == 0) ctx.fail("empty file");
+  ctx.require_file();
   char header[128] = {0};
   {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -549,10 +554,7 @@ std::vector<Attribute> read_attributes_locked(const Context& ctx, const std::str
 
 std::vector<Attribute> read_hdf5_attributes(const std::string& path) {
   const Context ctx{path};
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
-  if (st.st_size == 0) ctx.fail("empty file");
+  ctx.require_file();
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   probe_in_child(ctx, [&] { read_attributes_locked(ctx, path); });
   return read_attributes_locked(ctx, path);

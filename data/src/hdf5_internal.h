@@ -102,6 +102,10 @@ struct Context {
   void check(herr_t status, const std::string& what) const {
     if (status < 0) fail_h5(what);
   }
+  /// The path names a regular file that is not empty, else fail(): "no such
+  /// file" (or the system's reason), "is a directory", "not a regular file" or
+  /// "empty file" (hdf5.cpp).
+  void require_file() const;
 };
 
 /// A numeric dataset of rank 3 or 4 (a 2D or 3D grid), one more with a

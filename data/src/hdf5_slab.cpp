@@ -5,11 +5,7 @@
 
 #include <torch/torch.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <mutex>
 
 #include "hdf5_internal.h"
@@ -97,12 +93,7 @@ Hdf5SlabReader::Hdf5SlabReader(const std::string& path, const std::string& key, 
     : p_(std::make_unique<Impl>()) {
   p_->ctx.path = path;
   const Context& ctx = p_->ctx;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
-  if (st.st_size == 0) ctx.fail("empty file");
+  ctx.require_file();
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
   // A crash inside libhdf5 on a damaged file (see load_hdf5) becomes an error:
@@ -125,11 +116,7 @@ Hdf5SlabReader::Hdf5SlabReader(const std::string& path, const std::string& key, 
     : p_(std::make_unique<Impl>()) {
   p_->ctx.path = path;
   const Context& ctx = p_->ctx;
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    ctx.fail(errno == ENOENT ? std::string("no such file") : std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) ctx.fail("not a regular file");
+  ctx.require_file();
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
   // As above: opening and the first value are tried in a child first.
