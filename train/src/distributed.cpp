@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace fno::dist {
 
@@ -39,6 +40,24 @@ int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// c10d's NCCL settings, set once a process before its first group's
+// rendezvous: failures become exceptions in wait(), never an abort of the
+// process (blocking waits with the timeout, communicators cleaned up on error,
+// no monitoring thread that would kill the process). A user's settings win.
+// Once: setenv may move the environment under a getenv of another thread,
+// and ranks may be threads of one process (the unit tests), each of whose
+// c10d reads its settings with getenv while the others set theirs.
+void nccl_env_defaults() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
+    setenv("TORCH_NCCL_ENABLE_MONITORING", "0", 0);
+    setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
+    setenv("TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "0", 0);
+  });
 }
 
 }  // namespace
@@ -78,14 +97,7 @@ static void start_backend(Group::Impl& p, std::chrono::milliseconds timeout) {
 #endif
         } else {
 #ifdef USE_C10D_NCCL
-          // Failures become exceptions in wait(), never an abort of the process:
-          // blocking waits with the timeout, communicators cleaned up on error, no
-          // monitoring thread that would kill the process. A user's settings win.
-          setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
-          setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2", 0);
-          setenv("TORCH_NCCL_ENABLE_MONITORING", "0", 0);
-          setenv("TORCH_NCCL_DUMP_ON_TIMEOUT", "0", 0);
-          setenv("TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "0", 0);
+          // (c10d's settings: nccl_env_defaults, set when the world group began.)
           c10::cuda::set_device(device.index());
           auto o = c10d::ProcessGroupNCCL::Options::create();
           o->timeout = timeout;
@@ -128,6 +140,7 @@ std::shared_ptr<Group> Group::create(const LaunchEnv& env, const torch::Device& 
     throw Error(p->who() + ": the NCCL backend needs a CUDA device; this rank trains on " +
                 device.str());
   }
+  if (backend == "nccl") nccl_env_defaults();
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   // c10d logs its retries and a peer's loss as warnings with C++ backtraces;
   // our errors say it in one line. TORCH_CPP_LOG_LEVEL=WARNING brings them back.
