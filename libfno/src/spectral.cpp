@@ -176,6 +176,24 @@ torch::Tensor last_dim_gemm(const torch::Tensor& x, const torch::Tensor& mat,
   return torch::matmul(x, mat);
 }
 
+// t's `dim` holds the `kept` lowest modes of a length-`len` transform as
+// corner_dims_forward leaves them: the kept / 2 negative frequencies, then
+// the others. Returns the whole spectrum in FFT order (the others, zeros, the
+// negative ones) inverse-transformed along dim with `norm`.
+torch::Tensor ifft_of_kept(const torch::Tensor& t, int64_t dim, int64_t kept, int64_t len,
+                           const char* norm) {
+  const int64_t neg = kept / 2;
+  const int64_t pos = kept - neg;
+  std::vector<torch::Tensor> parts{t.narrow(dim, neg, pos)};
+  if (kept < len) {
+    auto shape = t.sizes().vec();
+    shape[dim] = len - kept;
+    parts.push_back(torch::zeros(shape, t.options()));
+  }
+  parts.push_back(t.narrow(dim, 0, neg));
+  return torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, norm);
+}
+
 }  // namespace
 
 torch::Tensor last_dim_forward(const SpectralModes& m, const torch::Tensor& x) {
@@ -250,16 +268,7 @@ torch::Tensor corner_dims_inverse(const SpectralModes& m, torch::Tensor out, int
       out = rows_times(kept_mode_dft(n, m.kept[i], out.device(), out.scalar_type()).synthesis, out);
       continue;
     }
-    const int64_t neg = m.kept[i] / 2;
-    const int64_t pos = m.kept[i] - neg;
-    std::vector<torch::Tensor> parts{out.narrow(dim, neg, pos)};
-    if (m.kept[i] < n) {
-      auto shape = out.sizes().vec();
-      shape[dim] = n - m.kept[i];
-      parts.push_back(torch::zeros(shape, out.options()));
-    }
-    parts.push_back(out.narrow(dim, 0, neg));
-    out = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "forward");
+    out = ifft_of_kept(out, dim, m.kept[i], n, "forward");
   }
   return out;
 }
@@ -315,10 +324,6 @@ torch::Tensor vjp(const std::function<torch::Tensor(const torch::Tensor&)>& f,
   return torch::autograd::grad({f(at)}, {at}, {grad})[0];
 }
 
-}  // namespace
-
-namespace {
-
 // The adjoint of the first and middle dims' transforms: dx: [B, C, *K]
 // complex -> [B, C, n, *S'', k_last] complex (S'': the middle dims, whole).
 torch::Tensor adjoint_to_last_dim(const SpectralModes& m, const torch::Tensor& dx, int64_t r0,
@@ -334,16 +339,7 @@ torch::Tensor adjoint_to_last_dim(const SpectralModes& m, const torch::Tensor& d
   for (int64_t i = 1; i < m.n_dim() - 1; ++i) {
     const int64_t dim = i + 2;
     const int64_t len = m.spatial[i];
-    const int64_t neg = m.kept[i] / 2;
-    const int64_t pos = m.kept[i] - neg;
-    std::vector<torch::Tensor> parts{g.narrow(dim, neg, pos)};
-    if (m.kept[i] < len) {
-      auto zeros = g.sizes().vec();
-      zeros[dim] = len - m.kept[i];
-      parts.push_back(torch::zeros(zeros, g.options()));
-    }
-    parts.push_back(g.narrow(dim, 0, neg));
-    g = torch::fft::ifft(torch::cat(parts, dim), c10::nullopt, dim, "backward");
+    g = ifft_of_kept(g, dim, m.kept[i], len, "backward");
   }
   return g;
 }
