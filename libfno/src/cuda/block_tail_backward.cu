@@ -75,28 +75,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   BwdAcc<T, C, CM, X3> acc;  // the weight gradients' sums
 
-  const int64_t nw = int64_t{gridDim.x} * kWarps;
-  int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
-  TileWalk walk(tile, nw, tiles_per_batch);
-  if (tile < tiles) {
-    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
-    tile_in<T, C>(s_in(0), in, r, n, lane, l2pf);
-    tile_in<T, C>(s_y1(0), y1, r, n, lane, l2pf);
-    tile_in<T, C>(s_dz(0), dz, r, n, lane, l2pf);
-  }
-  cp_async_commit();
-  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
-    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
-    walk.next();
-    if (tile + nw < tiles) {
-      const TileRef rn = tile_ref<T>(walk, n, C, vec_ok);
-      tile_in<T, C>(s_in(st ^ 1), in, rn, n, lane, l2pf);
-      tile_in<T, C>(s_y1(st ^ 1), y1, rn, n, lane, l2pf);
-      tile_in<T, C>(s_dz(st ^ 1), dz, rn, n, lane, l2pf);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncwarp();
+  // One tile r, its inputs staged in slot st.
+  const auto tile_step = [&](const TileRef& r, int st) {
     T* const s_a = s_in(st);   // a, in place of x when gelu_input
     T* const s_g1 = s_y1(st);  // act(y1), in place of y1
     const T* const s_dzc = s_dz(st);
@@ -220,8 +200,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     tile_out<T, C>(ds, s_dy, r, n, lane);
     tile_out<T, C>(da, s_da, r, n, lane);
     __syncwarp();
-  }
-  cp_async_wait<0>();
+  };
+  walk_tiles<T, C>(ws, int64_t{blockIdx.x} * kWarps + warp, int64_t{gridDim.x} * kWarps, tiles,
+                   tiles_per_batch, n, vec_ok, lane, l2pf, tile_step, in, y1, dz);
 
   acc.write(reinterpret_cast<float*>(smem4), partial);
 }

@@ -92,28 +92,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   BwdAcc<T, C, CM, X3> acc;  // the weight gradients' sums
 
-  const int64_t nw = int64_t{gridDim.x} * kWarps;
-  int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
-  TileWalk walk(tile, nw, tiles_per_batch);
-  if (tile < tiles) {
-    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
-    tile_in<T, C>(s_a(0), a, r, n, lane, l2pf);
-    tile_in<T, C>(s_s(0), s, r, n, lane, l2pf);
-    tile_in<T, C>(s_g(0), g, r, n, lane, l2pf);
-  }
-  cp_async_commit();
-  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
-    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
-    walk.next();
-    if (tile + nw < tiles) {
-      const TileRef rn = tile_ref<T>(walk, n, C, vec_ok);
-      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane, l2pf);
-      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane, l2pf);
-      tile_in<T, C>(s_g(st ^ 1), g, rn, n, lane, l2pf);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncwarp();
+  // One tile r, its inputs staged in slot st.
+  const auto tile_step = [&](const TileRef& r, int st) {
     T* const s_ad = s_a(st);  // a; a group's da in place of its a at the end
     T* const s_g1 = s_s(st);  // act(y1), in place of s
     T* const s_dz = s_g(st);  // dz, in place of g
@@ -190,8 +170,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     tile_out<T, C>(ds, s_dy, r, n, lane);
     tile_out<T, C>(da, s_ad, r, n, lane);
     __syncwarp();
-  }
-  cp_async_wait<0>();
+  };
+  walk_tiles<T, C>(ws, int64_t{blockIdx.x} * kWarps + warp, int64_t{gridDim.x} * kWarps, tiles,
+                   tiles_per_batch, n, vec_ok, lane, l2pf, tile_step, a, s, g);
   acc.write(reinterpret_cast<float*>(smem4), partial);
 }
 

@@ -169,26 +169,8 @@ __global__ void __launch_bounds__(kThreads)
   // (stage st of the inputs: a at ws + st * R, s at ws + (2 + st) * R)
   const auto s_a = [&](int st) { return ws + st * R; };
   const auto s_s = [&](int st) { return ws + (2 + st) * R; };
-  const int64_t nw = int64_t{gridDim.x} * kWarps;
-  int64_t tile = int64_t{blockIdx.x} * kWarps + warp;
-  TileWalk walk(tile, nw, tiles_per_batch);
-  if (tile < tiles) {
-    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
-    tile_in<T, C>(s_a(0), a, r, n, lane, l2pf);
-    tile_in<T, C>(s_s(0), s, r, n, lane, l2pf);
-  }
-  cp_async_commit();
-  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
-    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
-    walk.next();
-    if (tile + nw < tiles) {
-      const TileRef rn = tile_ref<T>(walk, n, C, vec_ok);
-      tile_in<T, C>(s_a(st ^ 1), a, rn, n, lane, l2pf);
-      tile_in<T, C>(s_s(st ^ 1), s, rn, n, lane, l2pf);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncwarp();
+  // One tile r, its inputs staged in slot st.
+  const auto tile_step = [&](const TileRef& r, int st) {
 #pragma unroll
     for (int r0 = 0; r0 < Geo<T>::kWP; r0 += 16) {
       float av[C / 8][4], y[C / 8][4];
@@ -238,8 +220,9 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (!kNext) tile_out<T, C>(y1, s_a(st), r, n, lane);
     tile_out<T, C>(z, s_s(st), r, n, lane);
     __syncwarp();
-  }
-  cp_async_wait<0>();
+  };
+  walk_tiles<T, C>(ws, int64_t{blockIdx.x} * kWarps + warp, int64_t{gridDim.x} * kWarps, tiles,
+                   tiles_per_batch, n, vec_ok, lane, l2pf, tile_step, a, s);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Warp tiles of the tensor-core kernels: cp.async helpers, the walk over a
-// warp's tiles (TileWalk), and the copies of a tile's channel rows between
-// global memory and the staged rows in shared memory.
+// warp's tiles (TileWalk), the copies of a tile's channel rows between
+// global memory and the staged rows in shared memory, and the kernels' loop
+// over their tiles with the next tile's inputs in flight (walk_tiles).
 #pragma once
 
 #include "common.cuh"
@@ -144,6 +145,42 @@ __device__ __forceinline__ void tile_out(T* __restrict__ dst, const T* src, cons
       if (col < r.count) g[row * n + col] = src[row * S + col];
     }
   }
+}
+
+// Stages tile r of the inputs srcs... (C channel rows each) into slot st of a
+// warp's staged rows ws: input k's rows at ws + (2k + st) * C * Geo<T>::kS.
+template <typename T, int C, typename... Src>
+__device__ __forceinline__ void stage_tile(T* ws, int st, const TileRef& r, int64_t n, int lane,
+                                           int l2pf, const Src*... srcs) {
+  constexpr int R = C * Geo<T>::kS;
+  int k = 0;
+  (tile_in<T, C>(ws + (2 * k++ + st) * R, srcs, r, n, lane, l2pf), ...);
+}
+
+// A warp's walk over its tiles tile, tile + nw, ... (< tiles), its inputs
+// srcs... double buffered in its staged rows ws (stage_tile's slots).
+// body(r, st) works on tile r, staged in slot st, while the next tile's
+// copies are in flight into slot st ^ 1. Returns with every copy landed.
+template <typename T, int C, class Body, typename... Src>
+__device__ __forceinline__ void walk_tiles(T* ws, int64_t tile, int64_t nw, int64_t tiles,
+                                           int64_t tiles_per_batch, int64_t n, bool vec_ok,
+                                           int lane, int l2pf, Body&& body, const Src*... srcs) {
+  TileWalk walk(tile, nw, tiles_per_batch);
+  if (tile < tiles)
+    stage_tile<T, C>(ws, 0, tile_ref<T>(walk, n, C, vec_ok), n, lane, l2pf, srcs...);
+  cp_async_commit();
+  for (int st = 0; tile < tiles; tile += nw, st ^= 1) {
+    const TileRef r = tile_ref<T>(walk, n, C, vec_ok);
+    walk.next();
+    if (tile + nw < tiles) {
+      stage_tile<T, C>(ws, st ^ 1, tile_ref<T>(walk, n, C, vec_ok), n, lane, l2pf, srcs...);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    body(r, st);
+  }
+  cp_async_wait<0>();
 }
 
 }  // namespace fno::cuda::detail
