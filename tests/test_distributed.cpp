@@ -25,13 +25,9 @@
 
 using fno::test::free_port;
 using fno::test::rel_err;
+using fno::test::run_ranks;
 
 namespace {
-
-// fn(rank, group) on two threads, as ranks 0 and 1 of one Gloo group.
-void two_ranks(const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn) {
-  fno::test::run_ranks(2, fn);
-}
 
 // Every gradient, complex ones as their real views (both parts).
 std::map<std::string, torch::Tensor> grads(const fno::FNO& model) {
@@ -115,7 +111,7 @@ TEST_CASE(
          st.micro_batches);
     std::vector<std::map<std::string, torch::Tensor>> got(2), got2(2), got3(2);
     std::vector<int64_t> buckets(2), overlapped(2);
-    two_ranks([&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+    run_ranks(2, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
       auto& model = models[static_cast<size_t>(r)];
       {
         torch::NoGradGuard no_grad;
@@ -196,7 +192,7 @@ TEST_CASE("ordered sums on Gloo equal the blocking ones, and drain leaves them c
   const int64_t count = 6;
   std::vector<std::vector<torch::Tensor>> ordered(2), blocking(2);
   std::vector<int64_t> waits(2), drained(2, -1);
-  two_ranks([&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+  run_ranks(2, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
     auto& o = ordered[static_cast<size_t>(r)];
     auto& b = blocking[static_cast<size_t>(r)];
     for (int64_t k = 0; k < count; ++k) {

@@ -27,17 +27,9 @@
 #include "ranks.h"
 
 using fno::test::rel_err;
+using fno::test::run_ranks;
 
 namespace {
-
-// fn(rank, group) on n threads, as the ranks of one Gloo group on the CPU, or
-// with `cuda` of one NCCL group, rank r on GPU r.
-void ranks(int64_t n, const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,
-           bool cuda = false) {
-  fno::test::RanksOptions o;
-  o.cuda = cuda;
-  fno::test::run_ranks(n, fn, o);
-}
 
 std::map<std::string, torch::Tensor> grads(const fno::FNO& model) {
   std::map<std::string, torch::Tensor> g;
@@ -109,7 +101,7 @@ void check_exact(const fno::FNOOptions& opts, const std::vector<int64_t>& shape,
     models.emplace_back(opts);
     models.back()->to(device(r));
   }
-  ranks(
+  run_ranks(
       n,
       [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
         auto& model = models[static_cast<size_t>(r)];
@@ -284,7 +276,7 @@ TEST_CASE("band losses over bands as thin as the halo equal the whole grid's (fp
         const auto want_grad = torch::autograd::grad({want}, {x})[0];
         std::vector<double> got(static_cast<size_t>(n));
         auto got_grad = torch::zeros_like(x);
-        ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+        run_ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
           const auto [row0, count] = fno::band_rows(rows, n, r);
           fno::Band band;
           band.rank = r;
@@ -371,7 +363,7 @@ TEST_CASE("band losses name what they cannot do") {
 TEST_CASE("a 2D mesh of 4 ranks, 2 per sample: domain and data subgroups") {
   std::vector<std::vector<double>> sums(4);
   std::vector<std::string> refused(4);
-  ranks(4, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+  run_ranks(4, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
     try {
       fno::make_domain_mesh(g, 3);
     } catch (const std::invalid_argument& e) {
@@ -475,7 +467,7 @@ TEST_CASE("OffloadedStep on a band: the step and forwards equal one process's") 
     std::vector<int> graphed(k, -1);
     std::vector<std::string> plans(k);
     std::vector<std::map<std::string, torch::Tensor>> got(k);
-    ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+    run_ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
       torch::AutoGradMode grad_mode(true);
       auto& model = models[static_cast<size_t>(r)];
       for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
@@ -568,7 +560,7 @@ TEST_CASE("a rollout on bands of 2 ranks equals one process's (forward_backward_
   }
   std::vector<double> got_loss(n);
   std::vector<std::map<std::string, torch::Tensor>> got(n);
-  ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+  run_ranks(n, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
     auto& model = models[static_cast<size_t>(r)];
     fno::Band band;
     std::tie(band.row0, std::ignore) = fno::band_rows(13, n, r);
@@ -657,7 +649,7 @@ TEST_CASE("GradScaler across ranks: one rank's non-finite gradient skips the ste
     std::vector<std::vector<int>> stepped(2);
     std::vector<std::vector<double>> scales(2);
     std::vector<int64_t> skipped(2);
-    ranks(2, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
+    run_ranks(2, [&](int64_t r, std::shared_ptr<fno::dist::Group> g) {
       fno::GradScaler scaler(fno::GradScalerOptions().growth_interval(1));
       if (agree) scaler.set_found_inf_sum([g](torch::Tensor& f) { g->all_reduce_sum(f); });
       auto w = torch::zeros({3}, torch::requires_grad());

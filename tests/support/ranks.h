@@ -19,16 +19,12 @@
 
 namespace fno::test {
 
-struct RanksOptions {
-  bool cuda = false;  // NCCL with rank r on GPU r; else Gloo on the CPU
-  std::chrono::milliseconds timeout = std::chrono::seconds(60);
-};
-
-/// fn(rank, group) on n threads, as the ranks 0 .. n-1 of one group. What a
-/// rank throws is a failed CHECK with its message, after every thread joined.
+/// fn(rank, group) on n threads, as the ranks 0 .. n-1 of one group: Gloo on
+/// the CPU, or with `cuda` NCCL, rank r on GPU r. What a rank throws is a
+/// failed CHECK with its message, after every thread joined.
 inline void run_ranks(int64_t n,
                       const std::function<void(int64_t, std::shared_ptr<fno::dist::Group>)>& fn,
-                      const RanksOptions& options = {}) {
+                      bool cuda = false) {
   const int port = free_port();
   std::vector<std::thread> threads;
   std::vector<std::string> errors(static_cast<size_t>(n));
@@ -43,11 +39,10 @@ inline void run_ranks(int64_t n,
         env.master_addr = "127.0.0.1";
         env.master_port = port;
         fno::dist::GroupOptions o;
-        o.backend = options.cuda ? fno::dist::Backend::kNccl : fno::dist::Backend::kGloo;
-        o.timeout = options.timeout;
-        const auto device = options.cuda
-                                ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
-                                : torch::Device(torch::kCPU);
+        o.backend = cuda ? fno::dist::Backend::kNccl : fno::dist::Backend::kGloo;
+        o.timeout = std::chrono::seconds(60);
+        const auto device = cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(r))
+                                 : torch::Device(torch::kCPU);
         fn(r, fno::dist::Group::create(env, device, o));
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
